@@ -1,0 +1,146 @@
+"""The resolved description of one run: the contract between the stages.
+
+``spec`` parses and validates a scenario file; ``plan`` expands its sweep into a
+list of ``Run`` objects defined here.  Every later stage (topology, link
+engines, runner, results, report) receives these objects and never looks at
+the scenario file again.  Everything here is already validated and carries
+its unit in its name (``rate_bps``, ``delay_ns``, ``loss`` as a fraction), so
+later stages do no parsing.
+
+This module owns only the data shapes; it has no behaviour beyond small
+helpers and (de)serialisation to plain dicts (for the results store).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Engines a link may ask for.  ``auto`` is resolved by links.choose at preflight.
+ENGINES = ("auto", "kernel", "netem", "wire")
+PATTERNS = ("stream", "ping", "ramp", "bulk")
+PROTOCOLS = ("tcp", "udp")
+
+
+@dataclass(frozen=True)
+class Direction:
+    """Impairments applied to traffic in one direction of a link.
+
+    For a two-host link ``forward`` is hosts[0] -> hosts[1] and ``reverse`` is
+    hosts[1] -> hosts[0].  For a shared segment (more than two hosts)
+    ``forward`` applies to every host's traffic into the segment (uplink) and
+    ``reverse`` to traffic from the segment to every host (downlink).
+    """
+
+    rate_bps: int | None = None  # None: no rate limit
+    delay_ns: int = 0
+    jitter_ns: int = 0
+    loss: float = 0.0  # random (Bernoulli) loss, a fraction in [0, 1]
+    queue_packets: int | None = None  # drop-tail limit; None: engine default sized from rate
+    queue_bytes: int | None = None
+
+    def needs(self) -> frozenset[str]:
+        """Capabilities an engine must have to apply this direction."""
+        caps: set[str] = set()
+        if self.rate_bps is not None:
+            caps.add("rate")
+        if self.delay_ns:
+            caps.add("delay")
+        if self.jitter_ns:
+            caps.add("jitter")
+        if self.loss:
+            caps.add("loss")
+        if self.queue_packets is not None or self.queue_bytes is not None:
+            caps.add("queue")
+        return frozenset(caps)
+
+    @property
+    def is_clean(self) -> bool:
+        return not self.needs()
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link among two hosts (a veth pair) or more (a shared segment, a bridge)."""
+
+    index: int  # position in the scenario's [[link]] list; also selects its subnet
+    hosts: tuple[str, ...]
+    mtu: int = 1500
+    engine: str = "auto"
+    forward: Direction = field(default_factory=Direction)
+    reverse: Direction = field(default_factory=Direction)
+    capture: bool = False
+
+    @property
+    def shared(self) -> bool:
+        return len(self.hosts) > 2
+
+    def needs(self) -> frozenset[str]:
+        return self.forward.needs() | self.reverse.needs()
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str  # ^[a-z][a-z0-9]{0,7}$, unique in the scenario
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the agents do.  Units are in the names; None means "not set"."""
+
+    pattern: str  # stream | ping | ramp | bulk
+    protocol: str  # tcp | udp (more protocols in later issues)
+    sender: str  # host name ("from" in the file)
+    receivers: tuple[str, ...]  # host names ("to" in the file)
+    payload_bytes: int  # application message size, header included (>= 32)
+    messages: int | None = None  # stream/ping/ramp: messages (iterations) to send
+    duration_ns: int | None = None  # stream/bulk: or send for this long
+    rate_msgs_per_s: float | None = None  # stream: None = as fast as possible
+    interval_ns: int | None = None  # ping/ramp: time between requests
+    step_bytes: int | None = None  # ramp: message grows by this each iteration
+    warmup: int = 0  # messages sent first and not counted
+    timeout_ns: int = 60_000_000_000  # the whole run, after which receivers are stopped
+    options: dict[str, Any] = field(default_factory=dict)  # protocol knobs, already in base units
+
+    def __hash__(self) -> int:  # options is a dict; hash on the rest
+        return hash((self.pattern, self.protocol, self.sender, self.receivers, self.payload_bytes))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a sweep: a fully resolved scenario."""
+
+    scenario: str  # scenario name
+    sweep_id: str  # "<name>-<8 hex>": stable for the same scenario content
+    run_id: str  # 12 hex chars: stable hash of everything resolved below
+    index: int  # position in the sweep (0-based)
+    params: dict[str, Any]  # the swept values of this run, as written in the file ({"loss": "5%"})
+    seed: int
+    repeat: int  # repetition number, 0-based (scenario.repeat > 1)
+    hosts: tuple[Host, ...]
+    links: tuple[Link, ...]
+    workload: Workload
+    engine: str = "auto"  # scenario-wide default; each Link carries its own resolved choice
+
+    def __hash__(self) -> int:
+        return hash(self.run_id)
+
+    def host_names(self) -> list[str]:
+        return [h.name for h in self.hosts]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A scenario expanded: what ``roughnet show`` prints and ``roughnet run`` executes."""
+
+    scenario: str
+    sweep_id: str
+    source: str  # path of the scenario file as given
+    axes: dict[str, list[Any]]  # swept key -> values, in file order
+    runs: tuple[Run, ...]
+    report: dict[str, Any] = field(default_factory=dict)  # [report] hints, validated
+    description: str = ""
