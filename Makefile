@@ -1,0 +1,51 @@
+# roughnet: `make demo` and `make test` set everything up on a fresh Debian 12 machine (as root).
+# Builds are cached outside the clone: cargo target in $(CARGO_TARGET_DIR), pip's cache in ~/.cache/pip.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CARGO_TARGET_DIR ?= /var/cache/roughnet/target
+export CARGO_TARGET_DIR
+CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
+BINARIES := roughnet-agent roughnet-wire
+
+.PHONY: all setup system-deps python-deps build demo test test-rust test-python bench clean-runs
+
+all: setup
+
+setup: system-deps python-deps build
+
+system-deps:
+	@bash scripts/install-system-deps.sh
+
+$(VENV)/.stamp: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $@
+
+python-deps: $(VENV)/.stamp
+
+build:
+	@test -x "$(CARGO)" || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
+	@mkdir -p $(CARGO_TARGET_DIR) bin
+	"$(CARGO)" build --release --locked -p roughnet-agent -p roughnet-wire
+	@for b in $(BINARIES); do install -m 0755 $(CARGO_TARGET_DIR)/release/$$b bin/$$b; done
+
+demo: setup
+	$(VENV)/bin/roughnet run scenarios/quickstart.toml
+
+test: setup test-rust test-python
+
+test-rust:
+	"$(CARGO)" test --release --locked --workspace
+
+test-python:
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+
+bench: setup
+	$(PY) bench/agent_bench.py
+
+clean-runs:
+	$(VENV)/bin/roughnet clean

@@ -1,0 +1,352 @@
+"""The roughnet command line: the only module that prints.
+
+Each command is thin: it calls the library (spec, plan, run, results,
+report, topo) and renders what comes back with rich.  Exit codes: 0 success,
+1 a failure while running, 2 bad input or a machine that cannot run the
+scenario (nothing created), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import __version__
+from .errors import RoughnetError
+
+app = typer.Typer(
+    name="roughnet",
+    help="How does messaging protocol X behave on network Y under workload Z? "
+    "Real protocol stacks on emulated links between network namespaces.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+ResultsOpt = typer.Option(
+    None, "--results", help="Results folder (default $ROUGHNET_RESULTS or ./roughnet-results).", show_default=False
+)
+
+
+def _results_root(results: Optional[Path]) -> Path:
+    if results is not None:
+        return results
+    return Path(os.environ.get("ROUGHNET_RESULTS", "roughnet-results"))
+
+
+def _fail(e: RoughnetError) -> None:
+    err.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(e.exit_code)
+
+
+def _open_store(results: Optional[Path], create: bool):
+    from .results import Store
+
+    root = _results_root(results)
+    if not create and not (root / "results.duckdb").exists():
+        from .errors import ResultsError
+
+        raise ResultsError(f"no results database at {root / 'results.duckdb'}; run a scenario first or pass --results")
+    return Store(root, create=create)
+
+
+@app.callback()
+def _main(
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More logging (-v info, -vv debug)."),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+) -> None:
+    if version:
+        console.print(f"roughnet {__version__}")
+        raise typer.Exit(0)
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+@app.command()
+def validate(file: Path = typer.Argument(..., help="Scenario file (TOML).")) -> None:
+    """Check a scenario file: format, units, ranges, sweep placeholders. Creates nothing."""
+    from .plan import plan_sweep
+
+    try:
+        sweep = plan_sweep(file)
+    except RoughnetError as e:
+        _fail(e)
+    console.print(f"[green]ok[/] {file}: scenario {sweep.scenario!r}, {len(sweep.runs)} run(s), sweep id {sweep.sweep_id}")
+
+
+@app.command()
+def show(
+    file: Path = typer.Argument(..., help="Scenario file (TOML)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the resolved runs as JSON."),
+) -> None:
+    """Print the runs a scenario expands to (with their stable run ids)."""
+    from .plan import plan_sweep
+
+    try:
+        sweep = plan_sweep(file)
+    except RoughnetError as e:
+        _fail(e)
+    if as_json:
+        print(json.dumps([r.to_dict() for r in sweep.runs], indent=1, default=str))
+        return
+    t = Table(title=f"{sweep.scenario} ({sweep.sweep_id}): {len(sweep.runs)} run(s)")
+    t.add_column("#", justify="right")
+    t.add_column("run id")
+    for axis in sweep.axes:
+        t.add_column(axis)
+    t.add_column("pattern / protocol")
+    t.add_column("links")
+    for r in sweep.runs:
+        links = "; ".join(_describe_link(link) for link in r.links)
+        t.add_row(str(r.index), r.run_id, *[str(r.params.get(a, "")) for a in sweep.axes],
+                  f"{r.workload.pattern} / {r.workload.protocol}", links)
+    console.print(t)
+
+
+def _describe_link(link) -> str:
+    from . import units
+
+    def d(x):
+        parts = []
+        if x.rate_bps:
+            parts.append(units.format_rate(x.rate_bps))
+        if x.delay_ns:
+            parts.append(units.format_duration(x.delay_ns))
+        if x.loss:
+            parts.append(f"{100 * x.loss:g}% loss")
+        return " ".join(parts) or "clean"
+
+    fw, rv = d(link.forward), d(link.reverse)
+    body = fw if fw == rv else f"{fw} / {rv}"
+    return f"{'-'.join(link.hosts)}: {body}"
+
+
+def _install_signal_handlers():
+    from .run import Interrupted
+
+    state = {"hit": False}
+
+    def handler(signum, frame):
+        if state["hit"]:
+            return  # already stopping: let the teardown finish
+        state["hit"] = True
+        raise Interrupted(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+@app.command()
+def run(
+    file: Path = typer.Argument(..., help="Scenario file (TOML)."),
+    resume: bool = typer.Option(False, "--resume", help="Run only the runs of this sweep not stored yet."),
+    results: Optional[Path] = ResultsOpt,
+    report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
+) -> None:
+    """Run every run of a scenario's sweep, store the results, print a summary and write the report."""
+    from .plan import plan_sweep
+    from .run import Interrupted, pending_runs, preflight, run_sweep
+
+    try:
+        sweep = plan_sweep(file)
+        pf = preflight(sweep)
+        store = _open_store(results, create=True)
+    except RoughnetError as e:
+        _fail(e)
+    todo = pending_runs(sweep, store, resume)
+    skipped = len(sweep.runs) - len(todo)
+    console.print(
+        f"[bold]{sweep.scenario}[/] ({sweep.sweep_id}): {len(todo)} run(s) to do"
+        + (f", {skipped} already stored" if skipped else "")
+        + f"; results in {store.root}"
+    )
+    _install_signal_handlers()
+    failed = 0
+    try:
+        with Progress(
+            TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False,
+        ) as progress:
+            task = progress.add_task("runs", total=len(todo))
+
+            def on_start(r):
+                params = ", ".join(f"{k}={v}" for k, v in r.params.items()) or "single run"
+                progress.update(task, description=f"run {r.index} ({params})")
+
+            def on_done(r, rec):
+                nonlocal failed
+                if rec["status"] != "ok":
+                    failed += 1
+                    progress.console.print(f"[red]run {r.index} failed:[/] {rec['failure_reason']}", highlight=False)
+                progress.advance(task)
+
+            run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done)
+    except Interrupted as e:
+        err.print(f"[yellow]interrupted ({e}); the current run was torn down, stored runs are kept. "
+                  f"Continue with: roughnet run {file} --resume[/]")
+        store.close()
+        raise typer.Exit(130)
+    _print_summary(store, sweep.sweep_id)
+    if report:
+        from .report import build_report
+
+        path = build_report(store, sweep.sweep_id)
+        console.print(f"report: {path}")
+    store.close()
+    raise typer.Exit(1 if failed else 0)
+
+
+def _fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3g}{unit}"
+    return f"{v}{unit}"
+
+
+def _print_summary(store, sweep_id: str) -> None:
+    from .report import summary_rows
+
+    rows = summary_rows(store, sweep_id)
+    if not rows:
+        console.print("no runs stored")
+        return
+    t = Table(title=f"summary of {sweep_id}")
+    cols = list(rows[0].keys())
+    for c in cols:
+        t.add_column(c)
+    for row in rows:
+        t.add_row(*[_fmt(row[c]) for c in cols])
+    console.print(t)
+
+
+@app.command("results")
+def results_cmd(
+    sweep: Optional[str] = typer.Argument(None, help="A sweep id, prefix or scenario name: list its runs."),
+    results: Optional[Path] = ResultsOpt,
+) -> None:
+    """List stored sweeps, or the runs of one sweep."""
+    try:
+        store = _open_store(results, create=False)
+        if sweep is None:
+            t = Table(title=f"sweeps in {store.root}")
+            rows = store.sweeps()
+            if rows:
+                for c in rows[0].keys():
+                    t.add_column(c)
+                for r in rows:
+                    t.add_row(*[_fmt(v) for v in r.values()])
+            console.print(t)
+        else:
+            _print_summary(store, store.resolve_sweep(sweep))
+        store.close()
+    except RoughnetError as e:
+        _fail(e)
+
+
+@app.command()
+def report(
+    sweep: str = typer.Argument(..., help="A sweep id, prefix or scenario name."),
+    fmt: str = typer.Option("html", "--format", help="html (report + PNGs) or perftest (RTI Perftest-style lines)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for the HTML report."),
+    results: Optional[Path] = ResultsOpt,
+) -> None:
+    """Write the HTML report (plots, tables) of a sweep, or print perftest lines."""
+    from .report import build_report, perftest_lines
+
+    if fmt not in ("html", "perftest"):
+        err.print(f"[red]error:[/] --format must be html or perftest (got {fmt!r})")
+        raise typer.Exit(2)
+    try:
+        store = _open_store(results, create=False)
+        sid = store.resolve_sweep(sweep)
+        if fmt == "perftest":
+            for line in perftest_lines(store, sid):
+                print(line)
+        else:
+            console.print(f"report: {build_report(store, sid, out)}")
+        store.close()
+    except RoughnetError as e:
+        _fail(e)
+
+
+@app.command()
+def export(
+    sweep: str = typer.Argument(..., help="A sweep id, prefix or scenario name."),
+    fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output file (default <sweep>.<format>)."),
+    results: Optional[Path] = ResultsOpt,
+) -> None:
+    """Export one row per run (parameters and metrics) to CSV or Parquet."""
+    if fmt not in ("csv", "parquet"):
+        err.print(f"[red]error:[/] --format must be csv or parquet (got {fmt!r})")
+        raise typer.Exit(2)
+    try:
+        store = _open_store(results, create=False)
+        sid = store.resolve_sweep(sweep)
+        path = store.export(sid, fmt, out or Path(f"{sid}.{fmt}"))
+        console.print(f"wrote {path}")
+        store.close()
+    except RoughnetError as e:
+        _fail(e)
+
+
+@app.command()
+def clean(dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed.")) -> None:
+    """Remove what dead roughnet runs left behind (found by ledger and prefix, and only those)."""
+    from . import topo
+
+    if os.geteuid() != 0:
+        err.print("[red]error:[/] roughnet clean needs root")
+        raise typer.Exit(2)
+    try:
+        removed = topo.clean(dry_run=dry_run)
+    except RoughnetError as e:
+        _fail(e)
+    verb = "would remove" if dry_run else "removed"
+    if not removed:
+        console.print("nothing left behind")
+    for item in removed:
+        console.print(f"{verb} {item}")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of scenario files (for editors)."""
+    from .spec import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+
+
+@app.command()
+def doctor() -> None:
+    """What this machine can do: root, namespaces, sch_netem, tools, binaries (a pass/fail line each)."""
+    from .doctor import checks
+
+    bad = 0
+    for c in checks():
+        mark = "[green]pass[/]" if c.ok else ("[yellow]warn[/]" if not c.required else "[red]FAIL[/]")
+        console.print(f"{mark}  {c.name:<28} {c.detail}", highlight=False)
+        if c.required and not c.ok:
+            bad += 1
+    raise typer.Exit(1 if bad else 0)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""What this machine can do, as a list of checks (``roughnet doctor``).
+
+Owns nothing but the list; the probes themselves live where the knowledge
+is (``links.probe_capabilities`` for qdiscs and namespaces, ``binaries`` for
+roughnet's own programs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+
+from .binaries import agent_version, find_binary
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    required: bool = True
+
+
+#: External tools: (name, required, what needs it)
+TOOLS = (
+    ("ip", True, "namespaces, veth, addresses, routes (iproute2)"),
+    ("tc", True, "rate shaping (iproute2)"),
+    ("nft", True, "random loss on the kernel engine (nftables)"),
+    ("ethtool", True, "turning offloads off on emulated links"),
+    ("iperf3", False, "benchmarks and link tests"),
+    ("sockperf", False, "latency benchmark against an independent tool"),
+    ("tcpdump", False, "packet captures (capture = true)"),
+)
+
+
+def checks() -> list[Check]:
+    out: list[Check] = []
+    root = os.geteuid() == 0
+    out.append(Check("root", root, "running as root" if root else "roughnet run needs root (namespaces)"))
+    for name, required, why in TOOLS:
+        path = shutil.which(name)
+        out.append(Check(f"tool {name}", path is not None, path or f"missing: needed for {why}", required))
+    agent = find_binary("roughnet-agent")
+    if agent is None:
+        out.append(Check("roughnet-agent", False, "not built (make build)"))
+    else:
+        try:
+            v = agent_version(str(agent))
+            out.append(Check("roughnet-agent", True, f"{agent} {v.get('agent')} protocols: {', '.join(v.get('protocols', []))}"))
+        except Exception as e:  # noqa: BLE001 - a doctor reports, it does not stop
+            out.append(Check("roughnet-agent", False, f"{agent} does not run: {e}"))
+    wire = find_binary("roughnet-wire")
+    out.append(Check("roughnet-wire", wire is not None, str(wire) if wire else "not built: no delay/jitter without sch_netem", False))
+    if root:
+        from .links import probe_capabilities
+
+        try:
+            caps = probe_capabilities()
+        except Exception as e:  # noqa: BLE001
+            out.append(Check("capability probe", False, f"failed: {e}"))
+            return out
+        out.append(Check("network namespaces", caps.netns, "ip netns add works" if caps.netns else "ip netns add failed"))
+        out.append(Check("sch_netem", caps.netem, "netem qdisc available" if caps.netem
+                         else "no sch_netem in this kernel: delay and jitter need the wire engine", False))
+        out.append(Check("tbf", caps.tbf, "token bucket shaping" if caps.tbf else "no sch_tbf"))
+        out.append(Check("htb", caps.htb, "hierarchical token bucket" if caps.htb else "no sch_htb", False))
+        out.append(Check("nftables netdev", caps.nft, "ingress drop rules" if caps.nft else "no nftables netdev ingress"))
+    return out

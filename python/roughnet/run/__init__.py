@@ -1,0 +1,5 @@
+"""Running a sweep: preflight, then each run from topology to teardown (see runner.py)."""
+
+from .runner import Interrupted, Preflight, execute_run, pending_runs, preflight, run_sweep
+
+__all__ = ["Interrupted", "Preflight", "execute_run", "pending_runs", "preflight", "run_sweep"]

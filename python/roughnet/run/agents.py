@@ -1,0 +1,230 @@
+"""Starting roughnet-agent processes inside host namespaces and reading what they say.
+
+This module owns the translation of a ``runspec.Workload`` into agent
+configurations (docs/agent-protocol.md) and the life of each agent process:
+start, wait for its ``ready`` line, wait for its ``result`` line, stop it.
+It does not build namespaces (``topo``) or judge results (``run.collect``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import AgentError
+from ..runspec import Run, Workload
+
+log = logging.getLogger(__name__)
+
+AGENT_PORT = 5201
+#: How long a receiver may take to print its ready line.
+READY_TIMEOUT_S = 10.0
+#: Receivers get this long after the sender finished before they are told to stop.
+DRAIN_GRACE_S = 3.0
+
+
+@dataclass
+class AgentSpec:
+    """One agent to start: where, in which role, with which configuration."""
+
+    host: str
+    role: str
+    config: dict[str, Any]
+
+
+def _common_config(w: Workload, run: Run) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "v": 1,
+        "protocol": w.protocol,
+        "pattern": w.pattern,
+        "payload_bytes": w.payload_bytes,
+        "messages": w.messages,
+        "duration_ms": None if w.duration_ns is None else max(1, w.duration_ns // 1_000_000),
+        "rate_msgs_per_s": w.rate_msgs_per_s,
+        "interval_ns": w.interval_ns,
+        "step_bytes": w.step_bytes,
+        "warmup": w.warmup,
+        "timeout_ms": max(1, w.timeout_ns // 1_000_000),
+        "report_interval_ms": 1000,
+        "seed": run.seed,
+        "options": dict(w.options),
+    }
+    return cfg
+
+
+def agent_specs(run: Run, address_of) -> list[AgentSpec]:
+    """The agents of a run, receivers first.
+
+    ``address_of(host, seen_from)`` gives the address ``seen_from`` uses to
+    reach ``host`` (``Topology.address``).
+    """
+    w = run.workload
+    if w.pattern in ("stream", "bulk"):
+        rx_role, tx_role = "receiver", "sender"
+    else:  # ping, ramp
+        rx_role, tx_role = "ponger", "pinger"
+    specs: list[AgentSpec] = []
+    peers = []
+    for host in w.receivers:
+        addr = address_of(host, w.sender)
+        cfg = _common_config(w, run) | {"role": rx_role, "listen": f"{addr}:{AGENT_PORT}"}
+        specs.append(AgentSpec(host, rx_role, cfg))
+        peers.append(f"{addr}:{AGENT_PORT}")
+    cfg = _common_config(w, run) | {"role": tx_role, "peers": peers}
+    specs.append(AgentSpec(w.sender, tx_role, cfg))
+    return specs
+
+
+@dataclass
+class AgentProcess:
+    """A running agent: its process, and the lines it printed (also saved to a file)."""
+
+    spec: AgentSpec
+    proc: subprocess.Popen
+    out_path: Path
+    err_path: Path
+    ready: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    intervals: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: list[str] = field(default_factory=list)
+    _reader: threading.Thread | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.spec.role}@{self.spec.host}"
+
+    def start_reader(self) -> None:
+        self._reader = threading.Thread(target=self._read, name=f"agent-{self.name}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with self.out_path.open("w") as out:
+            for line in self.proc.stdout:
+                out.write(line)
+                out.flush()
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    self.bad_lines.append(line[:200])
+                    continue
+                kind = obj.get("type")
+                if kind == "ready":
+                    self.ready.set()
+                elif kind == "interval":
+                    self.intervals.append(obj)
+                elif kind == "result":
+                    self.result = obj
+                elif kind == "error":
+                    self.error = obj
+        self.done.set()
+        self.ready.set()  # wake anyone waiting for readiness: the process is gone
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        try:
+            return self.err_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+    def describe_failure(self) -> str:
+        if self.error:
+            return f"{self.name}: {self.error.get('kind', 'error')}: {self.error.get('message', '')}"
+        rc = self.proc.poll()
+        tail = self.stderr_tail(400).strip().splitlines()
+        last = tail[-1] if tail else "no output"
+        if self.bad_lines:
+            last = f"unreadable output {self.bad_lines[0]!r}"
+        return f"{self.name} exited with code {rc} without a result ({last})"
+
+    def wait_ready(self, timeout_s: float) -> None:
+        if not self.ready.wait(timeout_s):
+            raise AgentError(f"{self.name} did not report ready within {timeout_s:.0f} s")
+        if self.done.is_set() and self.result is None:
+            raise AgentError(self.describe_failure())
+
+    def wait_done(self, timeout_s: float) -> bool:
+        ok = self.done.wait(timeout_s)
+        if ok:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        return ok
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Ask the agent to finish (SIGTERM makes it print its result), then make sure it is gone."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            if not self.wait_done(grace_s):
+                self.proc.kill()
+                self.wait_done(2.0)
+        if self._reader is not None:
+            self._reader.join(timeout=2.0)
+
+
+def start_agent(topo, agent_path: Path, spec: AgentSpec, artifacts: Path) -> AgentProcess:
+    """Start one agent inside its host's namespace (recorded in the ledger by ``topo.popen``)."""
+    base = f"agent-{spec.host}-{spec.role}"
+    cfg_path = artifacts / f"{base}.config.json"
+    cfg_path.write_text(json.dumps(spec.config, indent=1))
+    err_path = artifacts / f"{base}.stderr"
+    err = err_path.open("w")
+    try:
+        proc = topo.popen(
+            spec.host,
+            [str(agent_path), "run", "--config", str(cfg_path)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
+    finally:
+        err.close()
+    agent = AgentProcess(spec, proc, artifacts / f"{base}.jsonl", err_path)
+    agent.start_reader()
+    log.debug("started %s pid %d", agent.name, proc.pid)
+    return agent
+
+
+def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[AgentSpec]) -> list[AgentProcess]:
+    """Start receivers, wait until each is ready, start the sender, wait for everyone's result.
+
+    Returns every agent (with ``result`` or ``error`` filled in).  Raises
+    AgentError when a receiver never becomes ready or the sender fails.
+    """
+    w = run.workload
+    agents: list[AgentProcess] = []
+    try:
+        for spec in specs[:-1]:
+            agents.append(start_agent(topo, agent_path, spec, artifacts))
+        for a in agents:
+            a.wait_ready(READY_TIMEOUT_S)
+        sender = start_agent(topo, agent_path, specs[-1], artifacts)
+        agents.append(sender)
+        budget = w.timeout_ns / 1e9 + DRAIN_GRACE_S
+        t0 = time.monotonic()
+        if not sender.wait_done(budget):
+            sender.stop()
+        # Receivers end by themselves once they have everything (or saw the end marker);
+        # give them the drain grace, then ask them to report what they have.
+        for a in agents[:-1]:
+            left = max(0.5, budget - (time.monotonic() - t0))
+            if not a.wait_done(min(left, DRAIN_GRACE_S + 2.0)):
+                a.stop()
+        return agents
+    finally:
+        for a in agents:
+            a.stop()

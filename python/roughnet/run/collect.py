@@ -1,0 +1,145 @@
+"""Turning what the agents, the link engines and the kernel said into one run record.
+
+Owns the run record's ``metrics``, ``receivers``, ``histograms`` and the
+validity verdict (v1).  Inputs are plain dicts (agent result lines, counter
+deltas), so this module is tested without namespaces.  The record's shape
+is documented in docs/results-format.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: A sender counts as behind schedule when more than this fraction of its
+#: messages left more than 1 ms after their intended time.
+LATE_FRACTION_LIMIT = 0.01
+#: ... or when one message left this late.
+BEHIND_MAX_LIMIT_US = 50_000.0
+#: The machine counts as saturated when a CPU sample reached 95 % for more
+#: than this fraction of the run.
+SATURATED_FRACTION_LIMIT = 0.2
+
+_LAT_FIELDS = ("min", "mean", "std", "p50", "p90", "p99", "p999", "p9999", "p999999", "max")
+
+
+def _lat_metrics(prefix: str, lat: dict[str, Any] | None, fields=_LAT_FIELDS) -> dict[str, float | None]:
+    lat = lat or {}
+    return {f"{prefix}_{f}_us": lat.get(f"{f}_us") for f in fields}
+
+
+def receiver_metrics(pattern: str, res: dict[str, Any]) -> dict[str, Any]:
+    """Per-receiver metrics from a receiver's (or pinger's) result line."""
+    m: dict[str, Any] = {}
+    for k in ("sent", "received", "lost", "duplicates", "reordered", "bytes", "throughput_bps"):
+        if k in res:
+            m[k] = res[k]
+    rec, lost = res.get("received"), res.get("lost")
+    if isinstance(rec, int) and isinstance(lost, int) and rec + lost > 0:
+        m["loss_ratio"] = lost / (rec + lost)
+    primary = res.get("rtt_intended") if pattern in ("ping", "ramp") else res.get("latency_intended")
+    actual = res.get("rtt_actual") if pattern in ("ping", "ramp") else res.get("latency_actual")
+    m.update(_lat_metrics("lat", primary))
+    m.update(_lat_metrics("lat_actual", actual, ("p50", "p99", "mean", "max")))
+    return m
+
+
+def _sum(values: list[Any]) -> Any:
+    nums = [v for v in values if isinstance(v, (int, float))]
+    return sum(nums) if nums else None
+
+
+def aggregate(pattern: str, per_receiver: list[dict[str, Any]], sender_res: dict[str, Any] | None) -> dict[str, Any]:
+    """Run-level metrics: counts summed over receivers, latency of the worst receiver.
+
+    Latency percentiles are taken from the receiver with the highest p50 (the
+    merged distribution is in the histograms table); with one receiver that is
+    simply its own.
+    """
+    m: dict[str, Any] = {}
+    for k in ("received", "lost", "duplicates", "reordered", "bytes"):
+        m[k] = _sum([r.get(k) for r in per_receiver])
+    rec, lost = m.get("received"), m.get("lost")
+    m["loss_ratio"] = lost / (rec + lost) if isinstance(rec, int) and isinstance(lost, int) and rec + lost else None
+    tps = [r.get("throughput_bps") for r in per_receiver if r.get("throughput_bps") is not None]
+    m["throughput_bps"] = min(tps) if tps else None
+    with_lat = [r for r in per_receiver if r.get("lat_p50_us") is not None]
+    worst = max(with_lat, key=lambda r: r["lat_p50_us"]) if with_lat else {}
+    for k, v in worst.items():
+        if k.startswith("lat"):
+            m[k] = v
+    sender_res = sender_res or {}
+    m["sent"] = sender_res.get("sent", m.get("sent"))
+    if pattern == "bulk" and m.get("throughput_bps") is None:
+        m["throughput_bps"] = sender_res.get("throughput_bps")
+    sched = sender_res.get("schedule") or {}
+    m["sched_behind_max_us"] = sched.get("behind_max_us")
+    m["sched_late_fraction"] = sched.get("late_fraction")
+    return m
+
+
+def link_drop_metrics(link_counters: dict[int, dict[str, Any]]) -> dict[str, int | None]:
+    loss = queue = 0
+    seen = False
+    for per_dir in link_counters.values():
+        for d in per_dir.values():
+            if not isinstance(d, dict):
+                continue
+            seen = True
+            loss += int(d.get("drops_loss", 0) or 0)
+            queue += int(d.get("drops_queue", 0) or 0)
+    if not seen:
+        return {"link_drops": None, "link_drops_loss": None, "link_drops_queue": None}
+    return {"link_drops": loss + queue, "link_drops_loss": loss, "link_drops_queue": queue}
+
+
+def tcp_metrics(tcp_deltas: dict[str, dict[str, int]]) -> dict[str, int]:
+    return {
+        "tcp_retrans_segs": sum(d.get("RetransSegs", 0) for d in tcp_deltas.values()),
+        "tcp_out_segs": sum(d.get("OutSegs", 0) for d in tcp_deltas.values()),
+        "tcp_in_segs": sum(d.get("InSegs", 0) for d in tcp_deltas.values()),
+    }
+
+
+def verdict(
+    pattern: str,
+    receivers: list[tuple[str, dict[str, Any]]],
+    sender_res: dict[str, Any] | None,
+    cpu: dict[str, Any],
+) -> tuple[str, list[str]]:
+    """Validity v1: ``valid``, ``suspect`` (numbers usable with care) or ``invalid``, with reasons."""
+    invalid: list[str] = []
+    suspect: list[str] = []
+    for host, res in receivers:
+        reason = res.get("end_reason")
+        if reason in ("timeout", "signal") and not res.get("complete", False):
+            got, exp = res.get("received"), res.get("expected")
+            count = f" ({got}/{exp} messages)" if exp else ""
+            invalid.append(f"receiver {host} incomplete at timeout{count}")
+    sched = (sender_res or {}).get("schedule") or {}
+    late = sched.get("late_fraction")
+    behind = sched.get("behind_max_us")
+    if (late is not None and late > LATE_FRACTION_LIMIT) or (behind is not None and behind > BEHIND_MAX_LIMIT_US):
+        suspect.append(
+            f"sender behind schedule: {100 * (late or 0):.1f} % of messages left > 1 ms late "
+            f"(worst {((behind or 0) / 1000):.1f} ms)"
+        )
+    sat = cpu.get("saturated_fraction") or 0.0
+    if sat > SATURATED_FRACTION_LIMIT:
+        suspect.append(f"machine CPU saturated during {100 * sat:.0f} % of the run (max {100 * (cpu.get('max') or 0):.0f} %)")
+    if invalid:
+        return "invalid", invalid + suspect
+    if suspect:
+        return "suspect", suspect
+    return "valid", []
+
+
+HIST_KINDS = ("latency_intended", "latency_actual", "rtt_intended", "rtt_actual")
+
+
+def histograms(host: str, res: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for kind in HIST_KINDS:
+        h = res.get(kind)
+        if isinstance(h, dict) and h.get("hdr"):
+            out.append({"host": host, "kind": kind, "hdr": h["hdr"], "count": h.get("count", 0)})
+    return out

@@ -1,0 +1,249 @@
+"""The runner: preflight a sweep, then for each run build, measure, record, tear down.
+
+Owns the order of things in a run (topology, link engines, counters before,
+receivers, ready handshake, sender, counters after, teardown) and the sweep
+loop (resume, a failed run is recorded and the sweep goes on, Ctrl-C and
+SIGTERM tear the current run down and stop).  It delegates: namespaces to
+``topo``, impairments to ``links``, agents to ``run.agents``, judging to
+``run.collect``, storage to ``results``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__, links, topo
+from ..binaries import agent_version, require_binary
+from ..errors import PreflightError, RoughnetError
+from ..runspec import Run, Sweep
+from . import collect
+from .agents import agent_specs, run_agents
+from .counters import CpuSampler, counter_delta, tcp_counters
+
+log = logging.getLogger(__name__)
+
+
+class Interrupted(BaseException):
+    """Raised (from a signal handler) to stop a sweep; teardown still runs."""
+
+
+@dataclass
+class Preflight:
+    """What preflight found: the agent to use and each run's engine per link."""
+
+    agent_path: Path
+    agent: dict[str, Any]
+    caps: Any
+    engines: dict[str, dict[int, str]]  # run_id -> link index -> engine
+
+
+def preflight(sweep: Sweep) -> Preflight:
+    """Check that this machine can run every run of the sweep; create nothing that outlives it.
+
+    Raises PreflightError naming what is missing and how to get it.
+    """
+    if os.geteuid() != 0:
+        raise PreflightError("roughnet run needs root (it creates network namespaces); run it as root")
+    try:
+        agent_path = require_binary("roughnet-agent")
+    except RoughnetError as e:
+        raise PreflightError(str(e)) from e
+    agent = agent_version(str(agent_path))
+    protocols = set(agent.get("protocols", []))
+    patterns = set(agent.get("patterns", []))
+    caps = links.probe_capabilities()
+    if not caps.netns:
+        raise PreflightError("network namespaces are not usable here (`ip netns add` failed); roughnet needs them")
+    engines: dict[str, dict[int, str]] = {}
+    for run in sweep.runs:
+        w = run.workload
+        if w.protocol not in protocols:
+            raise PreflightError(
+                f"run {run.index} ({run.params}): this roughnet-agent does not speak protocol {w.protocol!r}; "
+                f"it speaks {', '.join(sorted(protocols))}"
+            )
+        if w.pattern not in patterns:
+            raise PreflightError(f"run {run.index}: this roughnet-agent has no pattern {w.pattern!r}")
+        engines[run.run_id] = links.choose_engines(run, caps)
+    return Preflight(agent_path, agent, caps, engines)
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _versions(pf: Preflight) -> dict[str, str]:
+    return {"roughnet": __version__, "agent": str(pf.agent.get("agent", "?")), "kernel": os.uname().release}
+
+
+def _base_record(run: Run, engines: dict[int, str], pf: Preflight) -> dict[str, Any]:
+    return {
+        "sweep_id": run.sweep_id,
+        "run_id": run.run_id,
+        "index": run.index,
+        "scenario": run.scenario,
+        "params": dict(run.params),
+        "repeat": run.repeat,
+        "seed": run.seed,
+        "status": "failed",
+        "failure_reason": None,
+        "stderr_tail": None,
+        "started_at": _now_iso(),
+        "duration_s": None,
+        "engine": ",".join(sorted(set(engines.values()))) or "none",
+        "versions": _versions(pf),
+        "pattern": run.workload.pattern,
+        "protocol": run.workload.protocol,
+        "run": run.to_dict(),
+        "metrics": {},
+        "validity": "invalid",
+        "validity_reasons": [],
+        "receivers": [],
+        "histograms": [],
+        "points": None,
+        "link_counters": {},
+        "tcp_counters": {},
+    }
+
+
+def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
+    """Run one run from topology to teardown and return its record (never raises RoughnetError)."""
+    engines = pf.engines[run.run_id]
+    record = _base_record(run, engines, pf)
+    (artifacts / "run.json").write_text(json.dumps(run.to_dict(), indent=1, default=str))
+    t0 = time.monotonic()
+    ledger = topo.Ledger(run.run_id[:8], run.run_id)
+    topology = topo.Topology(run, ledger, engines=engines)
+    agents = []
+    try:
+        topology.build()
+        link_engines = {}
+        for link in run.links:
+            eng = links.engine_for(engines[link.index])
+            eng.apply(topology, link)
+            link_engines[link.index] = eng
+        hosts = run.host_names()
+        tcp_before = {h: tcp_counters(topology, h) for h in hosts}
+        cpu = CpuSampler()
+        cpu.start()
+        try:
+            specs = agent_specs(run, topology.address)
+            agents = run_agents(topology, pf.agent_path, run, artifacts, specs)
+        finally:
+            cpu_stats = cpu.stop()
+        tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in hosts}
+        link_counters = {i: eng.counters(topology, run.links[i]) for i, eng in link_engines.items()}
+        _fill_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except RoughnetError as e:
+        record["failure_reason"] = str(e)
+        record["stderr_tail"] = _stderr_tails(agents)
+    except Exception as e:  # a bug of ours: record it with its traceback, keep the sweep going
+        log.exception("run %s failed unexpectedly", run.run_id)
+        record["failure_reason"] = f"internal error: {type(e).__name__}: {e}"
+        record["stderr_tail"] = traceback.format_exc()[-2000:]
+    finally:
+        _teardown_shielded(topology)
+        record["duration_s"] = round(time.monotonic() - t0, 3)
+    return record
+
+
+def _teardown_shielded(topology) -> None:
+    """Tear down even if the (single) interrupt arrives in the middle of it.
+
+    The CLI raises ``Interrupted`` once per session; teardown is idempotent, so
+    an interrupted teardown is simply finished before the interrupt goes on.
+    """
+    try:
+        topology.teardown()
+    except (Interrupted, KeyboardInterrupt):
+        topology.teardown()
+        raise
+
+
+def _stderr_tails(agents) -> str | None:
+    tails = [f"--- {a.name}\n{a.stderr_tail(1000)}" for a in agents if a.stderr_tail(1000).strip()]
+    return "\n".join(tails)[-4000:] if tails else None
+
+
+def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats) -> None:
+    w = run.workload
+    sender = agents[-1] if agents else None
+    receivers = agents[:-1]
+    missing = [a for a in agents if a.result is None]
+    if missing:
+        record["failure_reason"] = "; ".join(a.describe_failure() for a in missing)
+        record["stderr_tail"] = _stderr_tails(missing)
+        return
+    # Pinger measures round trips; the ponger only echoes.  Otherwise receivers measure.
+    if w.pattern in ("ping", "ramp"):
+        measured = [(sender.spec.host, sender.result)]
+    else:
+        measured = [(a.spec.host, a.result) for a in receivers]
+    per_rx = []
+    for host, res in measured:
+        per_rx.append({"host": host, "metrics": collect.receiver_metrics(w.pattern, res)})
+        record["histograms"].extend(collect.histograms(host, res))
+    metrics = collect.aggregate(w.pattern, [r["metrics"] for r in per_rx], sender.result)
+    metrics.update(collect.link_drop_metrics(link_counters))
+    metrics.update(collect.tcp_metrics(tcp_deltas))
+    cpu_agents = 0.0
+    for a in agents:
+        c = a.result.get("cpu") or {}
+        cpu_agents += float(c.get("user_s", 0) or 0) + float(c.get("sys_s", 0) or 0)
+    metrics["cpu_agents_s"] = round(cpu_agents, 4)
+    metrics["cpu_machine_util"] = cpu_stats.get("mean")
+    record["metrics"] = metrics
+    record["receivers"] = per_rx
+    if w.pattern == "ramp":
+        record["points"] = sender.result.get("points")
+    record["link_counters"] = {str(k): v for k, v in link_counters.items()}
+    record["tcp_counters"] = tcp_deltas
+    record["validity"], record["validity_reasons"] = collect.verdict(
+        w.pattern, [(a.spec.host, a.result) for a in receivers if w.pattern in ("stream", "bulk")],
+        sender.result, cpu_stats,
+    )
+    record["status"] = "ok"
+
+
+def run_sweep(
+    sweep: Sweep,
+    store,
+    pf: Preflight,
+    resume: bool = False,
+    on_start: Callable[[Run], None] | None = None,
+    on_done: Callable[[Run, dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every run of ``sweep`` (only the missing ones with ``resume``), storing each record as it ends."""
+    store.begin_sweep(sweep)
+    done = store.completed_run_ids(sweep.sweep_id) if resume else set()
+    records = []
+    for run in sweep.runs:
+        if run.run_id in done:
+            continue
+        if on_start:
+            on_start(run)
+        artifacts = store.run_dir(sweep.sweep_id, run.run_id)
+        record = execute_run(run, pf, artifacts)
+        store.record_run(record)
+        records.append(record)
+        if on_done:
+            on_done(run, record)
+    return records
+
+
+def pending_runs(sweep: Sweep, store, resume: bool) -> list[Run]:
+    done = store.completed_run_ids(sweep.sweep_id) if resume else set()
+    return [r for r in sweep.runs if r.run_id not in done]
