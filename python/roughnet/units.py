@@ -274,3 +274,9 @@ def format_msg_rate(rate: float | None) -> str:
 def format_packets(count: int) -> str:
     """``100`` -> ``"100 packets"``."""
     return f"{count} packet" if count == 1 else f"{count} packets"
+
+
+# Short names used by the CLI for display.
+format_duration = format_duration_ns
+format_rate = format_rate_bps
+format_size = format_size_bytes
