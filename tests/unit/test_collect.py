@@ -1,0 +1,91 @@
+"""Run-record shaping and the validity verdict (no root): real /proc captures, agent-like results."""
+
+from pathlib import Path
+
+import pytest
+
+from roughnet.run import collect
+from roughnet.run.counters import counter_delta, parse_proc_table
+
+FIX = Path(__file__).parent / "fixtures" / "proc"
+
+
+def test_parse_proc_tables_from_real_capture():
+    tables = parse_proc_table((FIX / "snmp_netstat_root.txt").read_text())
+    assert {"Ip", "Tcp", "Udp", "TcpExt"} <= set(tables)
+    tcp = tables["Tcp"]
+    assert tcp["OutSegs"] > 0 and "RetransSegs" in tcp
+    assert "TCPLostRetransmit" in tables["TcpExt"]
+
+
+def test_fresh_namespace_counters_are_zero():
+    tables = parse_proc_table((FIX / "snmp_netstat_idle_ns.txt").read_text())
+    assert tables["Tcp"]["OutSegs"] == 0 and tables["Tcp"]["RetransSegs"] == 0
+
+
+def test_counter_delta():
+    assert counter_delta({"A": 3, "B": 1}, {"A": 10, "B": 1}) == {"A": 7, "B": 0}
+
+
+def _lat(p50, p99=None):
+    return {"count": 100, "min_us": p50 / 2, "mean_us": p50, "std_us": 1.0, "p50_us": p50, "p90_us": p50,
+            "p99_us": p99 or p50 * 2, "p999_us": p50 * 3, "p9999_us": p50 * 3, "p999999_us": p50 * 3,
+            "max_us": p50 * 3, "hdr": "HISTFAAAx"}
+
+
+def _rx(received=990, lost=10, end="end_marker", complete=False, p50=100.0):
+    return {"type": "result", "role": "receiver", "expected": received + lost, "received": received,
+            "lost": lost, "duplicates": 0, "reordered": 0, "bytes": received * 1024,
+            "throughput_bps": 8e6, "end_reason": end, "complete": complete,
+            "latency_intended": _lat(p50), "latency_actual": _lat(p50 - 1)}
+
+
+def test_receiver_metrics_and_loss_ratio():
+    m = collect.receiver_metrics("stream", _rx(990, 10))
+    assert m["loss_ratio"] == pytest.approx(0.01)
+    assert m["lat_p50_us"] == 100.0 and m["lat_actual_p50_us"] == 99.0
+
+
+def test_aggregate_two_receivers_sums_counts_and_keeps_worst_latency():
+    a = collect.receiver_metrics("stream", _rx(990, 10, p50=100.0))
+    b = collect.receiver_metrics("stream", _rx(1000, 0, p50=300.0))
+    m = collect.aggregate("stream", [a, b], {"sent": 1000, "schedule": {"behind_max_us": 5.0, "late_fraction": 0.0}})
+    assert m["received"] == 1990 and m["lost"] == 10
+    assert m["lat_p50_us"] == 300.0
+    assert m["sent"] == 1000 and m["sched_behind_max_us"] == 5.0
+
+
+@pytest.mark.parametrize(
+    "rx,sched,cpu,expected",
+    [
+        (_rx(end="complete", complete=True), {"late_fraction": 0.0, "behind_max_us": 10}, {"saturated_fraction": 0}, "valid"),
+        (_rx(end="timeout"), {"late_fraction": 0.0, "behind_max_us": 10}, {"saturated_fraction": 0}, "invalid"),
+        (_rx(end="complete", complete=True), {"late_fraction": 0.2, "behind_max_us": 9000}, {"saturated_fraction": 0}, "suspect"),
+        (_rx(end="complete", complete=True), {"late_fraction": 0.0, "behind_max_us": 10}, {"saturated_fraction": 0.5, "max": 1.0}, "suspect"),
+        # UDP with loss ends by end marker, incomplete but properly ended: the loss is a result, not a flaw
+        (_rx(end="end_marker"), {"late_fraction": 0.0, "behind_max_us": 10}, {"saturated_fraction": 0}, "valid"),
+    ],
+)
+def test_verdict_matrix(rx, sched, cpu, expected):
+    v, reasons = collect.verdict("stream", [("b", rx)], {"schedule": sched}, cpu)
+    assert v == expected
+    assert (v == "valid") == (reasons == [])
+    for r in reasons:
+        assert r and r[0].isalpha()
+
+
+def test_verdict_reason_names_receiver_and_counts():
+    v, reasons = collect.verdict("stream", [("b", _rx(500, 500, end="timeout"))], {}, {})
+    assert v == "invalid" and "receiver b" in reasons[0] and "500/1000" in reasons[0]
+
+
+def test_link_drop_metrics():
+    m = collect.link_drop_metrics({0: {"forward": {"drops_loss": 7, "drops_queue": 2}, "reverse": {"drops_loss": 1}}})
+    assert m == {"link_drops": 10, "link_drops_loss": 8, "link_drops_queue": 2}
+    assert collect.link_drop_metrics({})["link_drops"] is None
+
+
+def test_histograms_extracted_per_kind():
+    hs = collect.histograms("b", _rx())
+    assert {h["kind"] for h in hs} == {"latency_intended", "latency_actual"}
+    assert all(h["host"] == "b" for h in hs)
