@@ -1,0 +1,355 @@
+"""Topology: a run's hosts as namespaces, its links as veth pairs and bridges.
+
+Owns creating and removing a run's namespaces, veth pairs, bridges, addresses,
+routes, MTUs, offload settings and per-namespace sysctls, and starting
+processes inside them (recorded in the ledger).  Names and addresses come from
+``topo.naming``; every object is written to the ``Ledger`` before it is
+created.  Impairments are not applied here (that is ``links``); the topology
+only knows which links must be built "relayed" (a namespace in the middle for
+the userspace emulator).
+
+Nothing here touches the root namespace: namespaces are created with
+``ip netns add``, and every other command runs inside one of them
+(``ip -n NS ...`` / ``ip netns exec NS ...``); a veth pair is created inside
+one run namespace with its peer placed directly into another.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import RoughnetError, TopologyError
+from ..runspec import Link, Run
+from . import naming
+from .ledger import Ledger, process_start_time
+from .system import delete_ns, netns_pids, ns_exec, ns_exists, run_cmd, stop_processes
+
+log = logging.getLogger(__name__)
+
+#: sysctls set inside every namespace roughnet creates (never in the root namespace).
+#: IPv6 off keeps stray traffic (DAD, router solicitations, MLD) out of measurements;
+#: ip_forward lets hosts route multi-hop paths; rp_filter off so asymmetric
+#: shortest paths are not dropped.  The "default" keys apply to interfaces
+#: created later, so these are set before any veth exists.
+NS_SYSCTLS = (
+    "net.ipv6.conf.all.disable_ipv6=1",
+    "net.ipv6.conf.default.disable_ipv6=1",
+    "net.ipv4.ip_forward=1",
+    "net.ipv4.conf.all.rp_filter=0",
+    "net.ipv4.conf.default.rp_filter=0",
+)
+#: Offloads turned off on every roughnet interface.  With TSO/GSO a socket hands
+#: the qdisc one 64 KiB "super-packet" that becomes ~44 frames only later, and
+#: GRO/LRO merge received frames again: tbf would then meter, and nftables drop,
+#: whole bursts of segments at once instead of the frames a real link carries.
+#: LRO is "fixed off" on veth; asking is harmless and covers other drivers.
+OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off", "lro", "off")
+
+ROLE_A, ROLE_B = "a", "b"  # host ends of a two-host link (hosts[0], hosts[1])
+ROLE_MEMBER, ROLE_PORT = "member", "port"  # shared segment: host end, bridge port
+ROLE_RELAY_A, ROLE_RELAY_B = "relay-a", "relay-b"  # relayed link: ends in the link namespace
+
+
+@dataclass(frozen=True)
+class IfaceInfo:
+    """One interface roughnet creates.
+
+    ``host`` is the host whose interface this is (``member``, ``a``, ``b``) or
+    which the interface leads to (``port``, ``relay-a``, ``relay-b``);
+    ``position`` is that host's position in the link's host list; ``address``
+    is set for host ends only.
+    """
+
+    ns: str
+    ifname: str
+    link: int
+    role: str
+    host: str
+    position: int
+    address: str | None = None
+
+
+class Topology:
+    """Build, use and remove the namespaces and links of one run."""
+
+    def __init__(self, run: Run, ledger: Ledger, engines: Mapping[int, str] | None = None):
+        self.spec = run
+        self.ledger = ledger
+        self.token = ledger.token
+        self.engines = dict(engines or {})
+        self._hosts = run.host_names()
+        self._links: list[Link] = sorted(run.links, key=lambda lk: lk.index)
+        naming.check_names(self.token, self._hosts, self._links)
+        for link in self._links:
+            if link.shared and self.relayed(link.index):
+                raise TopologyError(
+                    f"link {link.index} joins {len(link.hosts)} hosts and was given engine \"wire\"; "
+                    f"a relayed (wire) link joins exactly two hosts; expected engine \"kernel\" or \"netem\" "
+                    f"for a shared segment"
+                )
+        self._ifaces = self._plan_interfaces()
+        self._routes = naming.plan_routes(self._hosts, self._links)
+        self._children: dict[int, subprocess.Popen] = {}
+        self._built = False
+        self.teardown_errors: list[str] = []
+
+    # ---- names and plan (no I/O) -------------------------------------------------
+
+    def relayed(self, index: int) -> bool:
+        return self.engines.get(index) == "wire"
+
+    def ns(self, host: str) -> str:
+        """Namespace name of ``host``."""
+        if host not in self._hosts:
+            raise TopologyError(f"unknown host {host!r}; expected one of {self._hosts}")
+        return naming.host_ns(self.token, host)
+
+    def link(self, index: int) -> Link:
+        for link in self._links:
+            if link.index == index:
+                return link
+        raise TopologyError(f"unknown link {index}; expected one of {[lk.index for lk in self._links]}")
+
+    def segment_ns(self, index: int) -> str:
+        """Namespace of the bridge of shared segment ``index``."""
+        if not self.link(index).shared:
+            raise TopologyError(f"link {index} joins two hosts; only links of 3+ hosts have a segment namespace")
+        return naming.segment_ns(self.token, index)
+
+    def link_ns(self, index: int) -> str:
+        """Namespace between the two ends of relayed link ``index`` (where roughnet-wire runs)."""
+        self.link(index)
+        if not self.relayed(index):
+            raise TopologyError(f"link {index} is not relayed (its engine is {self.engines.get(index)!r}, not \"wire\")")
+        return naming.link_ns(self.token, index)
+
+    def relay_ifaces(self, index: int) -> tuple[str, str]:
+        """(interface towards hosts[0], interface towards hosts[1]) inside ``link_ns(index)``."""
+        self.link_ns(index)
+        return naming.relay_ifnames(index)
+
+    def namespaces(self) -> list[str]:
+        """Every namespace of this topology, in creation order."""
+        out = [self.ns(h) for h in self._hosts]
+        for link in self._links:
+            if link.shared:
+                out.append(naming.segment_ns(self.token, link.index))
+            elif self.relayed(link.index):
+                out.append(naming.link_ns(self.token, link.index))
+        return out
+
+    def address(self, host: str, seen_from: str) -> str:
+        """IPv4 address of ``host`` that ``seen_from`` should use to reach it."""
+        for h in (host, seen_from):
+            if h not in self._hosts:
+                raise TopologyError(f"unknown host {h!r}; expected one of {self._hosts}")
+        return str(naming.address_seen_from(host, seen_from, self._hosts, self._links))
+
+    def interfaces(self) -> list[IfaceInfo]:
+        """Every interface of the topology with its namespace, link and role."""
+        return list(self._ifaces)
+
+    def routes(self) -> list[naming.Route]:
+        return list(self._routes)
+
+    def _plan_interfaces(self) -> list[IfaceInfo]:
+        out: list[IfaceInfo] = []
+        for link in self._links:
+            i = link.index
+            for pos, host in enumerate(link.hosts):
+                addr = str(naming.host_address(i, pos))
+                ifname = naming.host_ifname(link, host)
+                hns = naming.host_ns(self.token, host)
+                if link.shared:
+                    out.append(IfaceInfo(hns, ifname, i, ROLE_MEMBER, host, pos, addr))
+                    out.append(IfaceInfo(naming.segment_ns(self.token, i), naming.port_ifname(i, pos), i,
+                                         ROLE_PORT, host, pos))
+                else:
+                    out.append(IfaceInfo(hns, ifname, i, ROLE_A if pos == 0 else ROLE_B, host, pos, addr))
+            if not link.shared and self.relayed(i):
+                lns = naming.link_ns(self.token, i)
+                ra, rb = naming.relay_ifnames(i)
+                out.append(IfaceInfo(lns, ra, i, ROLE_RELAY_A, link.hosts[0], 0))
+                out.append(IfaceInfo(lns, rb, i, ROLE_RELAY_B, link.hosts[1], 1))
+        return out
+
+    # ---- build ---------------------------------------------------------------------
+
+    def build(self) -> None:
+        """Create everything; on any failure remove what was made and raise TopologyError."""
+        if self._built:
+            raise TopologyError("this topology is already built; expected build() once per Topology")
+        self._built = True
+        try:
+            for host in self._hosts:
+                self._add_ns(self.ns(host))
+            for link in self._links:
+                if link.shared:
+                    self._add_segment(link)
+                elif self.relayed(link.index):
+                    self._add_relayed(link)
+                else:
+                    self._add_pair(link)
+            for iface in self._ifaces:
+                if iface.address is not None:
+                    self._ip(iface.ns, ["addr", "add", f"{iface.address}/24", "dev", iface.ifname],
+                             f"adding address {iface.address} to {iface.ifname}")
+            for r in self._routes:
+                hns = self.ns(r.host)
+                self._ip(hns, ["route", "add", str(r.dest), "via", str(r.gateway), "dev", r.ifname],
+                         f"adding route to {r.dest} via {r.gateway} in {hns}")
+        except BaseException as e:  # also Ctrl-C: leave nothing behind
+            log.debug("build failed (%s); tearing down", e)
+            self.teardown()
+            if isinstance(e, RoughnetError) or not isinstance(e, Exception):
+                raise
+            raise TopologyError(f"building the topology of run {self.spec.run_id} failed: {e}") from e
+        log.info("topology %s built: %d namespaces, %d interfaces", self.token, len(self.namespaces()),
+                 len(self._ifaces))
+
+    def _ip(self, ns: str, args: Sequence[str], what: str) -> None:
+        run_cmd(["ip", "-n", ns, *args], what)
+
+    def _add_ns(self, ns: str) -> None:
+        if ns_exists(ns):
+            raise TopologyError(f"namespace {ns} already exists; expected it absent (another run with the same "
+                                f"token, or leftovers: run `roughnet clean`)")
+        self.ledger.add("netns", name=ns)
+        run_cmd(["ip", "netns", "add", ns], f"creating namespace {ns}")
+        run_cmd(ns_exec(ns, ["sysctl", "-q", "-e", "-w", *NS_SYSCTLS]), f"setting sysctls in {ns}")
+        self._ip(ns, ["link", "set", "dev", "lo", "up"], f"bringing up lo in {ns}")
+
+    def _add_veth(self, ns_a: str, if_a: str, ns_b: str, if_b: str, link: Link) -> None:
+        """A veth pair made inside ``ns_a`` with its peer placed directly in ``ns_b``."""
+        self.ledger.add("veth", ns=ns_a, name=if_a, peer_ns=ns_b, peer=if_b, link=link.index)
+        self._ip(ns_a, ["link", "add", if_a, "type", "veth", "peer", "name", if_b, "netns", ns_b],
+                 f"creating veth {ns_a}/{if_a} <-> {ns_b}/{if_b}")
+        for ns, ifname in ((ns_a, if_a), (ns_b, if_b)):
+            self._prepare_iface(ns, ifname, link.mtu)
+
+    def _prepare_iface(self, ns: str, ifname: str, mtu: int) -> None:
+        self._ip(ns, ["link", "set", "dev", ifname, "mtu", str(mtu)], f"setting MTU {mtu} on {ns}/{ifname}")
+        run_cmd(ns_exec(ns, ["ethtool", "-K", ifname, *OFFLOADS_OFF]), f"turning offloads off on {ns}/{ifname}")
+        self._ip(ns, ["link", "set", "dev", ifname, "up"], f"bringing up {ns}/{ifname}")
+
+    def _add_pair(self, link: Link) -> None:
+        a, b = link.hosts
+        self._add_veth(self.ns(a), naming.host_ifname(link, a), self.ns(b), naming.host_ifname(link, b), link)
+
+    def _add_relayed(self, link: Link) -> None:
+        a, b = link.hosts
+        lns = naming.link_ns(self.token, link.index)
+        self._add_ns(lns)
+        ra, rb = naming.relay_ifnames(link.index)
+        self._add_veth(self.ns(a), naming.host_ifname(link, a), lns, ra, link)
+        self._add_veth(self.ns(b), naming.host_ifname(link, b), lns, rb, link)
+        for ifname in (ra, rb):
+            # A relay reads every frame with AF_PACKET; promiscuous mode keeps it
+            # independent of destination MACs.
+            self._ip(lns, ["link", "set", "dev", ifname, "promisc", "on"], f"promiscuous mode on {lns}/{ifname}")
+
+    def _add_segment(self, link: Link) -> None:
+        sns = naming.segment_ns(self.token, link.index)
+        self._add_ns(sns)
+        br = naming.bridge_name(link.index)
+        self.ledger.add("bridge", ns=sns, name=br, link=link.index)
+        # No STP (a single bridge has no loops) and no forward delay: ports forward at once.
+        self._ip(sns, ["link", "add", br, "mtu", str(link.mtu), "type", "bridge", "stp_state", "0",
+                       "forward_delay", "0", "mcast_snooping", "0"], f"creating bridge {sns}/{br}")
+        for pos, host in enumerate(link.hosts):
+            port = naming.port_ifname(link.index, pos)
+            self._add_veth(self.ns(host), naming.host_ifname(link, host), sns, port, link)
+            self._ip(sns, ["link", "set", "dev", port, "master", br], f"attaching {port} to bridge {sns}/{br}")
+        self._ip(sns, ["link", "set", "dev", br, "up"], f"bringing up bridge {sns}/{br}")
+
+    # ---- processes -----------------------------------------------------------------
+
+    def _own_ns(self, ns: str) -> str:
+        if ns not in self.namespaces():
+            raise TopologyError(f"namespace {ns!r} is not part of this topology; expected one of {self.namespaces()}")
+        return ns
+
+    def popen_ns(self, ns: str, argv: Sequence[str], **kw: Any) -> subprocess.Popen:
+        """Start ``argv`` inside namespace ``ns`` of this topology; record pid and start time."""
+        self._own_ns(ns)
+        if not ns_exists(ns):
+            raise TopologyError(f"namespace {ns} does not exist; expected build() before starting processes")
+        # `ip netns exec` enters the namespace and execs argv: the pid is argv's own.
+        proc = subprocess.Popen(ns_exec(ns, [str(a) for a in argv]), **kw)
+        self._children[proc.pid] = proc
+        self.ledger.add("process", pid=proc.pid, start_time=process_start_time(proc.pid), ns=ns,
+                        argv0=str(argv[0]))
+        log.debug("started %s in %s: pid %d", argv[0], ns, proc.pid)
+        return proc
+
+    def popen(self, host: str, argv: Sequence[str], **kw: Any) -> subprocess.Popen:
+        """Start ``argv`` inside the namespace of ``host``; recorded in the ledger right after start."""
+        return self.popen_ns(self.ns(host), argv, **kw)
+
+    def run_ns(self, ns: str, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess:
+        """Run ``argv`` to completion inside namespace ``ns`` (subprocess.run semantics, 60 s timeout)."""
+        self._own_ns(ns)
+        kw.setdefault("timeout", 60)
+        kw.setdefault("check", False)
+        return subprocess.run(ns_exec(ns, [str(a) for a in argv]), **kw)
+
+    def run(self, host: str, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess:
+        """Run ``argv`` to completion inside the namespace of ``host``."""
+        return self.run_ns(self.ns(host), argv, **kw)
+
+    # ---- teardown ------------------------------------------------------------------
+
+    def teardown(self) -> None:
+        """Stop our processes, delete our namespaces (with their veths), remove the ledger file.
+
+        Idempotent and never raises: problems are logged and kept in
+        ``teardown_errors``, and the ledger file then stays for `roughnet clean`.
+        """
+        errors: list[str] = []
+        try:
+            entries = self.ledger.entries()
+        except RoughnetError as e:
+            errors.append(str(e))
+            entries = []
+        procs = [(int(e["pid"]), e.get("start_time")) for e in entries if e.get("kind") == "process"]
+        procs += [(pid, proc_st) for pid, proc_st in ((c.pid, process_start_time(c.pid)) for c in
+                                                       self._children.values()) if (pid, proc_st) not in procs]
+        # Only what the ledger says we made: a namespace that was already there when
+        # build() failed on it is not ours.
+        all_ns = list(dict.fromkeys(
+            e["name"] for e in entries if e.get("kind") == "netns" and isinstance(e.get("name"), str)))
+        try:
+            stop_processes(procs, children=self._children)
+            # Anything else still inside our namespaces (a child of an agent, a command
+            # whose caller was interrupted) is ours too: it lives in a namespace we made.
+            strays = [(pid, process_start_time(pid)) for ns in all_ns for pid in netns_pids(ns)]
+            if strays:
+                log.warning("stopping %d stray process(es) in namespaces of run %s", len(strays), self.token)
+                stop_processes(strays, children=self._children)
+        except Exception as e:  # noqa: BLE001 - teardown must go on
+            errors.append(f"stopping processes: {e}")
+        for child in self._children.values():
+            if child.poll() is None:
+                errors.append(f"process {child.pid} did not exit")
+        for ns in reversed(all_ns):
+            if not ns.startswith(f"{naming.NS_PREFIX}{self.token}-"):
+                errors.append(f"ledger names namespace {ns!r} outside this run's prefix; left alone")
+                continue
+            try:
+                delete_ns(ns)
+            except Exception as e:  # noqa: BLE001
+                errors.append(str(e))
+        if errors:
+            self.teardown_errors.extend(errors)
+            for msg in errors:
+                log.error("teardown of run %s: %s", self.token, msg)
+            return
+        try:
+            self.ledger.remove_file()
+        except RoughnetError as e:
+            self.teardown_errors.append(str(e))
+            log.error("%s", e)

@@ -1,0 +1,156 @@
+"""Finding and removing what dead runs left behind, by ledger only.
+
+Owns ``roughnet clean`` and the leftover listing of ``roughnet clean --dry-run``
+and ``roughnet doctor``.  A ledger whose owner process is gone (or whose pid now
+belongs to another process: the start time differs) is replayed in reverse:
+its recorded processes are ended (by pid, after checking their start time),
+anything still running inside its namespaces is ended, its namespaces are
+deleted (their veths and bridges go with them), and the ledger file is removed.
+Ledgers of live owners are never touched.  Namespaces that carry the ``rn-``
+prefix but appear in no ledger are reported, never removed: they may belong to
+a test or tool that keeps no ledger and is still running.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import TopologyError
+from .ledger import DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, owner_alive, process_alive, process_start_time, read_ledger
+from .naming import NS_PREFIX
+from .system import delete_ns, list_namespaces, netns_pids, ns_exists, stop_processes
+
+log = logging.getLogger(__name__)
+
+#: A ledger with no readable owner line yet may be one being written right now.
+FRESH_LEDGER_S = 10.0
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """An object a dead run left (``removable``), or an unledgered ``rn-`` namespace (reported only)."""
+
+    kind: str  # "process" | "netns" | "ledger" | "unledgered-netns"
+    name: str
+    ledger: str | None  # path of the ledger that recorded it
+    run_id: str | None
+    removable: bool = True
+
+    def __str__(self) -> str:
+        where = f" (run {self.run_id}, ledger {self.ledger})" if self.ledger else ""
+        if not self.removable:
+            return f"{self.kind} {self.name}: in no ledger, left alone"
+        return f"{self.kind} {self.name}{where}"
+
+
+def _ledger_files(ledger_dir: Path) -> list[Path]:
+    try:
+        return sorted(p for p in Path(ledger_dir).iterdir() if p.name.endswith(LEDGER_SUFFIX) and p.is_file())
+    except FileNotFoundError:
+        return []
+
+
+def _is_dead(path: Path, entries: list[dict]) -> bool:
+    if owner_alive(entries):
+        return False
+    if not any(e.get("kind") == "owner" for e in entries):
+        try:
+            age = time.time() - path.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        return age > FRESH_LEDGER_S
+    return True
+
+
+def _ledger_leftovers(path: Path, entries: list[dict]) -> list[Leftover]:
+    owner = next((e for e in entries if e.get("kind") == "owner"), {})
+    run_id = owner.get("run_id")
+    out: list[Leftover] = []
+    for e in entries:
+        if e.get("kind") == "process" and process_alive(int(e.get("pid", -1)), e.get("start_time")):
+            out.append(Leftover("process", f"{e['pid']} ({e.get('argv0', '?')}) in {e.get('ns', '?')}",
+                                str(path), run_id))
+    for e in entries:
+        name = e.get("name")
+        if e.get("kind") == "netns" and isinstance(name, str) and name.startswith(NS_PREFIX) and ns_exists(name):
+            out.append(Leftover("netns", name, str(path), run_id))
+    out.append(Leftover("ledger", path.name, str(path), run_id))
+    return out
+
+
+def list_leftovers(ledger_dir: Path = DEFAULT_LEDGER_DIR) -> list[Leftover]:
+    """What `roughnet clean` would remove, plus unledgered ``rn-`` namespaces (not removable)."""
+    out: list[Leftover] = []
+    ledgered: set[str] = set()
+    for path in _ledger_files(Path(ledger_dir)):
+        entries = read_ledger(path)
+        ledgered |= {e["name"] for e in entries if e.get("kind") == "netns" and isinstance(e.get("name"), str)}
+        if _is_dead(path, entries):
+            out.extend(_ledger_leftovers(path, entries))
+    for ns in list_namespaces(NS_PREFIX):
+        if ns not in ledgered:
+            out.append(Leftover("unledgered-netns", ns, None, None, removable=False))
+    return out
+
+
+def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
+    """Remove every object of one ledger (whose owner the caller found dead); returns descriptions."""
+    path = Path(path)
+    entries = read_ledger(path)
+    leftovers = _ledger_leftovers(path, entries)
+    if dry_run:
+        return [str(x) for x in leftovers]
+    removed: list[str] = []
+    failures: list[str] = []
+    procs = [(int(e["pid"]), e.get("start_time")) for e in entries if e.get("kind") == "process"]
+    signalled = set(stop_processes(procs))
+    removed += [str(x) for x in leftovers if x.kind == "process" and int(x.name.split()[0]) in signalled]
+    namespaces = [e["name"] for e in entries if e.get("kind") == "netns" and isinstance(e.get("name"), str)]
+    for ns in reversed(namespaces):
+        if not ns.startswith(NS_PREFIX):
+            failures.append(f"ledger {path} names namespace {ns!r} without the {NS_PREFIX} prefix; left alone")
+            continue
+        strays = [(pid, process_start_time(pid)) for pid in netns_pids(ns)]
+        for pid in stop_processes(strays):
+            removed.append(f"process {pid} (unrecorded) in {ns}")
+        try:
+            if delete_ns(ns):
+                removed.append(f"netns {ns} (run {next((x.run_id for x in leftovers), None)}, ledger {path})")
+        except TopologyError as e:
+            failures.append(str(e))
+    if failures:
+        raise TopologyError(f"cleaning ledger {path} left objects behind: {'; '.join(failures)}")
+    try:
+        path.unlink()
+        removed.append(f"ledger {path.name} ({path})")
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise TopologyError(f"cannot remove ledger {path}: {e}") from e
+    for item in removed:
+        log.info("clean: removed %s", item)
+    return removed
+
+
+def clean(ledger_dir: Path = DEFAULT_LEDGER_DIR, dry_run: bool = False) -> list[str]:
+    """Remove the objects of every ledger whose owner is gone; returns a description of each.
+
+    With ``dry_run`` nothing is changed and the descriptions say what would go.
+    Raises TopologyError (after trying every ledger) if something could not be removed.
+    """
+    removed: list[str] = []
+    errors: list[str] = []
+    for path in _ledger_files(Path(ledger_dir)):
+        entries = read_ledger(path)
+        if not _is_dead(path, entries):
+            continue
+        try:
+            removed += clean_ledger(path, dry_run=dry_run)
+        except TopologyError as e:
+            errors.append(str(e))
+    if errors:
+        raise TopologyError("; ".join(errors))
+    return removed

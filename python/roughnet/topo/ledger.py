@@ -1,0 +1,144 @@
+"""The ledger: what a run is about to create, written down before it is created.
+
+Owns the ledger file format (docs/architecture.md, "Ledger and cleanup") and
+process identity (pid + start time).  One file per run token,
+``/run/roughnet/ledger/<token>.jsonl``: an owner line first, then one JSON
+line per object, each appended and fsync'd before the object exists, so that
+whatever a crash leaves behind is written down.  It does not remove anything
+itself: ``topo.build`` (teardown) and ``topo.clean`` read it and act.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import TopologyError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEDGER_DIR = Path("/run/roughnet/ledger")
+LEDGER_SUFFIX = ".jsonl"
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (field 22 of /proc/<pid>/stat); None if gone.
+
+    A zombie (state Z: dead, not yet reaped) counts as gone.
+    """
+    try:
+        raw = Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    # Field 2 (comm) is in parentheses and may hold spaces or ')': split after the last ')'.
+    rest = raw[raw.rfind(")") + 2 :].split()
+    # rest[0] is field 3 (state); field 22 is rest[19].
+    if len(rest) < 20 or rest[0] in ("Z", "X"):
+        return None
+    return int(rest[19])
+
+
+def process_alive(pid: int, start_time: int | None) -> bool:
+    """True when ``pid`` runs and is the same process (same start time) as recorded."""
+    if start_time is None:
+        return False
+    return process_start_time(pid) == start_time
+
+
+def read_ledger(path: Path) -> list[dict[str, Any]]:
+    """The lines of a ledger file; a torn last line (crash mid-write) is skipped."""
+    entries: list[dict[str, Any]] = []
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return entries
+    except OSError as e:
+        raise TopologyError(f"cannot read ledger {path}: {e}") from e
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            log.warning("ledger %s line %d is not JSON (torn write?): %r", path, n, line[:80])
+            continue
+        if isinstance(obj, dict) and "kind" in obj:
+            entries.append(obj)
+    return entries
+
+
+def owner_alive(entries: list[dict[str, Any]]) -> bool:
+    """True when the owner line's process is still running (same pid and start time)."""
+    owner = next((e for e in entries if e.get("kind") == "owner"), None)
+    if owner is None:
+        return False
+    return process_alive(int(owner.get("pid", -1)), owner.get("start_time"))
+
+
+class Ledger:
+    """Append-only record of one run's objects; the owner is the process that created it.
+
+    If a ledger for the same token is already there: when its owner is alive,
+    that is a second run with the same token and this one refuses
+    (TopologyError); when its owner is gone, its leftovers are cleaned first.
+    """
+
+    def __init__(self, token: str, run_id: str, root: Path = DEFAULT_LEDGER_DIR):
+        from .naming import check_token
+
+        check_token(token)
+        self.token = token
+        self.run_id = run_id
+        self.root = Path(root)
+        self.path = self.root / f"{token}{LEDGER_SUFFIX}"
+        self._lock = threading.Lock()
+        try:
+            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as e:
+            raise TopologyError(f"cannot create the ledger directory {self.root}: {e}") from e
+        if self.path.exists():
+            entries = read_ledger(self.path)
+            if owner_alive(entries):
+                owner = next(e for e in entries if e.get("kind") == "owner")
+                raise TopologyError(
+                    f"ledger {self.path} belongs to a live process (pid {owner.get('pid')}, run "
+                    f"{owner.get('run_id')}); expected no other run with token {token} at the same time"
+                )
+            from .clean import clean_ledger
+
+            removed = clean_ledger(self.path, dry_run=False)
+            log.warning("ledger %s was left by a dead run; removed %d object(s) first", self.path, len(removed))
+        pid = os.getpid()
+        self._write({"kind": "owner", "pid": pid, "start_time": process_start_time(pid), "run_id": run_id}, "w")
+
+    def _write(self, obj: dict[str, Any], mode: str) -> None:
+        line = json.dumps(obj, separators=(",", ":"), sort_keys=False) + "\n"
+        with self._lock:
+            try:
+                with open(self.path, mode) as f:
+                    f.write(line)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as e:
+                raise TopologyError(f"cannot write ledger {self.path}: {e}") from e
+
+    def add(self, kind: str, **fields: Any) -> None:
+        """Append one object (``{"kind": kind, **fields}``) and fsync; call BEFORE creating it."""
+        self._write({"kind": kind, **fields}, "a")
+
+    def entries(self) -> list[dict[str, Any]]:
+        return read_ledger(self.path)
+
+    def remove_file(self) -> None:
+        """Delete the ledger file (after every object in it is gone); missing is fine."""
+        with self._lock:
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise TopologyError(f"cannot remove ledger {self.path}: {e}") from e

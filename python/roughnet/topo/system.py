@@ -1,0 +1,138 @@
+"""Running `ip`, `tc`, `nft`, `ethtool`, `sysctl` and ending our own processes.
+
+Owns the subprocess calls of ``topo`` and ``links`` (argument lists only, never
+a shell; a failure becomes a RoughnetError naming the command and its stderr),
+namespace existence checks and deletion, and ending recorded processes by pid
+after checking their start time.  It knows nothing about runs or ledgers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..errors import RoughnetError, TopologyError
+from .ledger import process_alive
+
+log = logging.getLogger(__name__)
+
+NETNS_DIR = Path("/run/netns")
+#: Seconds between SIGTERM and SIGKILL when stopping processes.
+TERM_GRACE_S = 2.0
+COMMAND_TIMEOUT_S = 30.0
+
+
+def run_cmd(
+    argv: Sequence[str],
+    what: str,
+    *,
+    input: str | None = None,
+    check: bool = True,
+    timeout: float = COMMAND_TIMEOUT_S,
+    error: type[RoughnetError] = TopologyError,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (no shell), capture its output; on failure raise ``error`` naming ``what``."""
+    argv = [str(a) for a in argv]
+    log.debug("exec %s", argv)
+    try:
+        proc = subprocess.run(
+            argv, input=input, capture_output=True, text=True, timeout=timeout, check=False,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except FileNotFoundError as e:
+        raise error(f"{what}: {argv[0]} is not installed (expected it on PATH; Debian: apt-get install iproute2 "
+                    f"nftables ethtool procps)") from e
+    except subprocess.TimeoutExpired as e:
+        raise error(f"{what}: `{' '.join(argv)}` did not finish within {timeout:.0f} s") from e
+    if check and proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().replace("\n", "; ")
+        raise error(f"{what} failed: `{' '.join(argv)}` exited {proc.returncode}: {msg or '(no message)'}")
+    return proc
+
+
+def ns_exec(ns: str, argv: Sequence[str]) -> list[str]:
+    """The argument list running ``argv`` inside namespace ``ns``."""
+    return ["ip", "netns", "exec", ns, *argv]
+
+
+def ns_exists(name: str) -> bool:
+    return (NETNS_DIR / name).exists()
+
+
+def list_namespaces(prefix: str = "") -> list[str]:
+    try:
+        return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(prefix))
+    except FileNotFoundError:
+        return []
+
+
+def netns_pids(ns: str) -> list[int]:
+    """Pids of processes whose network namespace is ``ns`` (empty if it is gone)."""
+    if not ns_exists(ns):
+        return []
+    proc = run_cmd(["ip", "netns", "pids", ns], f"listing processes in {ns}", check=False)
+    return [int(x) for x in proc.stdout.split() if x.isdigit()]
+
+
+def delete_ns(name: str) -> bool:
+    """Delete namespace ``name`` (its interfaces go with it); False if it was already gone."""
+    if not ns_exists(name):
+        return False
+    proc = run_cmd(["ip", "netns", "delete", name], f"deleting namespace {name}", check=False)
+    if proc.returncode != 0 and ns_exists(name):
+        raise TopologyError(f"deleting namespace {name} failed: {proc.stderr.strip()}")
+    return True
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def stop_processes(
+    procs: Iterable[tuple[int, int | None]],
+    grace_s: float = TERM_GRACE_S,
+    children: dict[int, subprocess.Popen] | None = None,
+) -> list[int]:
+    """End processes given as (pid, start time): SIGTERM, then SIGKILL after ``grace_s``.
+
+    Only a pid whose start time still matches is signalled (a reused pid is
+    someone else's).  ``children``, our own Popen objects by pid, are reaped.
+    Returns the pids that were signalled.
+    """
+    children = children or {}
+    live = [(pid, st) for pid, st in procs if process_alive(pid, st)]
+    for pid, _ in live:
+        log.debug("SIGTERM %d", pid)
+        _signal(pid, signal.SIGTERM)
+
+    def still(pid: int, st: int | None) -> bool:
+        child = children.get(pid)
+        if child is not None:
+            return child.poll() is None
+        return process_alive(pid, st)
+
+    deadline = time.monotonic() + grace_s
+    waiting = list(live)
+    while waiting and time.monotonic() < deadline:
+        time.sleep(0.02)
+        waiting = [(p, s) for p, s in waiting if still(p, s)]
+    for pid, st in waiting:
+        if process_alive(pid, st):
+            log.debug("SIGKILL %d", pid)
+            _signal(pid, signal.SIGKILL)
+    for pid, _ in waiting:
+        child = children.get(pid)
+        if child is not None:
+            try:
+                child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                log.warning("process %d did not exit after SIGKILL", pid)
+    return [pid for pid, _ in live]
