@@ -1,0 +1,167 @@
+"""The results database layout: format version, metric columns, table definitions.
+
+This module owns *what* the DuckDB file contains (see docs/results-format.md);
+``store`` owns reading and writing it and ``migrate`` owns upgrading older
+layouts.  Nothing here touches a database.
+
+Metrics are real columns (one per name in ``METRICS``) so that SQL and exports
+need no JSON unpacking; everything of variable shape (params, versions, the
+resolved run, validity reasons, raw counters) is a JSON column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Layout version written into ``meta.format_version``.  Bump it, add a
+#: migration in ``migrate.MIGRATIONS`` and describe the change in
+#: docs/results-format.md whenever a table or column changes.
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    sql_type: str  # "BIGINT" or "DOUBLE"
+    unit: str  # "msgs", "bytes", "us", "bit/s", "fraction", "s", "segments", "packets"
+    label: str  # human name for reports
+
+
+#: Every metric a run record (and a receiver) may carry, in column order.
+METRICS: tuple[Metric, ...] = (
+    Metric("sent", "BIGINT", "msgs", "messages sent"),
+    Metric("received", "BIGINT", "msgs", "messages received"),
+    Metric("lost", "BIGINT", "msgs", "messages lost"),
+    Metric("duplicates", "BIGINT", "msgs", "duplicate messages"),
+    Metric("reordered", "BIGINT", "msgs", "reordered messages"),
+    Metric("loss_ratio", "DOUBLE", "fraction", "message loss"),
+    Metric("throughput_bps", "DOUBLE", "bit/s", "throughput"),
+    Metric("bytes", "BIGINT", "bytes", "bytes received"),
+    Metric("lat_min_us", "DOUBLE", "us", "latency min"),
+    Metric("lat_mean_us", "DOUBLE", "us", "latency mean"),
+    Metric("lat_std_us", "DOUBLE", "us", "latency std"),
+    Metric("lat_p50_us", "DOUBLE", "us", "latency p50"),
+    Metric("lat_p90_us", "DOUBLE", "us", "latency p90"),
+    Metric("lat_p99_us", "DOUBLE", "us", "latency p99"),
+    Metric("lat_p999_us", "DOUBLE", "us", "latency p99.9"),
+    Metric("lat_p9999_us", "DOUBLE", "us", "latency p99.99"),
+    Metric("lat_p999999_us", "DOUBLE", "us", "latency p99.9999"),
+    Metric("lat_max_us", "DOUBLE", "us", "latency max"),
+    Metric("lat_actual_p50_us", "DOUBLE", "us", "latency p50 (from actual send)"),
+    Metric("lat_actual_p99_us", "DOUBLE", "us", "latency p99 (from actual send)"),
+    Metric("lat_actual_mean_us", "DOUBLE", "us", "latency mean (from actual send)"),
+    Metric("lat_actual_max_us", "DOUBLE", "us", "latency max (from actual send)"),
+    Metric("link_drops", "BIGINT", "packets", "link drops"),
+    Metric("link_drops_loss", "BIGINT", "packets", "link drops (random loss)"),
+    Metric("link_drops_queue", "BIGINT", "packets", "link drops (queue)"),
+    Metric("tcp_retrans_segs", "BIGINT", "segments", "TCP retransmitted segments"),
+    Metric("tcp_out_segs", "BIGINT", "segments", "TCP segments out"),
+    Metric("tcp_in_segs", "BIGINT", "segments", "TCP segments in"),
+    Metric("cpu_agents_s", "DOUBLE", "s", "agent CPU time"),
+    Metric("cpu_machine_util", "DOUBLE", "fraction", "machine CPU utilisation"),
+    Metric("sched_behind_max_us", "DOUBLE", "us", "sender max behind schedule"),
+    Metric("sched_late_fraction", "DOUBLE", "fraction", "sender late fraction"),
+)
+
+METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
+METRIC_BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+
+#: Histogram kinds the runner may hand over (values in ns, HdrHistogram V2 base64).
+HISTOGRAM_KINDS = ("latency_intended", "latency_actual", "rtt_intended", "rtt_actual")
+
+STATUSES = ("ok", "failed")
+VALIDITIES = ("valid", "suspect", "invalid")
+
+#: Scalar (non-metric, non-JSON) run columns, in column order, with their types.
+RUN_SCALARS: tuple[tuple[str, str], ...] = (
+    ("sweep_id", "VARCHAR NOT NULL"),
+    ("run_id", "VARCHAR NOT NULL"),
+    ("run_index", "INTEGER"),
+    ("scenario", "VARCHAR"),
+    ("repeat", "INTEGER"),
+    ("seed", "BIGINT"),
+    ("status", "VARCHAR NOT NULL"),
+    ("failure_reason", "VARCHAR"),
+    ("stderr_tail", "VARCHAR"),
+    ("started_at", "TIMESTAMP"),  # UTC
+    ("duration_s", "DOUBLE"),
+    ("engine", "VARCHAR"),
+    ("pattern", "VARCHAR"),
+    ("protocol", "VARCHAR"),
+    ("validity", "VARCHAR"),
+)
+
+#: JSON run columns (record key == column name).
+RUN_JSON: tuple[str, ...] = (
+    "params",
+    "versions",
+    "run",
+    "validity_reasons",
+    "points",
+    "link_counters",
+    "tcp_counters",
+)
+
+
+def _metric_ddl() -> str:
+    return ",\n    ".join(f"{m.name} {m.sql_type}" for m in METRICS)
+
+
+def create_statements() -> list[str]:
+    """DDL of the current format, in order.  Tables carry no key constraints:
+    ``store.record_run`` keeps (sweep_id, run_id) unique by deleting and
+    inserting inside one transaction."""
+    scalars = ",\n    ".join(f"{n} {t}" for n, t in RUN_SCALARS)
+    jsons = ",\n    ".join(f"{n} JSON" for n in RUN_JSON)
+    return [
+        "CREATE TABLE meta (key VARCHAR NOT NULL, value VARCHAR)",
+        """CREATE TABLE sweeps (
+    sweep_id VARCHAR NOT NULL,
+    scenario VARCHAR,
+    source VARCHAR,
+    description VARCHAR,
+    axes JSON,
+    report JSON,
+    machine JSON,
+    run_count INTEGER,
+    scenario_text VARCHAR,
+    created_at TIMESTAMP,
+    updated_at TIMESTAMP
+)""",
+        f"""CREATE TABLE runs (
+    {scalars},
+    {jsons},
+    metrics_extra JSON,
+    recorded_at TIMESTAMP,
+    {_metric_ddl()}
+)""",
+        f"""CREATE TABLE receivers (
+    sweep_id VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL,
+    host VARCHAR NOT NULL,
+    metrics_extra JSON,
+    {_metric_ddl()}
+)""",
+        """CREATE TABLE histograms (
+    sweep_id VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL,
+    host VARCHAR NOT NULL,
+    kind VARCHAR NOT NULL,
+    count BIGINT,
+    hdr VARCHAR NOT NULL
+)""",
+    ]
+
+
+def run_columns() -> list[str]:
+    """Every column of ``runs`` in table order."""
+    return (
+        [n for n, _ in RUN_SCALARS]
+        + list(RUN_JSON)
+        + ["metrics_extra", "recorded_at"]
+        + list(METRIC_NAMES)
+    )
+
+
+def receiver_columns() -> list[str]:
+    return ["sweep_id", "run_id", "host", "metrics_extra", *METRIC_NAMES]

@@ -1,0 +1,588 @@
+"""The results store: one DuckDB file plus a folder of artifacts per run.
+
+Owns opening (version check, upgrade with a backup, locking errors), writing
+sweeps and runs (each ``record_run`` is one transaction, so a crash or Ctrl-C
+between or during runs never leaves a half-written run), reading them back,
+resolving sweep references and exporting.  The layout is in ``schema``, the
+upgrades in ``migrate``; plots and tables are the report's job.
+
+Layout on disk (docs/results-format.md)::
+
+    <root>/results.duckdb
+    <root>/runs/<sweep_id>/<run_id>/record.json   (+ the runner's artifacts)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+import os
+import platform
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from roughnet import __version__
+from roughnet.errors import ResultsError
+from roughnet.results import migrate, schema
+
+log = logging.getLogger(__name__)
+
+DB_NAME = "results.duckdb"
+RUNS_DIR = "runs"
+#: Largest scenario file copied into the sweeps table.
+MAX_SCENARIO_TEXT = 1_000_000
+
+_SWEEP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _check_id(value: Any, what: str, pattern: re.Pattern[str]) -> str:
+    if not isinstance(value, str) or not pattern.match(value):
+        raise ResultsError(
+            f"{what} is {value!r}; expected letters, digits, '.', '_' or '-' "
+            f"(pattern {pattern.pattern})"
+        )
+    return value
+
+
+def _json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _unjson(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _utc(value: Any, what: str) -> dt.datetime | None:
+    """An ISO 8601 string (or datetime) as a naive UTC datetime."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise ResultsError(
+                f"{what} is {value!r}; expected an ISO 8601 time such as "
+                "'2026-11-22T10:00:00+00:00'"
+            ) from None
+    if not isinstance(value, dt.datetime):
+        raise ResultsError(f"{what} is {value!r}; expected an ISO 8601 time string")
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return None if value is None else value.replace(tzinfo=dt.UTC).isoformat()
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _metric_value(name: str, sql_type: str, value: Any, where: str) -> int | float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(value)  # numpy scalars, numeric strings
+        except (TypeError, ValueError):
+            raise ResultsError(
+                f"{where}.{name} is {value!r}; expected a number or null"
+            ) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if sql_type == "BIGINT":
+        if isinstance(value, float) and not value.is_integer():
+            raise ResultsError(f"{where}.{name} is {value!r}; expected a whole number")
+        return int(value)
+    return float(value)
+
+
+def _split_metrics(metrics: Any, where: str) -> tuple[list[int | float | None], str | None]:
+    """Metric column values in ``schema.METRICS`` order, plus unknown keys as JSON."""
+    if metrics is None:
+        metrics = {}
+    if not isinstance(metrics, dict):
+        raise ResultsError(f"{where} is {type(metrics).__name__}; expected an object of metrics")
+    values = [
+        _metric_value(m.name, m.sql_type, metrics.get(m.name), where) for m in schema.METRICS
+    ]
+    extra = {k: v for k, v in metrics.items() if k not in schema.METRIC_BY_NAME}
+    return values, (_json(extra) if extra else None)
+
+
+def _metrics_dict(row: dict[str, Any]) -> dict[str, Any]:
+    metrics = {name: row.pop(name) for name in schema.METRIC_NAMES}
+    extra = _unjson(row.pop("metrics_extra"))
+    if extra:
+        metrics.update(extra)
+    return metrics
+
+
+def machine_info() -> dict[str, Any]:
+    """What this machine is, stored with each sweep (reports show it)."""
+    return {
+        "hostname": platform.node(),
+        "system": platform.system(),
+        "kernel": platform.release(),
+        "arch": platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "roughnet": __version__,
+    }
+
+
+class Store:
+    """A results folder.  One writer process at a time (DuckDB's file lock).
+
+    ``Store(root)`` creates ``root`` if needed; ``Store(root, create=False)``
+    refuses a folder without a database.  ``read_only=True`` opens without the
+    write lock (several readers may share it) and cannot upgrade an old file.
+    """
+
+    def __init__(self, root: Path, create: bool = True, *, read_only: bool = False) -> None:
+        self.root = Path(root)
+        self.path = self.root / DB_NAME
+        self.read_only = read_only
+        self._con: duckdb.DuckDBPyConnection | None = None
+        if not self.path.exists():
+            if not create or read_only:
+                raise ResultsError(
+                    f"no results database at {self.path}; expected a folder written by "
+                    "`roughnet run` (set it with --results or $ROUGHNET_RESULTS)"
+                )
+            self.root.mkdir(parents=True, exist_ok=True)
+        con = self._connect()
+        try:
+            version = migrate.read_version(con, str(self.path))
+            if version == migrate.EMPTY:
+                if read_only:
+                    raise ResultsError(f"{self.path} holds no tables; expected a results database")
+                migrate.create(con)
+            elif version > schema.FORMAT_VERSION:
+                raise ResultsError(
+                    f"{self.path} has results format version {version}, newer than this "
+                    f"roughnet ({__version__}) reads (up to {schema.FORMAT_VERSION}); "
+                    "expected an older file: upgrade roughnet to read it"
+                )
+            elif version < schema.FORMAT_VERSION:
+                if read_only:
+                    raise ResultsError(
+                        f"{self.path} has results format version {version} and needs an "
+                        f"upgrade to {schema.FORMAT_VERSION}; open it once for writing "
+                        "(e.g. `roughnet results` without another roughnet running)"
+                    )
+                con = self._backup_and_upgrade(con, version)
+        except BaseException:
+            con.close()
+            raise
+        self._con = con
+
+    # ------------------------------------------------------------------ opening
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        try:
+            return duckdb.connect(str(self.path), read_only=self.read_only)
+        except duckdb.IOException as e:
+            msg = str(e)
+            if "lock" in msg.lower():
+                raise ResultsError(
+                    f"results database {self.path} is in use by another process ({msg}); "
+                    "expected it free: wait for the running `roughnet run` to finish"
+                ) from None
+            raise ResultsError(f"cannot open results database {self.path}: {msg}") from None
+        except duckdb.Error as e:
+            raise ResultsError(
+                f"cannot open results database {self.path}: {e}; expected a DuckDB file"
+            ) from None
+
+    def _backup_and_upgrade(
+        self, con: duckdb.DuckDBPyConnection, version: int
+    ) -> duckdb.DuckDBPyConnection:
+        con.execute("CHECKPOINT")
+        con.close()
+        backup = self.path.with_name(f"{DB_NAME}.v{version}.bak")
+        if not backup.exists():
+            shutil.copy2(self.path, backup)
+            log.info("backed up %s to %s before upgrading", self.path, backup)
+        con = self._connect()
+        migrate.upgrade(con, version, str(self.path))
+        return con
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise ResultsError(f"results store {self.path} is closed; expected an open store")
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def format_version(self) -> int:
+        return migrate.read_version(self.con, str(self.path))
+
+    # ------------------------------------------------------------------ writing
+
+    def _transaction(self, statements: list[tuple[str, list[Any] | list[list[Any]], bool]]) -> None:
+        """Run (sql, params, many) statements in one transaction; roll back on anything."""
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for sql, params, many in statements:
+                if many:
+                    if params:
+                        con.executemany(sql, params)
+                else:
+                    con.execute(sql, params)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def begin_sweep(self, sweep: Any) -> None:
+        """Insert or refresh the sweeps row of a ``runspec.Sweep`` (keeps created_at)."""
+        sweep_id = _check_id(sweep.sweep_id, "sweep id", _SWEEP_ID_RE)
+        text = None
+        try:
+            src = Path(sweep.source)
+            if src.is_file() and src.stat().st_size <= MAX_SCENARIO_TEXT:
+                text = src.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            log.debug("scenario text of %s not stored: %s", sweep.source, e)
+        row = self.con.execute(
+            "SELECT created_at FROM sweeps WHERE sweep_id = ?", [sweep_id]
+        ).fetchone()
+        now = _now()
+        created = row[0] if row else now
+        self._transaction(
+            [
+                ("DELETE FROM sweeps WHERE sweep_id = ?", [sweep_id], False),
+                (
+                    "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        sweep_id,
+                        sweep.scenario,
+                        str(sweep.source),
+                        getattr(sweep, "description", "") or "",
+                        _json(dict(sweep.axes)),
+                        _json(dict(getattr(sweep, "report", {}) or {})),
+                        _json(machine_info()),
+                        len(sweep.runs),
+                        text,
+                        created,
+                        now,
+                    ],
+                    False,
+                ),
+            ]
+        )
+
+    def record_run(self, record: dict[str, Any]) -> None:
+        """Store one run record (see docs/results-format.md) in one transaction.
+
+        Replaces a run already stored under the same (sweep_id, run_id), its
+        receivers and histograms.  Everything is validated before the
+        transaction starts; on any error (or KeyboardInterrupt) nothing is kept.
+        """
+        if not isinstance(record, dict):
+            raise ResultsError(f"run record is {type(record).__name__}; expected a dict")
+        sweep_id = _check_id(record.get("sweep_id"), "record.sweep_id", _SWEEP_ID_RE)
+        run_id = _check_id(record.get("run_id"), "record.run_id", _RUN_ID_RE)
+        where = f"run {sweep_id}/{run_id}"
+        status = record.get("status")
+        if status not in schema.STATUSES:
+            raise ResultsError(f"{where}: status is {status!r}; expected one of {schema.STATUSES}")
+        validity = record.get("validity")
+        if validity is not None and validity not in schema.VALIDITIES:
+            raise ResultsError(
+                f"{where}: validity is {validity!r}; expected one of {schema.VALIDITIES} or null"
+            )
+        reasons = record.get("validity_reasons") or []
+        if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+            raise ResultsError(f"{where}: validity_reasons is {reasons!r}; expected a list of strings")
+
+        scalars: dict[str, Any] = {
+            "sweep_id": sweep_id,
+            "run_id": run_id,
+            "run_index": record.get("index"),
+            "scenario": record.get("scenario"),
+            "repeat": record.get("repeat", 0),
+            "seed": record.get("seed"),
+            "status": status,
+            "failure_reason": record.get("failure_reason"),
+            "stderr_tail": record.get("stderr_tail"),
+            "started_at": _utc(record.get("started_at"), f"{where}: started_at"),
+            "duration_s": record.get("duration_s"),
+            "engine": record.get("engine"),
+            "pattern": record.get("pattern"),
+            "protocol": record.get("protocol"),
+            "validity": validity,
+        }
+        jsons = {name: _json(record.get(name)) for name in schema.RUN_JSON}
+        jsons["validity_reasons"] = _json(reasons)
+        metric_values, extra = _split_metrics(record.get("metrics"), f"{where}: metrics")
+        run_row = (
+            [scalars[n] for n, _ in schema.RUN_SCALARS]
+            + [jsons[n] for n in schema.RUN_JSON]
+            + [extra, _now()]
+            + metric_values
+        )
+
+        receiver_rows = []
+        for i, rec in enumerate(record.get("receivers") or []):
+            host = rec.get("host") if isinstance(rec, dict) else None
+            if not isinstance(host, str) or not host:
+                raise ResultsError(f"{where}: receivers[{i}].host is {host!r}; expected a host name")
+            values, rextra = _split_metrics(rec.get("metrics"), f"{where}: receivers[{i}].metrics")
+            receiver_rows.append([sweep_id, run_id, host, rextra, *values])
+
+        hist_rows = []
+        for i, h in enumerate(record.get("histograms") or []):
+            if not isinstance(h, dict):
+                raise ResultsError(f"{where}: histograms[{i}] is {h!r}; expected an object")
+            kind, hdr = h.get("kind"), h.get("hdr")
+            if kind not in schema.HISTOGRAM_KINDS:
+                raise ResultsError(
+                    f"{where}: histograms[{i}].kind is {kind!r}; expected one of {schema.HISTOGRAM_KINDS}"
+                )
+            if isinstance(hdr, bytes):
+                hdr = hdr.decode("ascii")
+            if not isinstance(hdr, str) or not hdr:
+                raise ResultsError(
+                    f"{where}: histograms[{i}].hdr is {hdr!r}; expected a base64 HdrHistogram string"
+                )
+            hist_rows.append([sweep_id, run_id, str(h.get("host") or ""), kind, h.get("count"), hdr])
+
+        key = [sweep_id, run_id]
+        cols = schema.run_columns()
+        self._transaction(
+            [
+                ("DELETE FROM histograms WHERE sweep_id = ? AND run_id = ?", key, False),
+                ("DELETE FROM receivers WHERE sweep_id = ? AND run_id = ?", key, False),
+                ("DELETE FROM runs WHERE sweep_id = ? AND run_id = ?", key, False),
+                (
+                    f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                    run_row,
+                    False,
+                ),
+                (
+                    f"INSERT INTO receivers VALUES ({', '.join('?' * len(schema.receiver_columns()))})",
+                    receiver_rows,
+                    True,
+                ),
+                ("INSERT INTO histograms VALUES (?, ?, ?, ?, ?, ?)", hist_rows, True),
+            ]
+        )
+        self._write_record_copy(sweep_id, run_id, record)
+
+    def _write_record_copy(self, sweep_id: str, run_id: str, record: dict[str, Any]) -> None:
+        """A readable copy of the record beside the artifacts (written atomically)."""
+        folder = self.run_dir(sweep_id, run_id)
+        tmp = folder / "record.json.tmp"
+        try:
+            tmp.write_text(json.dumps(record, default=str, indent=1), encoding="utf-8")
+            os.replace(tmp, folder / "record.json")
+        except OSError as e:  # the database row is what counts
+            log.warning("could not write %s: %s", folder / "record.json", e)
+
+    def run_dir(self, sweep_id: str, run_id: str) -> Path:
+        """``<root>/runs/<sweep_id>/<run_id>/``, created if missing."""
+        _check_id(sweep_id, "sweep id", _SWEEP_ID_RE)
+        _check_id(run_id, "run id", _RUN_ID_RE)
+        folder = self.root / RUNS_DIR / sweep_id / run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    # ------------------------------------------------------------------ reading
+
+    def _dicts(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        cur = self.con.execute(sql, params or [])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def sweeps(self) -> list[dict[str, Any]]:
+        """Every stored sweep, oldest first, with counts of stored runs by status."""
+        rows = self._dicts(
+            """SELECT s.*,
+                      count(r.run_id) AS runs_stored,
+                      count(r.run_id) FILTER (WHERE r.status = 'ok') AS runs_ok,
+                      count(r.run_id) FILTER (WHERE r.status = 'failed') AS runs_failed
+               FROM sweeps s LEFT JOIN runs r USING (sweep_id)
+               GROUP BY ALL ORDER BY s.created_at, s.sweep_id"""
+        )
+        for row in rows:
+            for key in ("axes", "report", "machine"):
+                row[key] = _unjson(row[key]) or {}
+            row["created_at"] = _iso(row["created_at"])
+            row["updated_at"] = _iso(row["updated_at"])
+        return rows
+
+    def sweep(self, sweep_id: str) -> dict[str, Any]:
+        """The sweeps row of ``sweep_id``; ResultsError if there is none."""
+        for row in self.sweeps():
+            if row["sweep_id"] == sweep_id:
+                return row
+        raise ResultsError(f"no sweep {sweep_id!r} in {self.path}; expected one of {self._ids()}")
+
+    def _ids(self) -> list[str]:
+        return [r[0] for r in self.con.execute("SELECT sweep_id FROM sweeps ORDER BY created_at").fetchall()]
+
+    def completed_run_ids(self, sweep_id: str) -> set[str]:
+        """Run ids of ``sweep_id`` stored as ok or failed (``--resume`` skips them)."""
+        rows = self.con.execute(
+            "SELECT run_id FROM runs WHERE sweep_id = ? AND status IN ('ok', 'failed')",
+            [sweep_id],
+        ).fetchall()
+        return {r[0] for r in rows}
+
+    def runs(self, sweep_id: str) -> list[dict[str, Any]]:
+        """The stored runs of a sweep in plan order, shaped like run records.
+
+        Each dict has the record's keys (``index``, ``params``, ``metrics`` with
+        every metric name, None where missing, ``receivers``...) plus
+        ``recorded_at``; histograms come from ``histograms()``.
+        """
+        rows = self._dicts(
+            f"SELECT {', '.join(schema.run_columns())} FROM runs WHERE sweep_id = ? "
+            "ORDER BY run_index, repeat, run_id",
+            [sweep_id],
+        )
+        receivers: dict[str, list[dict[str, Any]]] = {}
+        for rec in self._dicts(
+            f"SELECT {', '.join(schema.receiver_columns())} FROM receivers WHERE sweep_id = ? "
+            "ORDER BY run_id, host",
+            [sweep_id],
+        ):
+            run_id = rec.pop("run_id")
+            rec.pop("sweep_id")
+            receivers.setdefault(run_id, []).append(
+                {"host": rec.pop("host"), "metrics": _metrics_dict(rec)}
+            )
+        out = []
+        for row in rows:
+            row["index"] = row.pop("run_index")
+            for name in schema.RUN_JSON:
+                row[name] = _unjson(row[name])
+            row["validity_reasons"] = row["validity_reasons"] or []
+            row["started_at"] = _iso(row["started_at"])
+            row["recorded_at"] = _iso(row["recorded_at"])
+            row["metrics"] = _metrics_dict(row)
+            row["receivers"] = receivers.get(row["run_id"], [])
+            out.append(row)
+        return out
+
+    def histograms(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Stored histograms (``hdr`` is the base64 HdrHistogram, values in ns)."""
+        sql = "SELECT * FROM histograms WHERE sweep_id = ?"
+        params: list[Any] = [sweep_id]
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            params.append(run_id)
+        return self._dicts(sql + " ORDER BY run_id, host, kind", params)
+
+    def resolve_sweep(self, ref: str) -> str:
+        """A sweep id from a full id, a scenario name (its latest sweep) or a unique id prefix."""
+        rows = self.con.execute(
+            "SELECT sweep_id, scenario FROM sweeps ORDER BY created_at, sweep_id"
+        ).fetchall()
+        ids = [r[0] for r in rows]
+        if ref in ids:
+            return ref
+        by_name = [sid for sid, scen in rows if scen == ref]
+        if by_name:
+            return by_name[-1]
+        prefixed = [sid for sid in ids if sid.startswith(ref)] if ref else []
+        if len(prefixed) == 1:
+            return prefixed[0]
+        if not ids:
+            raise ResultsError(f"no sweep matches {ref!r}: {self.path} holds no sweeps yet")
+        candidates = prefixed or ids
+        what = "several sweeps start with" if prefixed else "no sweep matches"
+        raise ResultsError(
+            f"{what} {ref!r}; expected a full sweep id, a unique prefix or a scenario name, "
+            f"one of: {', '.join(candidates)}"
+        )
+
+    # ------------------------------------------------------------------ export
+
+    def param_names(self, sweep_id: str) -> list[str]:
+        """Swept parameter names: the sweep's axes in file order, then any other run param."""
+        names: list[str] = []
+        row = self.con.execute("SELECT axes FROM sweeps WHERE sweep_id = ?", [sweep_id]).fetchone()
+        if row and row[0]:
+            names.extend(json.loads(row[0]))
+        for (params,) in self.con.execute(
+            "SELECT params FROM runs WHERE sweep_id = ? ORDER BY run_index", [sweep_id]
+        ).fetchall():
+            for k in _unjson(params) or {}:
+                if k not in names:
+                    names.append(k)
+        return names
+
+    def export(self, sweep_id: str, fmt: str, out: Path) -> Path:
+        """Write one row per run (params as ``param_<name>``, metrics as columns).
+
+        ``fmt`` is ``csv`` or ``parquet``; ``out`` is a file path, or an existing
+        folder (the file is then ``<sweep_id>.<fmt>`` in it).  Returns the path.
+        """
+        if fmt not in ("csv", "parquet"):
+            raise ResultsError(f"export format is {fmt!r}; expected 'csv' or 'parquet'")
+        if self.con.execute("SELECT 1 FROM sweeps WHERE sweep_id = ?", [sweep_id]).fetchone() is None:
+            self.sweep(sweep_id)  # raises with the candidates
+        out = Path(out)
+        if out.is_dir():
+            out = out / f"{sweep_id}.{fmt}"
+        out.parent.mkdir(parents=True, exist_ok=True)
+
+        select = ["sweep_id", "run_id", "run_index", "scenario"]
+        used: set[str] = set(schema.run_columns())
+        for name in self.param_names(sweep_id):
+            col = "param_" + re.sub(r"\W", "_", name)
+            while col in used:
+                col += "_"
+            used.add(col)
+            path = "$." + json.dumps(name)
+            select.append(f"json_extract_string(params, {_sql_str(path)}) AS {_ident(col)}")
+        select += [
+            "repeat", "seed", "status", "failure_reason", "started_at", "duration_s",
+            "engine", "pattern", "protocol", "validity",
+            "array_to_string(CAST(validity_reasons AS VARCHAR[]), '; ') AS validity_reasons",
+            "CAST(versions AS VARCHAR) AS versions",
+            *schema.METRIC_NAMES,
+            "stderr_tail",
+        ]
+        query = (
+            f"SELECT {', '.join(select)} FROM runs WHERE sweep_id = {_sql_str(sweep_id)} "
+            "ORDER BY run_index, repeat, run_id"
+        )
+        options = "FORMAT csv, HEADER true" if fmt == "csv" else "FORMAT parquet"
+        try:
+            self.con.execute(f"COPY ({query}) TO {_sql_str(str(out))} ({options})")
+        except duckdb.Error as e:
+            raise ResultsError(f"export of {sweep_id} to {out} failed: {e}") from None
+        return out
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

@@ -1,0 +1,409 @@
+"""The results store: round trip, resume set, versions, crash safety, export."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pyarrow.csv
+import pyarrow.parquet
+import pytest
+
+from roughnet.errors import ResultsError
+from roughnet.results import FORMAT_VERSION, Store, migrate, schema
+
+_spec = importlib.util.spec_from_file_location(
+    "results_fixture_records", Path(__file__).parent / "fixtures" / "results" / "records.py"
+)
+records_fixture = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(records_fixture)
+
+
+@pytest.fixture(scope="module")
+def fixture_sweeps():
+    return records_fixture.load()
+
+
+@pytest.fixture
+def stream(fixture_sweeps):
+    sweep, records = fixture_sweeps[0]
+    return sweep, copy.deepcopy(records)
+
+
+def _filled(root: Path, fixture_sweeps) -> Store:
+    store = Store(root)
+    for sweep, records in fixture_sweeps:
+        store.begin_sweep(sweep)
+        for rec in records:
+            store.record_run(copy.deepcopy(rec))
+    return store
+
+
+def test_round_trip_runs_receivers_histograms(tmp_path, stream):
+    sweep, records = stream
+    with Store(tmp_path / "res") as store:
+        store.begin_sweep(sweep)
+        for rec in records:
+            store.record_run(rec)
+        got = store.runs(sweep.sweep_id)
+        assert [r["run_id"] for r in got] == [r["run_id"] for r in records]
+        for want, have in zip(records, got, strict=True):
+            for key in ("index", "scenario", "params", "repeat", "seed", "status",
+                        "failure_reason", "stderr_tail", "duration_s", "engine", "versions",
+                        "pattern", "protocol", "validity", "validity_reasons", "points",
+                        "link_counters", "tcp_counters", "run"):
+                assert have[key] == json.loads(json.dumps(want[key])), key
+            for name, value in want["metrics"].items():
+                assert have["metrics"][name] == pytest.approx(value), name
+            assert set(have["metrics"]) >= set(schema.METRIC_NAMES)
+            assert have["started_at"].startswith(want["started_at"][:19])
+            assert len(have["receivers"]) == len(want["receivers"])
+            for wr, hr in zip(want["receivers"], have["receivers"], strict=True):
+                assert hr["host"] == wr["host"]
+                for name, value in wr["metrics"].items():
+                    assert hr["metrics"][name] == pytest.approx(value)
+            hists = store.histograms(sweep.sweep_id, want["run_id"])
+            assert sorted((h["kind"], h["hdr"], h["count"]) for h in hists) == sorted(
+                (h["kind"], h["hdr"], h["count"]) for h in want["histograms"]
+            )
+        # the stored HDR strings decode to what was recorded
+        from hdrh.histogram import HdrHistogram
+
+        (first,) = [h for h in store.histograms(sweep.sweep_id, records[0]["run_id"])
+                    if h["kind"] == "latency_intended"]
+        h = HdrHistogram.decode(first["hdr"])
+        assert h.get_total_count() == first["count"]
+        assert h.get_value_at_percentile(50) / 1000 == pytest.approx(
+            records[0]["metrics"]["lat_p50_us"]
+        )
+        # the record copy beside the artifacts
+        copy_path = store.run_dir(sweep.sweep_id, records[0]["run_id"]) / "record.json"
+        assert json.loads(copy_path.read_text())["run_id"] == records[0]["run_id"]
+
+
+def test_sweeps_row(tmp_path, stream):
+    sweep, records = stream
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        store.record_run(records[0])
+        store.record_run(records[10])  # the failed one
+        (row,) = store.sweeps()
+        assert row["sweep_id"] == sweep.sweep_id
+        assert row["scenario"] == "stream3"
+        assert list(row["axes"]) == ["loss", "payload", "protocol"]  # file order kept
+        assert row["run_count"] == 12
+        assert (row["runs_stored"], row["runs_ok"], row["runs_failed"]) == (2, 1, 1)
+        assert row["machine"]["cpus"] >= 1
+        assert row["description"].startswith("Stream")
+
+
+def test_begin_sweep_again_keeps_created_at_and_reads_scenario_text(tmp_path, stream):
+    sweep, _ = stream
+    scenario = tmp_path / "s.toml"
+    scenario.write_text("[scenario]\nname = 'stream3'\n")
+    import dataclasses
+
+    sweep = dataclasses.replace(sweep, source=str(scenario))
+    with Store(tmp_path / "res") as store:
+        store.begin_sweep(sweep)
+        first = store.sweeps()[0]
+        store.begin_sweep(sweep)
+        (again,) = store.sweeps()
+        assert again["created_at"] == first["created_at"]
+        assert again["scenario_text"] == scenario.read_text()
+
+
+def test_record_run_replaces_same_run(tmp_path, stream):
+    sweep, records = stream
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        store.record_run(records[0])
+        changed = copy.deepcopy(records[0])
+        changed["metrics"]["lat_p50_us"] = 999.0
+        changed["receivers"].append({"host": "c", "metrics": {"received": 3}})
+        store.record_run(changed)
+        (run,) = store.runs(sweep.sweep_id)
+        assert run["metrics"]["lat_p50_us"] == 999.0
+        assert [r["host"] for r in run["receivers"]] == ["b", "c"]
+        assert len(store.histograms(sweep.sweep_id)) == 2
+
+
+def test_completed_run_ids_for_resume(tmp_path, stream):
+    sweep, records = stream
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        assert store.completed_run_ids(sweep.sweep_id) == set()
+        for rec in records[:4] + [records[10]]:
+            store.record_run(rec)
+        want = {r["run_id"] for r in records[:4]} | {records[10]["run_id"]}
+        assert store.completed_run_ids(sweep.sweep_id) == want
+        assert store.completed_run_ids("other-00000000") == set()
+    # persists across reopen
+    with Store(tmp_path, create=False) as store:
+        assert store.completed_run_ids(sweep.sweep_id) == want
+
+
+def test_unknown_metric_kept_as_extra(tmp_path, stream):
+    sweep, records = stream
+    rec = records[0]
+    rec["metrics"]["goodput_bps"] = 123.5
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        store.record_run(rec)
+        assert store.runs(sweep.sweep_id)[0]["metrics"]["goodput_bps"] == 123.5
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda r: r.update(status="done"), "status"),
+        (lambda r: r.update(validity="maybe"), "validity"),
+        (lambda r: r.update(run_id="../x"), "run_id"),
+        (lambda r: r["metrics"].update(lat_p50_us="fast"), "lat_p50_us"),
+        (lambda r: r["metrics"].update(sent=1.5), "sent"),
+        (lambda r: r["histograms"][0].update(kind="latency"), "kind"),
+        (lambda r: r.update(started_at="yesterday"), "started_at"),
+    ],
+)
+def test_bad_records_rejected_with_named_key(tmp_path, stream, mutate, needle):
+    sweep, records = stream
+    rec = records[0]
+    mutate(rec)
+    with Store(tmp_path) as store:
+        with pytest.raises(ResultsError, match=needle):
+            store.record_run(rec)
+        assert store.runs(sweep.sweep_id) == []
+
+
+def test_failure_midway_leaves_no_partial_rows(tmp_path, stream, monkeypatch):
+    sweep, records = stream
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        store.record_run(records[1])
+        before = store.runs(sweep.sweep_id)
+        real = store.con
+
+        class Exploding:
+            """Passes statements through until the histograms insert, then raises."""
+
+            def __init__(self, exc):
+                self.exc = exc
+
+            def execute(self, sql, *a):
+                return real.execute(sql, *a)
+
+            def executemany(self, sql, *a):
+                if "histograms" in sql:
+                    # the runs and receivers rows are in by now (same transaction)
+                    n = real.execute(
+                        "SELECT count(*) FROM runs WHERE run_id = ?", [records[0]["run_id"]]
+                    ).fetchone()[0]
+                    assert n == 1
+                    raise self.exc
+                return real.executemany(sql, *a)
+
+        for exc in (RuntimeError("disk on fire"), KeyboardInterrupt()):
+            monkeypatch.setattr(store, "_con", Exploding(exc))
+            with pytest.raises(type(exc)):
+                store.record_run(copy.deepcopy(records[0]))
+            monkeypatch.setattr(store, "_con", real)
+            assert store.runs(sweep.sweep_id) == before
+            assert store.histograms(sweep.sweep_id, records[0]["run_id"]) == []
+            assert real.execute("SELECT count(*) FROM receivers WHERE run_id = ?",
+                                [records[0]["run_id"]]).fetchone()[0] == 0
+        # and the store still works afterwards
+        store.record_run(records[0])
+        assert len(store.runs(sweep.sweep_id)) == 2
+
+
+def test_killed_writer_keeps_committed_runs(tmp_path, stream):
+    """A process killed (SIGKILL) mid-sweep leaves exactly the committed runs."""
+    sweep, records = stream
+    root = tmp_path / "res"
+    with Store(root) as store:
+        store.begin_sweep(sweep)
+    src = Path(__file__).resolve().parents[2] / "python"
+    rec_file = tmp_path / "recs.json"
+    rec_file.write_text(json.dumps(records[:3]))
+    script = textwrap.dedent(
+        f"""
+        import json, os, signal, sys
+        sys.path.insert(0, {str(src)!r})
+        from roughnet.results import Store
+        recs = json.load(open({str(rec_file)!r}))
+        s = Store({str(root)!r})
+        s.record_run(recs[0]); s.record_run(recs[1])
+        s.con.execute("BEGIN TRANSACTION")
+        s.con.execute("DELETE FROM runs")
+        s.con.execute("INSERT INTO histograms VALUES ('x','y','b','rtt_actual',1,'HIST')")
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()
+    with Store(root, create=False) as store:
+        got = store.runs(sweep.sweep_id)
+        assert [r["run_id"] for r in got] == [r["run_id"] for r in records[:2]]
+        assert all(h["run_id"] != "y" for h in store.histograms(sweep.sweep_id))
+        assert store.con.execute("SELECT count(*) FROM histograms WHERE sweep_id='x'").fetchone()[0] == 0
+
+
+def test_format_version_written_and_newer_refused(tmp_path):
+    with Store(tmp_path) as store:
+        assert store.format_version() == FORMAT_VERSION == 1
+    con = duckdb.connect(str(tmp_path / "results.duckdb"))
+    con.execute("UPDATE meta SET value = '7' WHERE key = 'format_version'")
+    con.close()
+    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 1"):
+        Store(tmp_path)
+
+
+def test_not_a_results_database(tmp_path):
+    con = duckdb.connect(str(tmp_path / "results.duckdb"))
+    con.execute("CREATE TABLE other (x INTEGER)")
+    con.close()
+    with pytest.raises(ResultsError, match="not a roughnet results database"):
+        Store(tmp_path)
+
+
+def test_missing_database_without_create(tmp_path):
+    with pytest.raises(ResultsError, match="no results database"):
+        Store(tmp_path / "nothing", create=False)
+    assert not (tmp_path / "nothing").exists()
+
+
+def _make_v0(path: Path) -> None:
+    con = duckdb.connect(str(path))
+    for stmt in migrate.V0_STATEMENTS:
+        con.execute(stmt)
+    con.execute(
+        "INSERT INTO sweeps VALUES ('old-00000001', 'old', 'old.toml', '{\"loss\": [\"0%\", \"5%\"]}', "
+        "TIMESTAMP '2026-11-01 09:00:00')"
+    )
+    for i, loss in enumerate(["0%", "5%"]):
+        metrics = {"sent": 100, "received": 100 - 5 * i, "lost": 5 * i,
+                   "loss_ratio": 0.05 * i, "lat_p50_us": 61.5 + i, "mystery": 1}
+        con.execute(
+            "INSERT INTO runs VALUES ('old-00000001', ?, ?, 'old', ?, 'ok', NULL, "
+            "TIMESTAMP '2026-11-01 09:00:00', 1.5, 'kernel', ?)",
+            [f"{i:012x}", i, json.dumps({"loss": loss}), json.dumps(metrics)],
+        )
+    con.close()
+
+
+def test_upgrade_from_v0(tmp_path):
+    _make_v0(tmp_path / "results.duckdb")
+    with pytest.raises(ResultsError, match="needs an upgrade"):
+        Store(tmp_path, read_only=True)
+    with Store(tmp_path) as store:
+        assert store.format_version() == FORMAT_VERSION
+        runs = store.runs("old-00000001")
+        assert [r["params"] for r in runs] == [{"loss": "0%"}, {"loss": "5%"}]
+        assert runs[1]["metrics"]["lost"] == 5
+        assert runs[1]["metrics"]["lat_p50_us"] == 62.5
+        assert runs[0]["metrics"]["throughput_bps"] is None
+        assert store.completed_run_ids("old-00000001") == {f"{i:012x}" for i in range(2)}
+        (sweep,) = store.sweeps()
+        assert sweep["run_count"] == 2 and sweep["axes"] == {"loss": ["0%", "5%"]}
+        # the upgraded file takes new records
+        assert store.export("old-00000001", "csv", tmp_path / "old.csv").exists()
+    backup = tmp_path / "results.duckdb.v0.bak"
+    assert backup.exists()
+    con = duckdb.connect(str(backup), read_only=True)
+    assert migrate.read_version(con, "backup") == 0
+    con.close()
+
+
+def test_failed_upgrade_changes_nothing(tmp_path, monkeypatch):
+    _make_v0(tmp_path / "results.duckdb")
+
+    def broken(con):
+        con.execute("ALTER TABLE runs RENAME TO runs_v0")
+        raise RuntimeError("migration bug")
+
+    monkeypatch.setitem(migrate.MIGRATIONS, 0, broken)
+    with pytest.raises(RuntimeError, match="migration bug"):
+        Store(tmp_path)
+    con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
+    assert migrate.read_version(con, "x") == 0
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 2
+    con.close()
+
+
+def test_resolve_sweep(tmp_path, fixture_sweeps):
+    with _filled(tmp_path, fixture_sweeps) as store:
+        assert store.resolve_sweep("stream3-1a2b3c4d") == "stream3-1a2b3c4d"
+        assert store.resolve_sweep("stream3") == "stream3-1a2b3c4d"  # scenario name
+        assert store.resolve_sweep("ping") == "pingiv-5e6f7a8b"  # unique prefix
+        with pytest.raises(ResultsError, match=r"no sweep matches 'zzz'.*stream3-1a2b3c4d"):
+            store.resolve_sweep("zzz")
+        # two sweeps of one scenario: the name means the latest one
+        import dataclasses
+
+        sweep = fixture_sweeps[0][0]
+        store.begin_sweep(dataclasses.replace(sweep, sweep_id="stream3-ffffffff"))
+        assert store.resolve_sweep("stream3") == "stream3-ffffffff"
+        with pytest.raises(ResultsError, match="several sweeps start with 'stream3-'"):
+            store.resolve_sweep("stream3-")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_export_readable(tmp_path, fixture_sweeps, fmt):
+    with _filled(tmp_path / "res", fixture_sweeps) as store:
+        out = store.export("stream3-1a2b3c4d", fmt, tmp_path)
+    assert out == tmp_path / f"stream3-1a2b3c4d.{fmt}"
+    table = (pyarrow.csv.read_csv(out) if fmt == "csv" else pyarrow.parquet.read_table(out))
+    rows = table.to_pylist()
+    assert len(rows) == 12
+    cols = table.column_names
+    assert cols[4:7] == ["param_loss", "param_payload", "param_protocol"]
+    assert set(schema.METRIC_NAMES) <= set(cols)
+    assert [r["param_loss"] for r in rows[:4]] == ["0%"] * 4
+    assert rows[10]["status"] == "failed" and rows[10]["lat_p50_us"] is None
+    assert "address in use" in rows[10]["failure_reason"]
+    assert rows[5]["validity"] == "suspect" and "behind schedule" in rows[5]["validity_reasons"]
+    _, records = fixture_sweeps[0]
+    assert rows[3]["lat_p99_us"] == pytest.approx(records[3]["metrics"]["lat_p99_us"])
+    assert rows[3]["sent"] == 2000
+
+
+def test_export_bad_format_and_unknown_sweep(tmp_path, fixture_sweeps):
+    with _filled(tmp_path, fixture_sweeps) as store:
+        with pytest.raises(ResultsError, match="expected 'csv' or 'parquet'"):
+            store.export("stream3-1a2b3c4d", "xlsx", tmp_path / "x")
+        with pytest.raises(ResultsError, match="no sweep 'nope'"):
+            store.export("nope", "csv", tmp_path / "x.csv")
+
+
+def test_second_writer_gets_clear_error(tmp_path):
+    """DuckDB allows one writing process; a second one gets a ResultsError, not a trace."""
+    src = Path(__file__).resolve().parents[2] / "python"
+    Store(tmp_path).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         f"import sys, time; sys.path.insert(0, {str(src)!r}); from roughnet.results import Store; "
+         f"s = Store({str(tmp_path)!r}); print('open', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout.readline().strip() == b"open"
+        with pytest.raises(ResultsError, match="in use by another process"):
+            Store(tmp_path)
+    finally:
+        holder.stdin.close()
+        holder.stdout.close()
+        holder.wait(timeout=60)
+
+
+def test_run_dir_created_and_checked(tmp_path):
+    with Store(tmp_path) as store:
+        d = store.run_dir("s-1", "0123456789ab")
+        assert d == tmp_path / "runs" / "s-1" / "0123456789ab" and d.is_dir()
+        with pytest.raises(ResultsError, match="run id"):
+            store.run_dir("s-1", "../../etc")
