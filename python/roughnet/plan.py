@@ -1,0 +1,139 @@
+"""Sweep expansion: a validated scenario becomes a ``runspec.Sweep`` of fully resolved runs.
+
+This module owns the order of runs (cartesian product of the [sweep] keys in
+file order, last key fastest, the whole product repeated ``repeat`` times so
+that repetitions interleave), the per-run validation (every parameter point is
+substituted and checked again; errors name the sweep entry and the run), and
+the stable identifiers:
+
+- ``run_id``: first 12 hex of sha256 over the canonical JSON (sorted keys) of the
+  resolved run without ``index``, ``run_id`` and ``sweep_id``: the same content
+  gives the same id, whatever the order or the invocation;
+- ``sweep_id``: ``<name>-<first 8 hex of sha256 of the validated scenario>``.
+
+Pure: reads the file, creates nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from . import runspec
+from .errors import SpecError
+from .spec import Scenario, load_scenario
+from .spec.kinds import describe
+from .spec.load import check_data
+from .spec.placeholders import substitute
+from .spec.problems import NOTHING, Problem, ScenarioError
+from .spec.resolve import resolve
+
+__all__ = ["plan_sweep", "sweep_from_scenario", "run_id_of", "sweep_id_of", "canonical_json"]
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def run_id_of(run: runspec.Run) -> str:
+    """12 hex chars identifying the resolved content of ``run`` (not its position or sweep)."""
+    content = dataclasses.asdict(run)
+    for key in ("index", "run_id", "sweep_id"):
+        content.pop(key, None)
+    return _sha256(content)[:12]
+
+
+def sweep_id_of(scenario: Scenario) -> str:
+    return f"{scenario.scenario.name}-{_sha256(scenario.model_dump(mode='json', by_alias=True))[:8]}"
+
+
+def plan_sweep(path: str | Path) -> runspec.Sweep:
+    """Load, expand, resolve and validate every run of a scenario file."""
+    return sweep_from_scenario(load_scenario(path), str(path))
+
+
+def _run_label(index: int, total: int, params: dict[str, Any]) -> str:
+    values = ", ".join(f"{k}={describe(v)}" for k, v in params.items())
+    return f"run {index + 1} of {total}" + (f": {values}" if values else "")
+
+
+def _with_origins(problems: list[Problem], origins: dict[str, str], data: dict[str, Any]) -> list[Problem]:
+    out = []
+    for p in problems:
+        if p.path in origins:
+            got = p.got if p.got is not NOTHING else _lookup(data, p.path)
+            p = dataclasses.replace(p, origin=origins[p.path], got=got)
+        out.append(p)
+    return out
+
+
+def _lookup(data: Any, path: str) -> Any:
+    for part in path.replace("[", ".[").split("."):
+        if part.startswith("["):
+            data = data[int(part[1:-1])]
+        elif part:
+            data = data[part]
+    return data
+
+
+def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
+    """Expand a loaded scenario (``spec.load_scenario``) into its runs; ``source`` names the file in errors."""
+    raw = scenario.model_dump(by_alias=True, exclude_unset=True)
+    keys = list(scenario.sweep)
+    axes = {k: list(scenario.sweep[k]) for k in keys}
+    points = list(itertools.product(*(list(enumerate(axes[k])) for k in keys)))
+    repeat = scenario.scenario.repeat
+    total = len(points) * repeat
+    sweep_id = sweep_id_of(scenario)
+
+    resolved = []
+    for p, point in enumerate(points):
+        params = {k: value for k, (_, value) in zip(keys, point)}
+        data, origins = substitute(raw, {k: (value, i) for k, (i, value) in zip(keys, point)})
+        model, problems = check_data(data, expanded=True)
+        if problems or model is None:
+            raise ScenarioError(source, _with_origins(problems, origins, data), _run_label(p, total, params))
+        resolved.append((params, resolve(model)))
+
+    runs: list[runspec.Run] = []
+    seen: dict[str, int] = {}
+    for rep in range(repeat):
+        for params, (hosts, links, workload) in resolved:
+            run = runspec.Run(
+                scenario=scenario.scenario.name,
+                sweep_id=sweep_id,
+                run_id="",
+                index=len(runs),
+                params=dict(params),
+                seed=scenario.scenario.seed + rep,
+                repeat=rep,
+                hosts=hosts,
+                links=links,
+                workload=workload,
+                engine=scenario.scenario.engine,
+            )
+            run = dataclasses.replace(run, run_id=run_id_of(run))
+            if run.run_id in seen:  # only if two sweep values resolve identically and are written the same
+                raise SpecError(f"{source}: sweep: runs {seen[run.run_id] + 1} and {run.index + 1} are identical; "
+                                f"expected distinct parameter points (got run id {run.run_id} twice)")  # fmt: skip
+            seen[run.run_id] = run.index
+            runs.append(run)
+
+    report = scenario.report.model_dump(exclude_none=True) if scenario.report is not None else {}
+    return runspec.Sweep(
+        scenario=scenario.scenario.name,
+        sweep_id=sweep_id,
+        source=source,
+        axes=axes,
+        runs=tuple(runs),
+        report=report,
+        description=scenario.scenario.description,
+    )

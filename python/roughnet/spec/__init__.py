@@ -1,0 +1,55 @@
+"""Scenario files: TOML loading, the strict format (v1), placeholders, JSON Schema.
+
+Who does what inside:
+  ``kinds``        one value: what it may be, its "expected ..." text, its JSON Schema
+  ``model``        the tables and keys (pydantic, unknown keys forbidden)
+  ``placeholders`` ``${key}`` syntax and placement, the [sweep] table, substitution
+  ``checks``       rules between keys (hosts exist, pattern needs, limits, connectivity)
+  ``problems``     the wording of errors (``ScenarioError``, a ``SpecError``)
+  ``load``         reading a file and running the checks in order
+  ``resolve``      a checked, placeholder-free scenario -> ``runspec`` types
+  ``docs``         docs/scenario-reference.md, generated from the schema
+
+Sweep expansion and run ids are ``roughnet.plan``'s.  Machine-dependent checks
+(engines, tools) are preflight's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .load import load_scenario, loads, validate_data
+from .model import REPORT_METRICS, Scenario
+from .problems import Problem, ScenarioError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "REPORT_METRICS",
+    "Problem",
+    "Scenario",
+    "ScenarioError",
+    "json_schema",
+    "load_scenario",
+    "loads",
+    "validate_data",
+]
+
+#: Version of the scenario file format described by ``Scenario``.
+FORMAT_VERSION = 1
+
+SCHEMA_ID = "https://roughnet.invalid/schema/scenario-v1.json"
+
+
+def _tidy(node: Any) -> Any:
+    """Drop ``"default": null`` (an unset optional key), recursively."""
+    if isinstance(node, dict):
+        return {k: _tidy(v) for k, v in node.items() if not (k == "default" and v is None)}
+    if isinstance(node, list):
+        return [_tidy(v) for v in node]
+    return node
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of scenario files, for editors and `roughnet schema`."""
+    schema = _tidy(Scenario.model_json_schema(by_alias=True))
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}

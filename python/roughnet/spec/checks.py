@@ -1,0 +1,267 @@
+"""Checks that involve several keys of a scenario (the model checks single values).
+
+This module owns the rules between keys: unique host names, links naming known
+and distinct hosts, jitter needing delay, what each workload pattern requires
+and forbids, payload limits, knob tables matching the protocol, sender and
+receivers connected through links, the run finishing within the timeout, and
+[report] hints naming sweep keys.  A value still holding a placeholder is
+skipped here; the same checks run again on every expanded run, where none is
+left.  Machine-dependent checks (is there sch_netem?) are preflight's, not ours.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from .. import units
+from .kinds import has_placeholder
+from .model import DIRECTION_KEYS, KNOB_TABLES, DirectionTable, Scenario
+from .problems import Problem
+
+HEADER_BYTES = 32  # the agent's message header (docs/agent-protocol.md)
+UDP_MAX_PAYLOAD = 65507  # largest UDP datagram over IPv4
+MSS_MIN, MSS_MAX = 88, 65535
+
+
+def _concrete(*values: Any) -> bool:
+    return not any(has_placeholder(v) for v in values) and not any(
+        isinstance(v, list) and any(has_placeholder(x) for x in v) for v in values
+    )
+
+
+def check_scenario(s: Scenario) -> list[Problem]:
+    problems: list[Problem] = []
+    hosts = _check_hosts(s, problems)
+    _check_links(s, hosts, problems)
+    _check_workload(s, hosts, problems)
+    _check_report(s, problems)
+    return problems
+
+
+def _check_hosts(s: Scenario, problems: list[Problem]) -> set[str] | None:
+    """Host names; None when some are placeholders (then host references are not checked)."""
+    seen: dict[str, int] = {}
+    concrete = True
+    for i, host in enumerate(s.host):
+        if not _concrete(host.name):
+            concrete = False
+            continue
+        if host.name in seen:
+            problems.append(Problem(f"host[{i}].name", f"same name as host[{seen[host.name]}]",
+                                    "a host name used once", host.name))  # fmt: skip
+        seen.setdefault(host.name, i)
+    return set(seen) if concrete else None
+
+
+def _check_links(s: Scenario, hosts: set[str] | None, problems: list[Problem]) -> None:
+    for i, link in enumerate(s.link):
+        path = f"link[{i}]"
+        seen: set[str] = set()
+        for j, name in enumerate(link.between):
+            if not _concrete(name):
+                continue
+            if hosts is not None and name not in hosts:
+                problems.append(Problem(f"{path}.between[{j}]", "unknown host",
+                                        "one of the [[host]] names (" + ", ".join(sorted(hosts)) + ")", name))  # fmt: skip
+            elif name in seen:
+                problems.append(Problem(f"{path}.between[{j}]", "host listed twice",
+                                        "distinct host names", name))  # fmt: skip
+            seen.add(name)
+        for side in ("forward", "reverse"):
+            override: DirectionTable | None = getattr(link, side)
+            _check_direction(link, override, f"{path}.{side}" if override else path, problems)
+
+
+def merged_direction(link: DirectionTable, override: DirectionTable | None) -> dict[str, Any]:
+    """The impairment keys of one direction: the link's values overridden by the direction table's."""
+    values = {key: getattr(link, key) for key in DIRECTION_KEYS}
+    if override is not None:
+        for key in DIRECTION_KEYS:
+            if getattr(override, key) is not None:
+                values[key] = getattr(override, key)
+    return values
+
+
+def _check_direction(link: DirectionTable, override: DirectionTable | None, path: str,
+                     problems: list[Problem]) -> None:  # fmt: skip
+    d = merged_direction(link, override)
+    if d["jitter"] is not None and _concrete(d["jitter"], d["delay"]):
+        jitter = units.parse_duration_ns(d["jitter"])
+        delay = units.parse_duration_ns(d["delay"]) if d["delay"] is not None else 0
+        if jitter > delay:
+            where = "jitter" if override is None or override.jitter is not None else "delay"
+            problems.append(Problem(f"{path}.{where}", "jitter larger than delay",
+                                    f"a delay at least as large as the jitter ({d['jitter']})",
+                                    d[where] if d[where] is not None else "(no delay)"))  # fmt: skip
+
+
+# pattern -> (required keys, forbidden keys); "messages|duration" means exactly one of them.
+PATTERN_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "stream": (("messages|duration",), ("interval", "step")),
+    "ping": (("messages",), ("duration", "rate", "step")),
+    "ramp": (("messages", "step", "interval"), ("duration", "rate")),
+    "bulk": (("duration",), ("messages", "rate", "interval", "step")),
+}
+SINGLE_RECEIVER = ("ping", "ramp")
+
+
+def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]) -> None:
+    w = s.workload
+    to = [w.to] if isinstance(w.to, str) else list(w.to)
+    # Hosts: from, to, connectivity.
+    if hosts is not None:
+        if _concrete(w.from_) and w.from_ not in hosts:
+            problems.append(Problem("workload.from", "unknown host",
+                                    "one of the [[host]] names (" + ", ".join(sorted(hosts)) + ")", w.from_))  # fmt: skip
+        for j, name in enumerate(to):
+            tpath = f"workload.to[{j}]" if not isinstance(w.to, str) else "workload.to"
+            if not _concrete(name):
+                continue
+            if name not in hosts:
+                problems.append(Problem(tpath, "unknown host",
+                                        "one of the [[host]] names (" + ", ".join(sorted(hosts)) + ")", name))  # fmt: skip
+            elif name == w.from_:
+                problems.append(Problem(tpath, "the sender is also a receiver",
+                                        "receivers other than `from`", name))  # fmt: skip
+            elif name in to[:j]:
+                problems.append(Problem(tpath, "receiver listed twice", "distinct receivers", name))
+        if _concrete(w.from_, to) and all(_concrete(link.between) for link in s.link):
+            for name in to:
+                if name in hosts and w.from_ in hosts and name != w.from_ and not _connected(s, w.from_, name):
+                    problems.append(Problem("workload.to", f"no path through links from {w.from_!r} to {name!r}",
+                                            "hosts connected by [[link]]s (directly or over several hops)",
+                                            name))  # fmt: skip
+    if not _concrete(w.pattern):
+        return
+    required, forbidden = PATTERN_RULES[w.pattern]
+    for req in required:
+        options = req.split("|")
+        given = [k for k in options if getattr(w, k) is not None]
+        if len(options) > 1 and len(given) != 1:
+            problems.append(Problem("workload", f"pattern \"{w.pattern}\" needs exactly one of "
+                                    + " or ".join(options) + (" (both given)" if given else " (neither given)"),
+                                    "either messages = N or duration = '10 s'"))  # fmt: skip
+        elif len(options) == 1 and not given:
+            problems.append(Problem(f"workload.{req}", f"missing key: pattern \"{w.pattern}\" needs {req}",
+                                    _KEY_EXPECTED[req]))  # fmt: skip
+    for key in forbidden:
+        if getattr(w, key) is not None:
+            problems.append(Problem(f"workload.{key}", f"not used by pattern \"{w.pattern}\"",
+                                    f"no {key} for {w.pattern} (it is for: "
+                                    + ", ".join(p for p, (_, f) in PATTERN_RULES.items() if key not in f) + ")",
+                                    getattr(w, key)))  # fmt: skip
+    if w.pattern in SINGLE_RECEIVER and len(to) != 1:
+        problems.append(Problem("workload.to", f"pattern \"{w.pattern}\" has exactly one receiver",
+                                "a single host name", w.to))  # fmt: skip
+    _check_payload(s, problems)
+    _check_knobs(s, problems)
+    _check_timeout(s, problems)
+
+
+_KEY_EXPECTED = {
+    "messages": "an integer >= 1",
+    "duration": "a duration like '10 s'",
+    "interval": "a duration like '10 ms'",
+    "step": "a size like '1 KiB'",
+}
+
+
+def _check_payload(s: Scenario, problems: list[Problem]) -> None:
+    w = s.workload
+    if not _concrete(w.payload):
+        return
+    payload = units.parse_size_bytes(w.payload)
+    if payload < HEADER_BYTES:
+        problems.append(Problem("workload.payload", "smaller than the message header",
+                                f"at least {HEADER_BYTES} B", w.payload))  # fmt: skip
+    if not _concrete(w.protocol) or w.protocol != "udp":
+        return
+    if payload > UDP_MAX_PAYLOAD:
+        problems.append(Problem("workload.payload", "larger than a UDP datagram can carry",
+                                f"at most {UDP_MAX_PAYLOAD} B for UDP", w.payload))  # fmt: skip
+    elif w.pattern == "ramp" and _concrete(w.step, w.messages) and w.step is not None and w.messages is not None:
+        final = payload + units.parse_size_bytes(w.step) * (w.messages - 1)
+        if final > UDP_MAX_PAYLOAD:
+            problems.append(Problem("workload.step", f"the last message of the ramp would be {final} B",
+                                    f"payload + step * (messages - 1) at most {UDP_MAX_PAYLOAD} B for UDP",
+                                    w.step))  # fmt: skip
+
+
+def _check_knobs(s: Scenario, problems: list[Problem]) -> None:
+    w = s.workload
+    for proto in KNOB_TABLES:
+        table = getattr(w, proto, None)
+        if table is None or not _concrete(w.protocol):
+            continue
+        if proto != w.protocol:
+            problems.append(Problem(f"workload.{proto}", f"[workload.{proto}] knobs given for protocol "
+                                    f"\"{w.protocol}\"", f"[workload.{w.protocol}] (or protocol = \"{proto}\")",
+                                    "a table"))  # fmt: skip
+    tcp = w.tcp
+    if tcp is not None and tcp.mss is not None and _concrete(tcp.mss):
+        mss = units.parse_size_bytes(tcp.mss)
+        if not MSS_MIN <= mss <= MSS_MAX:
+            problems.append(Problem("workload.tcp.mss", "out of range",
+                                    f"from {MSS_MIN} B to {MSS_MAX} B", tcp.mss))  # fmt: skip
+    for proto in KNOB_TABLES:
+        table = getattr(w, proto, None)
+        if table is None:
+            continue
+        for key in ("send_buffer", "recv_buffer", "send_size"):
+            value = getattr(table, key, None)
+            if value is not None and _concrete(value) and units.parse_size_bytes(value) < 1:
+                problems.append(Problem(f"workload.{proto}.{key}", "zero", "a size above 0 B", value))
+
+
+def _check_timeout(s: Scenario, problems: list[Problem]) -> None:
+    """The sending must fit in the timeout, or every run ends incomplete."""
+    w = s.workload
+    timeout = units.parse_duration_ns(s.scenario.timeout)
+    need, key = None, ""
+    if w.duration is not None and _concrete(w.duration):
+        need, key = units.parse_duration_ns(w.duration), "duration"
+    elif w.messages is not None and _concrete(w.messages, w.warmup):
+        count = w.messages + (w.warmup or 0)
+        if w.pattern == "stream" and w.rate is not None and _concrete(w.rate):
+            per_s = units.parse_msg_rate(w.rate)
+            if per_s is not None:
+                need, key = int(count / per_s * 1e9), "rate"
+        elif w.pattern in ("ping", "ramp") and w.interval is not None and _concrete(w.interval):
+            need, key = count * units.parse_duration_ns(w.interval), "interval"
+    if need is not None and need >= timeout:
+        problems.append(Problem(f"workload.{key}", f"sending takes {units.format_duration_ns(need)}, "
+                                f"not less than the timeout ({s.scenario.timeout})",
+                                "a workload that ends before [scenario] timeout (raise the timeout or send less)",
+                                getattr(w, key)))  # fmt: skip
+
+
+def _connected(s: Scenario, a: str, b: str) -> bool:
+    neighbours: dict[str, set[str]] = {}
+    for link in s.link:
+        for h in link.between:
+            neighbours.setdefault(h, set()).update(x for x in link.between if x != h)
+    seen, todo = {a}, deque([a])
+    while todo:
+        h = todo.popleft()
+        if h == b:
+            return True
+        for n in neighbours.get(h, ()):
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return False
+
+
+def _check_report(s: Scenario, problems: list[Problem]) -> None:
+    r = s.report
+    if r is None:
+        return
+    for key in ("x", "lines", "panels"):
+        value = getattr(r, key)
+        if value is not None and value not in s.sweep:
+            known = ", ".join(s.sweep) if s.sweep else "none: there is no [sweep] table"
+            problems.append(Problem(f"report.{key}", "not a sweep key", f"one of the [sweep] keys ({known})", value))
+    axes = [getattr(r, k) for k in ("x", "lines", "panels") if getattr(r, k) is not None]
+    if len(set(axes)) != len(axes):
+        problems.append(Problem("report", "the same sweep key on two axes", "x, lines and panels all different"))

@@ -1,0 +1,102 @@
+"""Reading a scenario file: TOML, then every check, into a ``Scenario``.
+
+This module owns the order of checking: TOML syntax (errors name line and
+column), the [sweep] table and the placeholders, the pydantic model (single
+values), then the checks between keys.  Every problem found is reported at
+once, in one ``ScenarioError``.  Nothing here touches anything but the file.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .checks import check_scenario
+from .model import Scenario
+from .placeholders import check_placeholders, check_sweep
+from .problems import Problem, ScenarioError, from_validation_error
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; placeholders stay unresolved.
+
+    Raises ``ScenarioError`` (a ``SpecError``) naming the file, key path, problem,
+    what was expected and the bad value.
+    """
+    file = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise ScenarioError(file, [Problem("", f"cannot read the file ({e.strerror or e})",
+                                           "a readable scenario file (TOML)")]) from None  # fmt: skip
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ScenarioError(file, [Problem(f"line {line}", "not UTF-8 text", "a UTF-8 encoded TOML file")]) from None
+    return loads(text, file)
+
+
+def loads(text: str, source: str = "<string>") -> Scenario:
+    """Validate a scenario given as TOML text; ``source`` names it in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(source, [_syntax_problem(str(e), text)]) from None
+    return validate_data(data, source)
+
+
+_AT = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")
+
+
+def _syntax_problem(message: str, text: str) -> Problem:
+    m = _AT.search(message)
+    problem = message[: m.start()] if m else message
+    if m and m.group(1):
+        where = f"line {m.group(1)}, column {m.group(2)}"
+    else:  # "at end of document"
+        lines = text.split("\n")
+        where = f"line {len(lines)}, column {len(lines[-1]) + 1} (end of file)"
+    problem = problem[:1].lower() + problem[1:]
+    return Problem(where, f"TOML syntax error: {problem}", "valid TOML (https://toml.io/en/v1.0.0)")
+
+
+def check_data(data: dict[str, Any], expanded: bool = False) -> tuple[Scenario | None, list[Problem]]:
+    """Every problem of already parsed file data, and the model when the data fits it.
+
+    ``expanded``: the data is one parameter point with its placeholders filled in
+    (the [sweep] and placeholder rules were checked on the file already).
+    """
+    problems = [] if expanded else check_sweep(data) + check_placeholders(data)
+    try:
+        model = Scenario.model_validate(data)
+    except ValidationError as e:
+        problems += from_validation_error(Scenario, e)
+        model = None
+    else:
+        problems += check_scenario(model)
+    return model, _dedupe(problems)
+
+
+def validate_data(data: dict[str, Any], source: str = "<data>", run: str = "") -> Scenario:
+    """``check_data``, raising ``ScenarioError`` on any problem."""
+    model, problems = check_data(data)
+    if problems or model is None:
+        raise ScenarioError(source, problems, run)
+    return model
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    """One problem per key path (the first found: placeholder checks come before the model's)."""
+    seen: set[str] = set()
+    out = []
+    for p in problems:
+        if p.path and p.path in seen:
+            continue
+        seen.add(p.path)
+        out.append(p)
+    return out

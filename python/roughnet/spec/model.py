@@ -1,0 +1,215 @@
+"""The scenario file format (v1) as pydantic models: one model per TOML table.
+
+This module owns the shape of a scenario file: which tables and keys exist,
+their kinds (``spec.kinds``), defaults and descriptions (the descriptions are
+the generated reference, docs/scenario-reference.md).  Every model forbids
+unknown keys.  Values are stored as written, placeholders unresolved; checks
+that involve several keys live in ``spec.checks`` and the conversion into
+``runspec`` types in ``spec.resolve``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import runspec
+from . import kinds
+
+SCENARIO_NAME = r"^[a-z0-9][a-z0-9-]{0,39}$"
+HOST_NAME = r"^[a-z][a-z0-9]{0,7}$"
+SWEEP_KEY = r"^[a-z_][a-z0-9_]*$"
+
+#: Metric names accepted in ``[report] metrics`` (the report maps them to stored columns).
+REPORT_METRICS = (
+    "throughput",
+    "loss",
+    "lost",
+    "duplicates",
+    "reordered",
+    "latency_min",
+    "latency_mean",
+    "latency_p50",
+    "latency_p90",
+    "latency_p99",
+    "latency_p999",
+    "latency_p9999",
+    "latency_p999999",
+    "latency_max",
+    "latency_actual_p50",
+    "latency_actual_p99",
+    "rtt_min",
+    "rtt_mean",
+    "rtt_p50",
+    "rtt_p90",
+    "rtt_p99",
+    "rtt_p999",
+    "rtt_max",
+    "link_drops",
+    "tcp_retransmits",
+    "cpu",
+)
+
+_SCENARIO_NAME = kinds.name(SCENARIO_NAME, "a name of lowercase letters, digits and '-' (at most 40 characters, "
+                            "not starting with '-'), like \"quickstart\"", placeholders=False)  # fmt: skip
+_HOST = kinds.name(HOST_NAME, "a host name of a lowercase letter then up to 7 lowercase letters or digits, like \"a\" "
+                   "or \"car1\"")  # fmt: skip
+_ENGINE = kinds.choice(runspec.ENGINES)
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=False)
+
+
+def _f(description: str, default: Any = ..., **kw: Any) -> Any:
+    return Field(default, description=description, **kw)
+
+
+class ScenarioTable(_Table):
+    """``[scenario]``: what the scenario is called and how each run is executed."""
+
+    name: _SCENARIO_NAME.type() = _f("Scenario name: " + _SCENARIO_NAME.expected + ".")
+    description: kinds.text(placeholders=False).type() = _f("Free text shown in `roughnet show` and the report.", "")
+    seed: kinds.integer(0, None, "an integer >= 0", placeholders=False).type() = _f(
+        "Base seed; run `r` of a repeated point gets seed + r.", 1)
+    engine: kinds.choice(runspec.ENGINES, placeholders=False).type() = _f(
+        "Default link engine for every link: " + _ENGINE.expected + ". `auto` picks the first engine "
+        "this machine has that can do everything the link asks.", "auto")
+    timeout: kinds.duration(placeholders=False).type() = _f(
+        "Time limit of one run; receivers are stopped and report what they have: " + kinds.DURATION + ".",
+        "60 s")
+    repeat: kinds.integer(1, 1000, "an integer from 1 to 1000", placeholders=False).type() = _f(
+        "Repetitions of every parameter point (an integer from 1 to 1000).", 1)
+
+
+class HostTable(_Table):
+    """``[[host]]``: one network namespace."""
+
+    name: _HOST.type() = _f("Host name (goes into interface names, so it is short): " + _HOST.expected + ".")
+
+
+class DirectionTable(_Table):
+    """Impairments of one direction (``[link.forward]`` / ``[link.reverse]``); unset keys come from the link."""
+
+    rate: kinds.rate().type() = _f("Rate limit: " + kinds.RATE + "; above 0. Unset: no limit.", None)
+    delay: kinds.duration().type() = _f("One-way delay: " + kinds.DURATION + ". Unset: 0.", None)
+    jitter: kinds.duration().type() = _f(
+        "Delay variation: " + kinds.DURATION + "; above 0 it needs a delay at least as large.", None)
+    loss: kinds.percent().type() = _f("Random (Bernoulli) loss: " + kinds.PERCENT + ". Unset: 0%.", None)
+    queue: kinds.queue().type() = _f(
+        "Drop-tail queue limit: " + kinds.QUEUE + ". Unset: the engine sizes it from the rate.", None)
+
+
+#: The impairment keys a link and its direction tables share (see spec.resolve.direction).
+DIRECTION_KEYS = tuple(DirectionTable.model_fields)
+
+
+class LinkTable(DirectionTable):
+    """``[[link]]``: a veth pair (two hosts) or a shared segment (more than two)."""
+
+    between: kinds.name_list(_HOST, 2, "a list of at least 2 distinct host names").type() = _f(
+        "Hosts on this link: 2 make a veth pair, more a shared segment (a bridge).")
+    mtu: kinds.integer(576, 65535, "an integer from 576 to 65535 (bytes)").type() = _f(
+        "MTU in bytes (a plain integer: the unit is implied by the key), 576 to 65535.", 1500)
+    engine: _ENGINE.type() = _f("Link engine for this link: " + _ENGINE.expected + ". Unset: [scenario] engine.", None)
+    capture: kinds.boolean().type() = _f("Record a packet capture of this link.", False)
+    forward: DirectionTable | None = Field(
+        None, description="Overrides for traffic from between[0] to between[1] (a shared segment: into the segment).")
+    reverse: DirectionTable | None = Field(
+        None, description="Overrides for the other direction (a shared segment: from the segment to every host).")
+
+
+class TcpKnobs(_Table):
+    """``[workload.tcp]``: TCP socket options."""
+
+    nodelay: kinds.boolean().type() = _f("TCP_NODELAY (the agent's default: true).", None)
+    mss: kinds.size().type() = _f("TCP_MAXSEG: " + kinds.SIZE + ", 88 B to 65535 B.", None)
+    send_buffer: kinds.size().type() = _f("SO_SNDBUF (forced past rmem/wmem limits): " + kinds.SIZE + ".", None)
+    recv_buffer: kinds.size().type() = _f("SO_RCVBUF (forced past rmem/wmem limits): " + kinds.SIZE + ".", None)
+    send_size: kinds.size().type() = _f("Bytes per write call (bulk pattern): " + kinds.SIZE + ".", None)
+
+
+class UdpKnobs(_Table):
+    """``[workload.udp]``: UDP socket options."""
+
+    send_buffer: kinds.size().type() = _f("SO_SNDBUF: " + kinds.SIZE + ".", None)
+    recv_buffer: kinds.size().type() = _f("SO_RCVBUF: " + kinds.SIZE + ".", None)
+
+
+#: Knob table per protocol: the key under [workload] is the protocol's name.
+KNOB_TABLES: dict[str, type[_Table]] = {"tcp": TcpKnobs, "udp": UdpKnobs}
+
+
+class WorkloadTable(_Table):
+    """``[workload]``: what the agents send, from which host to which."""
+
+    pattern: kinds.choice(runspec.PATTERNS).type() = _f(
+        "stream: open-loop messages (N or for a duration); ping: request/reply round trips; ramp: ping "
+        "whose size grows by `step`; bulk: as fast as possible for a duration.")
+    protocol: kinds.choice(runspec.PROTOCOLS).type() = _f("Protocol the agents speak.")
+    from_: _HOST.type() = Field(..., alias="from", description="Sending host (the pinger for ping and ramp).")
+    to: kinds.name_list(_HOST, 1, "a host name or a list of host names", single=True).type() = _f(
+        "Receiving host(s), not including `from`; ping and ramp take exactly one.")
+    payload: kinds.size().type() = _f(
+        "Message size at the application level, the 32-byte header included: " + kinds.SIZE + "; at least "
+        "32 B; UDP at most 65507 B (ramp: the final size too).")
+    messages: kinds.integer(1, None, "an integer >= 1").type() = _f(
+        "Messages to send (stream), requests (ping), iterations (ramp). Not for bulk.", None)
+    duration: kinds.duration().type() = _f("Send for this long (stream, bulk): " + kinds.DURATION + ".", None)
+    rate: kinds.msg_rate().type() = _f("Stream only: open-loop schedule, " + kinds.MSG_RATE + ". Unset: max.", None)
+    interval: kinds.duration().type() = _f(
+        "Ping, ramp: time between requests (" + kinds.DURATION + "). Unset (ping): next after the reply.", None)
+    step: kinds.size().type() = _f("Ramp only: the message grows by this each iteration (" + kinds.SIZE + ").", None)
+    warmup: kinds.integer(0, None, "an integer >= 0").type() = _f("Messages sent first and not counted.", 0)
+    tcp: TcpKnobs | None = Field(None, description="TCP knobs; only with protocol = \"tcp\".")
+    udp: UdpKnobs | None = Field(None, description="UDP knobs; only with protocol = \"udp\".")
+
+
+_SWEEP_KEY = kinds.name(SWEEP_KEY, "a sweep key (lowercase letters, digits and '_')", placeholders=False)
+_REPORT_METRIC = kinds.choice(REPORT_METRICS, placeholders=False)
+
+
+class ReportTable(_Table):
+    """``[report]``: hints for `roughnet report` (each axis names a [sweep] key)."""
+
+    x: _SWEEP_KEY.type() = _f("Sweep key on the x axis (default: the first).", None)
+    lines: _SWEEP_KEY.type() = _f("Sweep key drawn as one line per value (default: the second).", None)
+    panels: _SWEEP_KEY.type() = _f("Sweep key drawn as one panel per value (default: the third).", None)
+    metrics: kinds.name_list(_REPORT_METRIC, 1, "a list of metric names").type() = _f(
+        "Metrics to plot: " + ", ".join(REPORT_METRICS) + ". Default: chosen by pattern.", None)
+    title: kinds.text(placeholders=False).type() = _f("Report title (default: the scenario name).", None)
+
+
+class Scenario(_Table):
+    """A scenario file (format v1), validated, placeholders unresolved."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, title="roughnet scenario (format v1)")
+
+    scenario: ScenarioTable = Field(description="Name, seed, default engine, timeout and repetitions.")
+    host: list[HostTable] = Field(min_length=2, description="Hosts (network namespaces); at least 2.")
+    link: list[LinkTable] = Field(min_length=1, description="Links among hosts; at least 1.")
+    workload: WorkloadTable = Field(description="What the agents do.")
+    sweep: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Parameter axes: key = non-empty list of values (strings or numbers), used as ${key} in "
+        "[[host]], [[link]] and [workload]; runs are the cartesian product in file order (last key fastest).",
+        json_schema_extra={"propertyNames": {"pattern": SWEEP_KEY},
+                           "additionalProperties": {"type": "array", "minItems": 1,
+                                                    "items": {"type": ["string", "number"]}}},
+    )  # fmt: skip
+    report: ReportTable | None = Field(None, description="Hints for the report.")
+
+
+def model_tables() -> list[tuple[str, type[BaseModel]]]:
+    """(TOML header, model) of every table, for the generated reference."""
+    return [
+        ("[scenario]", ScenarioTable),
+        ("[[host]]", HostTable),
+        ("[[link]]", LinkTable),
+        ("[link.forward] / [link.reverse]", DirectionTable),
+        ("[workload]", WorkloadTable),
+        ("[workload.tcp]", TcpKnobs),
+        ("[workload.udp]", UdpKnobs),
+        ("[report]", ReportTable),
+    ]

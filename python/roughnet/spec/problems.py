@@ -1,0 +1,190 @@
+"""What is wrong with a scenario file, and how it is said.
+
+This module owns the wording of scenario errors: a ``Problem`` is one bad value
+(key path, problem, what was expected, the value), ``ScenarioError`` (a
+``SpecError``) carries every problem found, and its message is one line per
+problem::
+
+    <file>: <key path>: <problem>; expected <what> (got <value>)
+
+A value that came from a sweep also names the sweep entry and the run::
+
+    q.toml: link[0].loss = "150%" (from sweep.loss[2]): above 100%; expected ... (got "150%") [run 2: loss="150%"]
+
+``from_validation_error`` turns pydantic's errors into problems, walking the
+models to name the keys a table accepts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import SpecError
+from .kinds import describe
+
+_NOTHING = object()
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str  # "link[0].loss"; "" for the whole file
+    problem: str  # "above 100%"
+    expected: str = ""  # "a percentage like '5%' (0% to 100%)"
+    got: Any = _NOTHING  # the bad value (omitted when there is none, e.g. a missing key)
+    origin: str = ""  # "sweep.loss[2]" when the value came from a sweep
+
+    def format(self, file: str) -> str:
+        where = self.path or "(file)"
+        if self.origin:
+            where = f"{where} = {describe(self.got)} (from {self.origin})"
+        text = f"{file}: {where}: {self.problem}"
+        if self.expected:
+            text += f"; expected {self.expected}"
+        if self.got is not _NOTHING:
+            text += f" (got {describe(self.got)})"
+        return text
+
+
+class ScenarioError(SpecError):
+    """A scenario file is malformed; ``problems`` lists every bad value found."""
+
+    def __init__(self, file: str, problems: list[Problem], run: str = "") -> None:
+        self.file = file
+        self.problems = list(problems)
+        self.run = run  # "run 3: loss=\"5%\", payload=\"1 KiB\"" when found while expanding a sweep
+        suffix = f" [{run}]" if run else ""
+        super().__init__("\n".join(p.format(file) + suffix for p in self.problems))
+
+
+def path_text(loc: tuple[Any, ...] | list[Any]) -> str:
+    """``("link", 0, "loss")`` -> ``"link[0].loss"``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _field_model(annotation: Any) -> type[BaseModel] | None:
+    """The model inside ``Model``, ``Model | None`` or ``list[Model]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _field_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class of the table at ``loc`` (walks fields by their TOML name)."""
+    model: type[BaseModel] | None = root
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        fields = {(f.alias or n): f for n, f in model.model_fields.items()}
+        if part not in fields:
+            return None
+        model = _field_model(fields[part].annotation)
+    return model
+
+
+def _field_info(root: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    parent = _model_at(root, loc[:-1])
+    if parent is None:
+        return None
+    for n, f in parent.model_fields.items():
+        if (f.alias or n) == loc[-1]:
+            return f
+    return None
+
+
+def _unknown_key(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, str]:
+    parent = _model_at(root, loc[:-1])
+    if parent is None:
+        return "unknown key", "no other keys here"
+    allowed = [f.alias or n for n, f in parent.model_fields.items()]
+    problem = "unknown key"
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    if close:
+        problem += f" (did you mean '{close[0]}'?)"
+    return problem, "one of: " + ", ".join(allowed)
+
+
+def _split_message(message: str) -> tuple[str, str]:
+    problem, _, expected = message.partition("; expected ")
+    return problem, expected
+
+
+_TYPE_EXPECTED = {
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+    "dict_type": "a table",
+    "list_type": "an array",
+    "string_type": "a string",
+    "int_type": "an integer",
+    "bool_type": "true or false",
+}
+
+
+def from_validation_error(root: type[BaseModel], error: ValidationError) -> list[Problem]:
+    """One ``Problem`` per pydantic error, with our wording."""
+    problems: list[Problem] = []
+    for err in error.errors(include_url=False):
+        loc = tuple(err["loc"])
+        kind = err["type"]
+        value = err.get("input", _NOTHING)
+        path = path_text(loc)
+        if kind == "value_error":
+            problem, expected = _split_message(str(err["ctx"]["error"]))
+            problems.append(Problem(path, problem, expected, value))
+        elif kind == "missing":
+            info = _field_info(root, loc)
+            what = info.description if info is not None and info.description else "a value"
+            problems.append(Problem(path, "missing required key", _lower_first(what)))
+        elif kind == "extra_forbidden":
+            problem, expected = _unknown_key(root, loc)
+            problems.append(Problem(path, problem, expected, value))
+        elif kind == "too_short":
+            info = _field_info(root, loc)
+            need = err.get("ctx", {}).get("min_length", 1)
+            what = f"at least {need} entries" + (f" ({_lower_first(info.description)})" if info else "")
+            problems.append(Problem(path, f"too few entries ({len(value) if isinstance(value, list) else 0})",
+                                    what, _NOTHING))  # fmt: skip
+        elif kind in _TYPE_EXPECTED:
+            expected = _TYPE_EXPECTED[kind]
+            if kind == "list_type" and loc and loc[-1] in ("host", "link"):
+                expected = f"an array of tables ([[{loc[-1]}]])"
+            problems.append(Problem(path, "wrong type", expected, value))
+        else:  # pragma: no cover - every kind of field we declare is covered above
+            problems.append(Problem(path, err["msg"], "", value))
+    return problems
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text else text
+
+
+@dataclass
+class Collector:
+    """Gathers problems while checking; ``raise_if_any`` ends a check with one ScenarioError."""
+
+    file: str
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, path: str, problem: str, expected: str = "", got: Any = _NOTHING) -> None:
+        self.problems.append(Problem(path, problem, expected, got))
+
+    def raise_if_any(self, run: str = "") -> None:
+        if self.problems:
+            raise ScenarioError(self.file, self.problems, run)
+
+
+NOTHING = _NOTHING
