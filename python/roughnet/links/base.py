@@ -1,0 +1,47 @@
+"""The link engine interface and the lookup from an engine name to an engine.
+
+Owns ``LinkEngine`` (what the runner calls) and ``engine_for``.  ``wire`` lives
+in ``links/wire.py`` (the userspace emulator's Python side, another part): it is
+imported when asked for and must define ``WireEngine`` with the same methods.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+from ..errors import LinkError
+from ..runspec import Link
+from ..topo.build import Topology
+
+
+class LinkEngine(Protocol):
+    name: str
+
+    def apply(self, topo: Topology, link: Link) -> None:
+        """Apply both directions of ``link`` inside ``topo``'s namespaces (after build)."""
+
+    def counters(self, topo: Topology, link: Link) -> dict[str, Any]:
+        """``{"engine": name, "forward": {"drops_loss": n, "drops_queue": n, "tx_packets": n, ...}, "reverse": {...}}``."""
+
+
+def engine_for(name: str) -> LinkEngine:
+    if name == "kernel":
+        from .kernel import KernelEngine
+
+        return KernelEngine()
+    if name == "netem":
+        from .netem import NetemEngine
+
+        return NetemEngine()
+    if name == "wire":
+        try:
+            mod = importlib.import_module("roughnet.links.wire")
+        except ImportError as e:
+            raise LinkError(f"engine \"wire\" has no Python side yet (roughnet.links.wire: {e}); "
+                            f"expected it once roughnet-wire lands") from e
+        cls = getattr(mod, "WireEngine", None)
+        if cls is None:
+            raise LinkError("roughnet.links.wire defines no WireEngine; expected a class with apply() and counters()")
+        return cls()
+    raise LinkError(f"unknown link engine {name!r}; expected kernel, netem or wire (auto is resolved by choose_engines)")

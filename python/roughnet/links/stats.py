@@ -1,0 +1,66 @@
+"""Reading counters inside a namespace: tc qdisc stats, interface stats, nftables counters.
+
+Owns parsing the JSON of ``tc -s -j``, ``ip -s -j link`` and ``nft -j``; the
+engines decide what the numbers mean.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import LinkError
+from ..topo.system import ns_exec, run_cmd
+
+
+def _json(argv: list[str], what: str) -> Any:
+    out = run_cmd(argv, what, error=LinkError).stdout
+    try:
+        return json.loads(out) if out.strip() else []
+    except json.JSONDecodeError as e:
+        raise LinkError(f"{what}: `{' '.join(argv)}` printed no JSON ({e}): {out[:200]!r}") from e
+
+
+def root_qdisc(ns: str, ifname: str) -> dict[str, Any]:
+    """The root qdisc of ``ifname`` with its stats (``drops``, ``packets``, ``overlimits``, ...)."""
+    rows = _json(["tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", ifname], f"reading qdisc stats of {ns}/{ifname}")
+    for row in rows:
+        if row.get("root"):
+            return row
+    return {}
+
+
+def iface_stats(ns: str, ifname: str) -> dict[str, int]:
+    """rx/tx packets and bytes of ``ifname`` (stats64)."""
+    rows = _json(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", ifname], f"reading stats of {ns}/{ifname}")
+    s = rows[0].get("stats64", {}) if rows else {}
+    rx, tx = s.get("rx", {}), s.get("tx", {})
+    return {
+        "rx_packets": int(rx.get("packets", 0)),
+        "rx_bytes": int(rx.get("bytes", 0)),
+        "tx_packets": int(tx.get("packets", 0)),
+        "tx_bytes": int(tx.get("bytes", 0)),
+    }
+
+
+def nft_comment_counters(ns: str, family: str, table: str) -> dict[tuple[str, str], int]:
+    """(chain, rule comment) -> packet count of every counter in ``table`` (empty if no table)."""
+    proc = run_cmd(ns_exec(ns, ["nft", "-j", "list", "table", family, table]), f"reading nftables counters in {ns}",
+                   check=False, error=LinkError)
+    if proc.returncode != 0:
+        if "No such file" in proc.stderr or "does not exist" in proc.stderr:
+            return {}
+        raise LinkError(f"reading nftables table {family} {table} in {ns} failed: {proc.stderr.strip()}")
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError as e:
+        raise LinkError(f"nft -j printed no JSON in {ns}: {e}") from e
+    out: dict[tuple[str, str], int] = {}
+    for item in doc.get("nftables", []):
+        rule = item.get("rule")
+        if not rule:
+            continue
+        packets = next((e["counter"]["packets"] for e in rule.get("expr", []) if "counter" in e), None)
+        if packets is not None:
+            out[(rule.get("chain", ""), rule.get("comment", ""))] = int(packets)
+    return out
