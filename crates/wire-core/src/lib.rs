@@ -1,1 +1,344 @@
 //! roughnet-wire-core: the impairment pipeline of the userspace link emulator (no I/O, no clock).
+//!
+//! The binary (`crates/wire`) moves frames between two interfaces and calls this crate: every
+//! frame is handed to [`Emulator::ingress`] with the current time, and [`Emulator::egress`]
+//! returns the frames whose departure time has come. All time is passed in as `u64`
+//! nanoseconds (CLOCK_MONOTONIC in the binary, anything in tests); all randomness comes from
+//! ChaCha8 streams seeded by the `seed` given to [`Emulator::new`], so the same seed and the
+//! same sequence of (time, side, frame length) give the same decisions.
+//!
+//! Who does what:
+//! - `config`: the JSON shapes (`LinkConfig`, `DirectionConfig`, ...) and their validation;
+//! - `direction`: one direction's pipeline (MTU, loss, queue, duplicate, corrupt, rate,
+//!   delay/jitter/reorder); `loss`, `jitter`, `trace` (Mahimahi delivery opportunities) are
+//!   its models;
+//! - `halfduplex`: the shared medium of a half-duplex link;
+//! - `schedule`: piecewise changes over time and the distance trace;
+//! - `profiles`: named link profiles with the source of each number;
+//! - `stats`: counters and drop reasons;
+//! - this file: the `Emulator`, which owns both directions, the heap of frames waiting to
+//!   leave, the medium and the schedule.
+//!
+//! The emulator's start (time 0 of schedules and traces) is the time given to
+//! [`Emulator::start`], or else the first time passed to any method.
+//!
+//! Additions to the agreed API (small, additive): [`Emulator::start`],
+//! [`Emulator::set_direction_up`], [`Emulator::next_change`], [`Emulator::config`],
+//! [`DeliveryTrace::from_mahimahi`], [`profile`] / [`PROFILES`].
+
+mod config;
+mod direction;
+mod halfduplex;
+mod jitter;
+mod loss;
+mod profiles;
+mod schedule;
+mod stats;
+mod trace;
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use serde::{Deserialize, Serialize};
+
+pub use config::{
+    ConfigError, DeliveryTrace, DirectionConfig, DistancePoint, HalfDuplex, Ieee80211pParams, JitterDist, LinkConfig,
+    LossModel, ScheduledChange, DEFAULT_QUEUE_PACKETS, ETHERNET_HEADER_BYTES, HELD_LIMIT_PACKETS,
+    MAHIMAHI_OPPORTUNITY_BYTES,
+};
+pub use direction::serialisation_ns;
+pub use loss::{ieee80211p_per, path_loss_db, per_from_ber, qpsk_ber, snr_db};
+pub use profiles::{profile, PROFILES};
+pub use stats::{DirectionStats, DropCounts, DropReason, Stats};
+
+use direction::Direction;
+use halfduplex::Medium;
+use schedule::{distance_at, Schedule};
+
+/// The side a frame arrived from (`A`: it goes to B, through the `a_to_b` direction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    A,
+    B,
+}
+
+impl Side {
+    pub fn other(self) -> Side {
+        match self {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Side::A => 0,
+            Side::B => 1,
+        }
+    }
+}
+
+/// What happened to a frame given to `ingress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingress {
+    /// Accepted; it (and a duplicate, if one was made) will come out of `egress`.
+    Queued,
+    Dropped(DropReason),
+}
+
+/// A frame waiting in the heap. Ordered by (due, seq) reversed, so the heap pops the earliest.
+#[derive(Debug)]
+struct Pending {
+    due_ns: u64,
+    seq: u64,
+    to: Side,
+    frame: Vec<u8>,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        self.due_ns == o.due_ns && self.seq == o.seq
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.due_ns, o.seq).cmp(&(self.due_ns, self.seq))
+    }
+}
+
+/// One emulated link, both directions.
+#[derive(Debug)]
+pub struct Emulator {
+    cfg: LinkConfig,
+    dirs: [Direction; 2],
+    heap: BinaryHeap<Pending>,
+    seq: u64,
+    start_ns: Option<u64>,
+    medium: Medium,
+    schedule: Schedule,
+    schedule_applied: u64,
+}
+
+impl Emulator {
+    /// Validates `cfg` and builds the emulator; `seed` fixes every random decision.
+    pub fn new(cfg: LinkConfig, seed: u64) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let dirs = [Direction::new(cfg.a_to_b.clone(), seed, 0), Direction::new(cfg.b_to_a.clone(), seed, 1)];
+        let schedule = Schedule::new(cfg.schedule.clone());
+        Ok(Emulator {
+            cfg,
+            dirs,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            start_ns: None,
+            medium: Medium::default(),
+            schedule,
+            schedule_applied: 0,
+        })
+    }
+
+    /// Sets time 0 of schedules and traces (only the first call, or the first time seen, counts).
+    pub fn start(&mut self, now_ns: u64) {
+        if self.start_ns.is_none() {
+            self.start_ns = Some(now_ns);
+        }
+    }
+
+    fn start_ns(&self) -> u64 {
+        self.start_ns.unwrap_or(0)
+    }
+
+    /// The configuration in force (the last `set_config`, with scheduled changes applied).
+    pub fn config(&self) -> LinkConfig {
+        let mut c = self.cfg.clone();
+        c.a_to_b = self.dirs[0].cfg.clone();
+        c.b_to_a = self.dirs[1].cfg.clone();
+        c
+    }
+
+    /// A frame arrived from `from` at `now_ns`.
+    pub fn ingress(&mut self, now_ns: u64, from: Side, mut frame: Vec<u8>) -> Ingress {
+        self.apply_due_changes(now_ns);
+        let start = self.start_ns();
+        let di = from.index();
+        let len = frame.len();
+        let hd = self.cfg.half_duplex.clone();
+        let distance = distance_at(&self.cfg.distance_trace, now_ns.saturating_sub(start));
+        let d = &mut self.dirs[di];
+        d.stats.packets_in += 1;
+        d.stats.bytes_in += len as u64;
+
+        let mut verdict = d.pre_admit(len, distance);
+        if verdict.is_ok() {
+            if let Some(max) = hd.as_ref().and_then(|h| h.max_frame_bytes) {
+                if len > max as usize {
+                    verdict = Err(DropReason::TooLarge);
+                }
+            }
+        }
+        if let Err(r) = verdict {
+            d.stats.drops.add(r);
+            return Ingress::Dropped(r);
+        }
+        let copies = if d.draw_duplicate() { 2 } else { 1 };
+        let mut first = Ingress::Queued;
+        for copy in 0..copies {
+            if let Err(r) = self.admit_one(now_ns, from, len, hd.as_ref()) {
+                self.dirs[di].stats.drops.add(r);
+                if copy == 0 {
+                    first = Ingress::Dropped(r);
+                    break;
+                }
+                continue;
+            }
+            let mut f = if copy + 1 < copies { frame.clone() } else { std::mem::take(&mut frame) };
+            let d = &mut self.dirs[di];
+            if copy == 1 {
+                d.stats.duplicated += 1;
+            }
+            d.maybe_corrupt(&mut f);
+            let tx_end = match &hd {
+                Some(h) => {
+                    let bytes = len as u64 + d.cfg.overhead_bytes as u64;
+                    let (_, end) = self.medium.transmit(now_ns, from, bytes, d.cfg.rate_bps, h.turnaround_ns);
+                    d.note_serialised(end, len);
+                    end
+                }
+                None => d.serialise(now_ns, len, start),
+            };
+            let due = d.departure(tx_end);
+            d.note_held(len);
+            d.note_high_water(now_ns, hd.is_some());
+            self.seq += 1;
+            self.heap.push(Pending { due_ns: due, seq: self.seq, to: from.other(), frame: f });
+        }
+        first
+    }
+
+    /// Queue limits (`QueueFull`) and the half-duplex buffer (`Overrun`) for one copy.
+    fn admit_one(&mut self, now_ns: u64, from: Side, len: usize, hd: Option<&HalfDuplex>) -> Result<(), DropReason> {
+        let d = &mut self.dirs[from.index()];
+        d.queue_admit(now_ns, len, hd.is_some())?;
+        if let Some(buf) = hd.and_then(|h| h.buffer_bytes) {
+            if d.backlog_bytes() + len as u64 > buf {
+                return Err(DropReason::Overrun);
+            }
+        }
+        Ok(())
+    }
+
+    /// Frames due at or before `now_ns`, in departure order, appended to `out` as
+    /// (to, frame, due_ns).
+    pub fn egress(&mut self, now_ns: u64, out: &mut Vec<(Side, Vec<u8>, u64)>) {
+        self.start(now_ns);
+        while let Some(rel) = self.schedule.next_at() {
+            let at = self.start_ns().saturating_add(rel);
+            if at > now_ns {
+                break;
+            }
+            self.release(at, out);
+            self.apply_due_changes(at);
+        }
+        self.release(now_ns, out);
+    }
+
+    fn release(&mut self, now_ns: u64, out: &mut Vec<(Side, Vec<u8>, u64)>) {
+        while self.heap.peek().is_some_and(|p| p.due_ns <= now_ns) {
+            let p = self.heap.pop().expect("peeked");
+            self.dirs[p.to.other().index()].note_released(p.frame.len(), true);
+            out.push((p.to, p.frame, p.due_ns));
+        }
+    }
+
+    /// Earliest pending departure, or None when nothing is queued.
+    pub fn next_due(&self) -> Option<u64> {
+        self.heap.peek().map(|p| p.due_ns)
+    }
+
+    /// Absolute time of the next scheduled change not yet applied (changes are applied by the
+    /// first `ingress`/`egress` at or after it; an idle I/O loop may wake for it).
+    pub fn next_change(&self) -> Option<u64> {
+        self.schedule.next_at().map(|rel| self.start_ns().saturating_add(rel))
+    }
+
+    /// Replaces the whole configuration at `now_ns`. Frames already queued keep their
+    /// departure times. The new `schedule` continues from now: its changes at or before now
+    /// (relative to the start) are history and are not applied.
+    pub fn set_config(&mut self, now_ns: u64, cfg: LinkConfig) -> Result<(), ConfigError> {
+        cfg.validate()?;
+        self.apply_due_changes(now_ns);
+        self.dirs[0].set_config(cfg.a_to_b.clone());
+        self.dirs[1].set_config(cfg.b_to_a.clone());
+        self.schedule = Schedule::new_from(cfg.schedule.clone(), now_ns.saturating_sub(self.start_ns()));
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    /// Link up or down (both directions) from `now_ns`. Going down loses every frame not yet
+    /// delivered (dropped with reason `LinkDown`), as pulling a cable loses what is in flight.
+    pub fn set_up(&mut self, now_ns: u64, up: bool) {
+        self.start(now_ns);
+        self.set_direction_up(now_ns, Side::A, up);
+        self.set_direction_up(now_ns, Side::B, up);
+    }
+
+    /// Up or down for frames arriving from `from` only (a one-way partition).
+    pub fn set_direction_up(&mut self, now_ns: u64, from: Side, up: bool) {
+        self.start(now_ns);
+        let di = from.index();
+        if up {
+            self.dirs[di].go_up();
+            return;
+        }
+        if !self.dirs[di].up {
+            return;
+        }
+        self.dirs[di].go_down(now_ns);
+        let to = from.other();
+        let heap = std::mem::take(&mut self.heap);
+        let mut keep = Vec::with_capacity(heap.len());
+        for p in heap.into_vec() {
+            if p.to == to && p.due_ns > now_ns {
+                self.dirs[di].note_released(p.frame.len(), false);
+            } else {
+                keep.push(p);
+            }
+        }
+        self.heap = BinaryHeap::from(keep);
+        if self.cfg.half_duplex.is_some() {
+            let other_finish = self.dirs[from.other().index()].tx_finish_ns;
+            self.medium.side_down(now_ns, other_finish);
+        }
+    }
+
+    /// Counters of both directions.
+    pub fn stats(&self) -> Stats {
+        Stats { a_to_b: self.dirs[0].stats, b_to_a: self.dirs[1].stats, schedule_applied: self.schedule_applied }
+    }
+
+    /// Applies every scheduled change due at or before `now_ns`, each at its own time.
+    fn apply_due_changes(&mut self, now_ns: u64) {
+        self.start(now_ns);
+        let start = self.start_ns();
+        while let Some(c) = self.schedule.pop_due(now_ns.saturating_sub(start)) {
+            let at = start.saturating_add(c.at_ns);
+            if let Some(d) = c.a_to_b {
+                self.dirs[0].set_config(d);
+            }
+            if let Some(d) = c.b_to_a {
+                self.dirs[1].set_config(d);
+            }
+            if let Some(up) = c.up {
+                self.set_up(at, up);
+            }
+            self.schedule_applied += 1;
+        }
+    }
+}

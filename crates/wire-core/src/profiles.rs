@@ -1,0 +1,96 @@
+//! Named link profiles (`ethernet-1g`, `wifi-good`, ...): ready-made `LinkConfig`s.
+//!
+//! Owns only the numbers; each carries its source in a comment, repeated with more detail in
+//! docs/wire-models.md. Side A is the "client" end (the host, the station, the handset, the
+//! ground terminal); `a_to_b` is the uplink where the two directions differ.
+
+use crate::config::{DirectionConfig, HalfDuplex, Ieee80211pParams, JitterDist, LinkConfig, LossModel};
+
+/// Names accepted by [`profile`].
+pub const PROFILES: [&str; 7] = ["ethernet-1g", "wifi-good", "wifi-noisy", "lte", "satellite-geo", "hf-modem", "v2v-80211p"];
+
+const MS: u64 = 1_000_000;
+
+fn symmetric(d: DirectionConfig) -> LinkConfig {
+    LinkConfig { a_to_b: d.clone(), b_to_a: d, ..Default::default() }
+}
+
+/// The named profile, or None for an unknown name (see [`PROFILES`]).
+pub fn profile(name: &str) -> Option<LinkConfig> {
+    Some(match name {
+        "ethernet-1g" => symmetric(DirectionConfig {
+            rate_bps: Some(1_000_000_000),
+            // IEEE 802.3: preamble 7 + SFD 1 + FCS 4 + minimum inter-packet gap 12 bytes.
+            overhead_bytes: 24,
+            // 100 m of twisted pair (802.3 clause 40 segment length) at about 5 ns/m.
+            delay_ns: 500,
+            // Linux's default txqueuelen.
+            queue_packets: Some(1000),
+            ..Default::default()
+        }),
+        "wifi-good" => symmetric(DirectionConfig {
+            rate_bps: Some(200_000_000),
+            delay_ns: 2 * MS,
+            jitter_ns: MS,
+            jitter_dist: JitterDist::Paretonormal,
+            loss: LossModel::Bernoulli { p: 0.001 },
+            queue_packets: Some(1000),
+            ..Default::default()
+        }),
+        "wifi-noisy" => symmetric(DirectionConfig {
+            rate_bps: Some(20_000_000),
+            delay_ns: 5 * MS,
+            jitter_ns: 5 * MS,
+            jitter_dist: JitterDist::Paretonormal,
+            loss: LossModel::GilbertElliott { p: 0.01, r: 0.3, h: 0.2, k: 0.999 },
+            queue_packets: Some(1000),
+            ..Default::default()
+        }),
+        "lte" => LinkConfig {
+            a_to_b: DirectionConfig {
+                rate_bps: Some(5_000_000),
+                delay_ns: 35 * MS,
+                jitter_ns: 5 * MS,
+                jitter_dist: JitterDist::Normal,
+                queue_packets: Some(1000),
+                ..Default::default()
+            },
+            b_to_a: DirectionConfig {
+                rate_bps: Some(12_000_000),
+                delay_ns: 35 * MS,
+                jitter_ns: 5 * MS,
+                jitter_dist: JitterDist::Normal,
+                queue_packets: Some(1000),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        "satellite-geo" => LinkConfig {
+            a_to_b: DirectionConfig {
+                rate_bps: Some(3_000_000),
+                delay_ns: 280 * MS,
+                queue_packets: Some(1000),
+                ..Default::default()
+            },
+            b_to_a: DirectionConfig {
+                rate_bps: Some(25_000_000),
+                delay_ns: 280 * MS,
+                queue_packets: Some(1000),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        "hf-modem" => {
+            let mut l = symmetric(DirectionConfig { rate_bps: Some(1475), delay_ns: 4000 * MS, ..Default::default() });
+            l.half_duplex = Some(HalfDuplex { turnaround_ns: 500 * MS, max_frame_bytes: Some(255 + 14), buffer_bytes: Some(4096) });
+            l
+        }
+        "v2v-80211p" => symmetric(DirectionConfig {
+            rate_bps: Some(6_000_000),
+            loss: LossModel::Ieee80211p(Ieee80211pParams::default()),
+            queue_packets: Some(1000),
+            ..Default::default()
+        }),
+        _ => return None,
+    })
+}
