@@ -197,7 +197,7 @@ def _check_knobs(s: Scenario, problems: list[Problem]) -> None:
         if proto != w.protocol:
             problems.append(Problem(f"workload.{proto}", f"[workload.{proto}] knobs given for protocol "
                                     f"\"{w.protocol}\"", f"[workload.{w.protocol}] (or protocol = \"{proto}\")",
-                                    "a table"))  # fmt: skip
+                                    table.model_dump(exclude_none=True)))  # fmt: skip
     tcp = w.tcp
     if tcp is not None and tcp.mss is not None and _concrete(tcp.mss):
         mss = units.parse_size_bytes(tcp.mss)

@@ -71,7 +71,8 @@ class Kind:
 
     def json_schema(self) -> dict[str, Any]:
         schema = dict(self.schema)
-        if self.placeholders and schema.get("type") != "string":
+        constrained = schema.get("type") != "string" or "enum" in schema or "pattern" in schema
+        if self.placeholders and constrained:
             return {"anyOf": [schema, PLACEHOLDER_SCHEMA]}
         return schema
 

@@ -177,7 +177,7 @@ class ReportTable(_Table):
     lines: _SWEEP_KEY.type() = _f("Sweep key drawn as one line per value (default: the second).", None)
     panels: _SWEEP_KEY.type() = _f("Sweep key drawn as one panel per value (default: the third).", None)
     metrics: kinds.name_list(_REPORT_METRIC, 1, "a list of metric names").type() = _f(
-        "Metrics to plot: " + ", ".join(REPORT_METRICS) + ". Default: chosen by pattern.", None)
+        "Metrics to plot (the names under \"Report metrics\" in docs/scenario-reference.md). Default: chosen by pattern.", None)
     title: kinds.text(placeholders=False).type() = _f("Report title (default: the scenario name).", None)
 
 
