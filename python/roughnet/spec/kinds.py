@@ -55,8 +55,10 @@ class Kind:
     """One kind of value: a check, the 'expected' text and a JSON Schema."""
 
     def __init__(self, expected: str, check: Callable[[Any], None], schema: dict[str, Any],
-                 placeholders: bool = True) -> None:  # fmt: skip
+                 placeholders: bool = True, schema_placeholder: bool | None = None) -> None:  # fmt: skip
         self.expected = expected
+        # Whether json_schema() adds the "${key}" alternative (default: when placeholders are allowed).
+        self.schema_placeholder = placeholders if schema_placeholder is None else schema_placeholder
         self.check = check
         self.schema = schema
         self.placeholders = placeholders
@@ -72,7 +74,7 @@ class Kind:
     def json_schema(self) -> dict[str, Any]:
         schema = dict(self.schema)
         constrained = schema.get("type") != "string" or "enum" in schema or "pattern" in schema
-        if self.placeholders and constrained:
+        if self.schema_placeholder and constrained:
             return {"anyOf": [schema, PLACEHOLDER_SCHEMA]}
         return schema
 
@@ -163,9 +165,9 @@ def name_list(item: Kind, min_items: int, expected: str, *, single: bool = False
 
     array = {"type": "array", "items": item.json_schema(), "minItems": min_items}
     schema = {"anyOf": [item.json_schema(), array]} if single else array
-    # Entries are checked one by one (placeholders inside lists are allowed), so the
-    # list itself never needs the placeholder alternative.
-    return Kind(expected, check, schema, placeholders=False)
+    # Entries are checked one by one (placeholders inside lists are allowed); a whole
+    # value "${key}" is allowed where a single name is (it fills in one name).
+    return Kind(expected, check, schema, placeholders=single, schema_placeholder=False)
 
 
 # ----------------------------------------------------------------------------- the kinds used
