@@ -336,8 +336,8 @@ class Topology:
             if child.poll() is None:
                 errors.append(f"process {child.pid} did not exit")
         for ns in reversed(all_ns):
-            if not ns.startswith(f"{naming.NS_PREFIX}{self.token}-"):
-                errors.append(f"ledger names namespace {ns!r} outside this run's prefix; left alone")
+            if not ns.startswith(f"{naming.NS_PREFIX}{self.token}"):
+                log.warning("ledger names namespace %r outside this run's prefix; left alone", ns)
                 continue
             try:
                 delete_ns(ns)

@@ -39,12 +39,12 @@ def run_token(run_id: str) -> str:
 
 
 def check_token(token: str) -> None:
-    if not TOKEN_RE.match(token):
+    if not TOKEN_RE.fullmatch(token):
         raise TopologyError(f"run token {token!r} is not usable in names; expected 1-16 of [a-z0-9]")
 
 
 def check_host_name(name: str) -> None:
-    if not HOST_NAME_RE.match(name):
+    if not HOST_NAME_RE.fullmatch(name):
         raise TopologyError(
             f"host name {name!r} cannot be used in namespace and interface names; "
             f"expected {HOST_NAME_RE.pattern} (a lowercase letter, then up to 7 lowercase letters or digits)"
