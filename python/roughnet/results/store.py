@@ -418,14 +418,29 @@ class Store:
         return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
     def sweeps(self) -> list[dict[str, Any]]:
-        """Every stored sweep, oldest first, with counts of stored runs by status."""
+        """Every stored sweep, oldest first, with counts of stored runs by status.
+
+        Keys: sweep_id, scenario, source, description, axes, report, machine
+        (dicts), run_count (planned), created_at, updated_at (ISO, UTC),
+        runs_stored, runs_ok, runs_failed.  The scenario file text is in ``sweep()``.
+        """
+        return self._sweep_rows(None)
+
+    def _sweep_rows(self, sweep_id: str | None) -> list[dict[str, Any]]:
+        where = "" if sweep_id is None else "WHERE s.sweep_id = ?"
+        text = "" if sweep_id is None else ", any_value(s.scenario_text) AS scenario_text"
         rows = self._dicts(
-            """SELECT s.*,
+            f"""SELECT s.sweep_id, s.scenario, s.source, s.description, s.axes, s.report,
+                      s.machine, s.run_count, s.created_at, s.updated_at,
                       count(r.run_id) AS runs_stored,
                       count(r.run_id) FILTER (WHERE r.status = 'ok') AS runs_ok,
                       count(r.run_id) FILTER (WHERE r.status = 'failed') AS runs_failed
-               FROM sweeps s LEFT JOIN runs r USING (sweep_id)
-               GROUP BY ALL ORDER BY s.created_at, s.sweep_id"""
+                      {text}
+               FROM sweeps s LEFT JOIN runs r USING (sweep_id) {where}
+               GROUP BY s.sweep_id, s.scenario, s.source, s.description, s.axes, s.report,
+                        s.machine, s.run_count, s.created_at, s.updated_at
+               ORDER BY s.created_at, s.sweep_id""",
+            [] if sweep_id is None else [sweep_id],
         )
         for row in rows:
             for key in ("axes", "report", "machine"):
@@ -435,11 +450,13 @@ class Store:
         return rows
 
     def sweep(self, sweep_id: str) -> dict[str, Any]:
-        """The sweeps row of ``sweep_id``; ResultsError if there is none."""
-        for row in self.sweeps():
-            if row["sweep_id"] == sweep_id:
-                return row
-        raise ResultsError(f"no sweep {sweep_id!r} in {self.path}; expected one of {self._ids()}")
+        """One sweeps row as in ``sweeps()`` plus ``scenario_text``; ResultsError if missing."""
+        rows = self._sweep_rows(sweep_id)
+        if not rows:
+            raise ResultsError(
+                f"no sweep {sweep_id!r} in {self.path}; expected one of {self._ids() or 'none stored'}"
+            )
+        return rows[0]
 
     def _ids(self) -> list[str]:
         return [r[0] for r in self.con.execute("SELECT sweep_id FROM sweeps ORDER BY created_at").fetchall()]

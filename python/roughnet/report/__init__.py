@@ -1,0 +1,57 @@
+"""Reports of stored sweeps: the HTML page with plots, the run summary, perftest lines.
+
+Public API (reads a ``results.Store``; writes only under the report folder):
+
+- ``build_report(store, sweep_id, out_dir=None) -> Path``: self-contained
+  ``index.html`` (PNGs embedded) plus the PNGs, in ``out_dir`` or
+  ``<results>/reports/<sweep_id>/``.
+- ``summary_rows(store, sweep_id) -> list[dict[str, str]]``: one dict per run,
+  same keys in the same order for every row (column headers), values ready to
+  print: ``#``, ``run``, each swept key, ``status``, ``validity`` (mark + word),
+  then key metrics with units by pattern (latency/rtt p50 and p99, loss,
+  throughput).
+- ``perftest_lines(store, sweep_id) -> list[str]``: RTI Perftest-style summary
+  lines per run (see ``perftest``).
+
+Modules: ``shaping`` (rows -> series/panels/tables), ``plots`` (PNG),
+``html`` (page), ``perftest`` (text lines), ``fmt`` (units for people).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roughnet.report import html, perftest, shaping
+
+if TYPE_CHECKING:
+    from roughnet.results import Store
+
+__all__ = ["build_report", "perftest_lines", "summary_rows"]
+
+REPORTS_DIR = "reports"
+
+
+def build_report(store: Store, sweep_id: str, out_dir: Path | None = None) -> Path:
+    """Write the HTML report of ``sweep_id`` and its PNGs; returns index.html's path."""
+    sweep = store.sweep(sweep_id)
+    runs = store.runs(sweep_id)
+    histograms = store.histograms(sweep_id)
+    if out_dir is None:
+        out_dir = store.root / REPORTS_DIR / sweep_id
+    return html.render(sweep, runs, histograms, Path(out_dir))
+
+
+def summary_rows(store: Store, sweep_id: str) -> list[dict[str, str]]:
+    """Rows of the CLI's summary table (see the module docstring)."""
+    sweep = store.sweep(sweep_id)
+    runs = store.runs(sweep_id)
+    axes = shaping.axis_values(sweep.get("axes") or {}, runs)
+    _, rows = shaping.run_table(runs, list(axes))
+    return rows
+
+
+def perftest_lines(store: Store, sweep_id: str) -> list[str]:
+    """RTI Perftest-style summary lines of every run of ``sweep_id``."""
+    store.sweep(sweep_id)  # a clear error for an unknown sweep
+    return perftest.lines_for_runs(store.runs(sweep_id))

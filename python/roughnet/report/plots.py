@@ -1,0 +1,174 @@
+"""Drawing the shaped report data as PNG images (matplotlib, Agg, no pyplot state).
+
+Owns the look of the plots: small multiples (one panel per value of the panel
+key), one line per value of the line key, hollow markers for suspect/invalid
+runs, display units (µs/ms, Mbit/s, %), log axes when values span more than
+two decades.  Input comes from ``shaping``; output is PNG bytes.  Uses
+``matplotlib.figure.Figure`` with the Agg canvas directly so that nothing
+global (backends, pyplot figures) is touched.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from roughnet.report import fmt
+from roughnet.report.shaping import CurvePanel, MetricPlot, RampSeries, mean_by_x
+
+PANEL_W, PANEL_H = 4.2, 3.2  # inches
+MAX_COLS = 3
+DPI = 100
+MARKERS = "osD^v<>ph*"
+
+
+def _grid(n: int) -> tuple[int, int]:
+    cols = min(MAX_COLS, max(1, n))
+    return math.ceil(n / cols), cols
+
+
+def _figure(n_panels: int, extra_h: float = 0.0) -> tuple[Figure, list[Any]]:
+    rows, cols = _grid(n_panels)
+    fig = Figure(figsize=(PANEL_W * cols, PANEL_H * rows + extra_h), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axs = fig.subplots(rows, cols, squeeze=False, sharey=True)
+    flat = [ax for row in axs for ax in row]
+    for ax in flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, flat[:n_panels]
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _spans_decades(values: Sequence[float]) -> bool:
+    pos = [v for v in values if v > 0]
+    return bool(pos) and len(pos) == len(values) and max(pos) / min(pos) >= 100
+
+
+def metric_png(plot: MetricPlot) -> bytes:
+    """Metric against the x key; one line per line value; one panel per panel value."""
+    all_y = [p.y for panel in plot.panels for line in panel.lines for p in line.points]
+    scale = fmt.scale_for(plot.column, all_y)
+    fig, axes = _figure(len(plot.panels))
+    x_index = {v: i for i, v in enumerate(plot.x_order)}
+    x_nums = [p.x_num for panel in plot.panels for line in panel.lines for p in line.points if p.x_num is not None]
+    log_x = plot.x_numeric and _spans_decades(x_nums)
+    hollow_any = False
+    for ax, panel in zip(axes, plot.panels, strict=True):
+        handles = []
+        for line in panel.lines:
+            marker = MARKERS[line.index % len(MARKERS)]
+            color = f"C{line.index % 10}"
+            handles.append(Line2D([], [], color=color, marker=marker, label=line.label))
+
+            def xpos(x: Any, x_num: float | None) -> float:
+                if plot.x_numeric and x_num is not None:
+                    return x_num
+                return float(x_index.get(x, 0))
+
+            means = mean_by_x(line)
+            ax.plot(
+                [xpos(x, n) for x, n, _ in means],
+                [y * scale.factor for _, _, y in means],
+                color=color, marker=None, linewidth=1.4,
+            )
+            for p in line.points:
+                hollow = p.validity != "valid"
+                hollow_any |= hollow
+                ax.plot(
+                    [xpos(p.x, p.x_num)], [p.y * scale.factor], linestyle="none", marker=marker,
+                    markersize=6, color=color, markerfacecolor="none" if hollow else color,
+                )
+        if plot.x_axis is not None:
+            if plot.x_numeric:
+                nums = fmt.order_values(plot.x_order)[1] or {}
+                positions = [nums[v] for v in plot.x_order]
+            else:
+                positions = [float(i) for i in range(len(plot.x_order))]
+            if log_x:
+                ax.set_xscale("log")
+                ax.minorticks_off()
+            ax.set_xticks(positions, [fmt.label(v) for v in plot.x_order])
+            ax.set_xlabel(plot.x_axis)
+        else:
+            ax.set_xticks([])
+        if panel.title:
+            ax.set_title(panel.title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if any(line.label for line in panel.lines):
+            ax.legend(handles=handles, fontsize=8)
+    ys = [y * scale.factor for y in all_y]
+    if _spans_decades(ys):
+        for ax in axes:
+            ax.set_yscale("log")
+    elif ys and min(ys) >= 0:
+        for ax in axes:
+            ax.set_ylim(bottom=0)
+    axes[0].set_ylabel(f"{plot.title} ({scale.unit})" if scale.unit else plot.title)
+    note = "  (hollow markers: suspect/invalid runs)" if hollow_any else ""
+    fig.suptitle(f"{plot.title}{note}", fontsize=11)
+    return _png(fig)
+
+
+def cdf_png(panels: list[CurvePanel], rtt: bool) -> bytes:
+    """Latency CDFs (x log scale in µs/ms), one curve per run."""
+    top = max((max(c.values_us) for p in panels for c in p.curves), default=1.0)
+    to_ms = top >= 10_000
+    factor, unit = (1e-3, "ms") if to_ms else (1.0, "µs")
+    fig, axes = _figure(len(panels))
+    for ax, panel in zip(axes, panels, strict=True):
+        for c in panel.curves:
+            ax.step(
+                [v * factor for v in c.values_us], c.fractions, where="post",
+                color=f"C{c.index % 10}", linestyle="-" if c.validity == "valid" else "--",
+                linewidth=1.2, label=c.label,
+            )
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.01)
+        ax.grid(True, which="both", alpha=0.3)
+        if panel.title:
+            ax.set_title(panel.title, fontsize=10)
+        ax.set_xlabel(f"{'round trip' if rtt else 'one-way latency'} ({unit})")
+        if len(panel.curves) > 1 or panel.curves[0].label:
+            ax.legend(fontsize=7)
+    axes[0].set_ylabel("fraction of messages")
+    fig.suptitle(
+        ("round-trip" if rtt else "one-way latency") + " CDF (from the intended send time; dashed: suspect/invalid)",
+        fontsize=11,
+    )
+    return _png(fig)
+
+
+def ramp_png(panels: list[tuple[str, list[RampSeries]]]) -> bytes:
+    """Ramp: round trip against message size, one panel per x value."""
+    top_rtt = max((max(s.rtts_us) for _, ss in panels for s in ss if s.rtts_us), default=1.0)
+    factor, unit = (1e-3, "ms") if top_rtt >= 10_000 else (1.0, "µs")
+    top_size = max((max(s.sizes) for _, ss in panels for s in ss if s.sizes), default=1.0)
+    sscale = fmt.scale_for("bytes", [top_size])
+    fig, axes = _figure(len(panels))
+    for ax, (title, series) in zip(axes, panels, strict=True):
+        for i, s in enumerate(series):
+            ax.plot(
+                [v * sscale.factor for v in s.sizes], [v * factor for v in s.rtts_us],
+                color=f"C{i % 10}", linestyle="-" if s.validity == "valid" else "--",
+                marker=".", markersize=3, linewidth=0.8, label=s.label,
+            )
+        ax.grid(True, alpha=0.3)
+        ax.set_xlabel(f"message size ({sscale.unit})")
+        if title:
+            ax.set_title(title, fontsize=10)
+        if len(series) > 1:
+            ax.legend(fontsize=8)
+    axes[0].set_ylabel(f"round trip ({unit})")
+    fig.suptitle("round trip against message size (ramp)", fontsize=11)
+    return _png(fig)
