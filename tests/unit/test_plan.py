@@ -1,0 +1,245 @@
+"""roughnet.plan: sweep expansion (count, order, typing of placeholders), resolution, stable ids."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roughnet import runspec
+from roughnet.plan import plan_sweep, run_id_of, sweep_from_scenario
+from roughnet.spec import loads
+
+FIXTURES = Path(__file__).parent / "fixtures" / "scenarios"
+
+BASE = """\
+[scenario]
+name = "p"
+seed = 10
+{scenario_extra}
+
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+
+[[link]]
+between = ["a", "b"]
+{link}
+
+[workload]
+pattern = "stream"
+protocol = "{protocol}"
+from = "a"
+to = ["b"]
+payload = "{payload}"
+messages = {messages}
+{workload_extra}
+{sweep}
+"""
+
+
+def make(**kw: str) -> str:
+    values = {"scenario_extra": "", "link": 'rate = "10 Mbit/s"', "protocol": "udp", "payload": "1 KiB",
+              "messages": "100", "workload_extra": "", "sweep": ""}  # fmt: skip
+    values.update(kw)
+    return BASE.format(**values)
+
+
+def sweep_of(text: str) -> runspec.Sweep:
+    return sweep_from_scenario(loads(text, "p.toml"), "p.toml")
+
+
+def test_quick_fixture_count_order_and_axes() -> None:
+    s = plan_sweep(FIXTURES / "quick.toml")
+    assert s.scenario == "quick"
+    assert list(s.axes) == ["protocol", "rate", "loss", "payload"]
+    assert len(s.runs) == 2 * 2 * 2 * 2
+    assert [r.index for r in s.runs] == list(range(16))
+    # Cartesian product in file order, last key fastest.
+    expected = list(itertools.product(*s.axes.values()))
+    assert [tuple(r.params.values()) for r in s.runs] == expected
+    assert list(s.runs[0].params) == list(s.axes)
+    assert s.runs[1].params == {"protocol": "tcp", "rate": "10 Mbit/s", "loss": "0%", "payload": "1 KiB"}
+    assert s.report == {"x": "loss", "lines": "payload", "panels": "protocol",
+                        "metrics": ["latency_p50", "latency_p99", "loss"]}  # fmt: skip
+    assert s.description == "TCP and UDP through a shaped, lossy link"
+    assert s.source.endswith("quick.toml")
+
+
+def test_resolution_into_base_units() -> None:
+    s = plan_sweep(FIXTURES / "quick.toml")
+    run = next(r for r in s.runs if r.params == {"protocol": "udp", "rate": "100 Mbit/s", "loss": "5%",
+                                                   "payload": "1 KiB"})  # fmt: skip
+    link = run.links[0]
+    assert link.index == 0 and link.hosts == ("a", "b") and link.mtu == 1500 and link.engine == "auto"
+    for d in (link.forward, link.reverse):
+        assert d.rate_bps == 100_000_000
+        assert d.loss == pytest.approx(0.05)
+        assert d.queue_packets == 100 and d.queue_bytes is None
+        assert d.delay_ns == 0 and d.jitter_ns == 0
+    w = run.workload
+    assert (w.pattern, w.protocol, w.sender, w.receivers) == ("stream", "udp", "a", ("b",))
+    assert w.payload_bytes == 1024 and w.messages == 1000 and w.duration_ns is None
+    assert w.rate_msgs_per_s == 200.0 and w.warmup == 10 and w.timeout_ns == 30_000_000_000
+    assert w.options == {}
+    assert run.seed == 7 and run.repeat == 0 and run.engine == "auto"
+    assert run.host_names() == ["a", "b"]
+
+
+def test_directions_override_link_values_and_shared_segments() -> None:
+    s = plan_sweep(FIXTURES / "multihop.toml")
+    run = s.runs[0]
+    first, segment = run.links
+    assert first.mtu == 9000 and first.forward == first.reverse
+    assert first.forward == runspec.Direction(rate_bps=100_000_000)
+    assert segment.shared and segment.hosts == ("r", "b", "c") and segment.index == 1
+    assert segment.forward == runspec.Direction(rate_bps=50_000_000, loss=0.01)
+    assert segment.reverse == runspec.Direction(rate_bps=20_000_000, loss=0.02, queue_bytes=65536)
+    assert run.workload.options == {"recv_buffer": 1024 * 1024}
+
+
+def test_placeholder_typing_whole_value_and_text() -> None:
+    s = plan_sweep(FIXTURES / "multihop.toml")
+    # dst (2) x size (2) x n (2), repeat = 2 -> 16 runs
+    assert len(s.runs) == 16
+    for r in s.runs:
+        assert r.workload.receivers == (r.params["dst"],)  # "${dst}" as the whole `to`
+        assert r.workload.payload_bytes == r.params["size"]  # "${size} B": text substitution of an int
+        assert r.workload.messages == r.params["n"]  # "${n}": the int itself
+        assert isinstance(r.workload.messages, int)
+        assert r.workload.interval_ns == 10_000_000
+
+
+def test_number_in_a_quantity_placeholder_is_missing_unit() -> None:
+    text = make(link='delay = "${d}"', sweep="[sweep]\nd = [10]")
+    with pytest.raises(Exception) as info:
+        sweep_of(text)
+    assert 'link[0].delay = 10 (from sweep.d[0]): missing unit' in str(info.value)
+
+
+def test_placeholders_inside_lists_and_text() -> None:
+    text = make(link='between = ["a", "${peer}"]\ndelay = "${d} ms"', sweep='[sweep]\npeer = ["b"]\nd = [1, 2.5]')
+    text = text.replace('between = ["a", "b"]\n', "", 1)
+    s = sweep_of(text)
+    assert [r.links[0].hosts for r in s.runs] == [("a", "b"), ("a", "b")]
+    assert [r.links[0].forward.delay_ns for r in s.runs] == [1_000_000, 2_500_000]
+
+
+def test_repeat_interleaves_points_and_shifts_the_seed() -> None:
+    text = make(scenario_extra="repeat = 3", link='loss = "${loss}"', sweep='[sweep]\nloss = ["0%", "1%"]')
+    s = sweep_of(text)
+    assert len(s.runs) == 6
+    assert [(r.params["loss"], r.repeat, r.seed) for r in s.runs] == [
+        ("0%", 0, 10), ("1%", 0, 10), ("0%", 1, 11), ("1%", 1, 11), ("0%", 2, 12), ("1%", 2, 12)]  # fmt: skip
+    assert len({r.run_id for r in s.runs}) == 6
+
+
+def test_no_sweep_is_one_run() -> None:
+    s = plan_sweep(FIXTURES / "ramp.toml")
+    assert len(s.runs) == 1 and s.axes == {} and s.runs[0].params == {}
+    w = s.runs[0].workload
+    assert (w.pattern, w.step_bytes, w.interval_ns, w.messages) == ("ramp", 1024, 10_000_000, 60)
+
+
+def test_knobs_become_options_in_base_units_and_engine_resolves() -> None:
+    s = plan_sweep(FIXTURES / "bulk-tcp.toml")
+    assert [r.workload.options for r in s.runs] == [
+        {"nodelay": False, "mss": 536, "send_buffer": 131072, "recv_buffer": 1310720, "send_size": 1436},
+        {"nodelay": False, "mss": 1436, "send_buffer": 131072, "recv_buffer": 1310720, "send_size": 1436},
+    ]
+    assert all(r.engine == "kernel" and r.links[0].engine == "kernel" for r in s.runs)
+    assert s.runs[0].workload.duration_ns == 5_000_000_000 and s.runs[0].workload.messages is None
+
+
+def test_link_engine_overrides_the_scenario_default() -> None:
+    s = sweep_of(make(scenario_extra='engine = "kernel"', link='rate = "1 Mbit/s"\nengine = "wire"'))
+    assert s.runs[0].engine == "kernel" and s.runs[0].links[0].engine == "wire"
+
+
+# ----------------------------------------------------------------------------- ids
+
+
+def test_run_ids_are_stable_and_distinct() -> None:
+    a = plan_sweep(FIXTURES / "quick.toml")
+    b = plan_sweep(FIXTURES / "quick.toml")
+    assert [r.run_id for r in a.runs] == [r.run_id for r in b.runs]
+    assert a.sweep_id == b.sweep_id
+    assert re.fullmatch(r"quick-[0-9a-f]{8}", a.sweep_id)
+    assert all(re.fullmatch(r"[0-9a-f]{12}", r.run_id) for r in a.runs)
+    assert len({r.run_id for r in a.runs}) == len(a.runs)
+    assert all(r.sweep_id == a.sweep_id for r in a.runs)
+    assert all(run_id_of(r) == r.run_id for r in a.runs)
+
+
+def test_run_ids_are_stable_across_processes() -> None:
+    code = ("from roughnet.plan import plan_sweep; import sys; "
+            "print(' '.join(r.run_id for r in plan_sweep(sys.argv[1]).runs))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code, str(FIXTURES / "quick.toml")], capture_output=True, text=True,
+                         check=True, env={"PYTHONHASHSEED": "123", "PATH": ""}).stdout.split()  # fmt: skip
+    assert out == [r.run_id for r in plan_sweep(FIXTURES / "quick.toml").runs]
+
+
+def test_run_ids_do_not_depend_on_order_or_formatting(tmp_path: Path) -> None:
+    base = make(link='loss = "${loss}"', sweep='[sweep]\nloss = ["0%", "1%", "2%"]')
+    reordered = make(link='loss = "${loss}"', sweep='[sweep]\nloss = ["2%", "0%", "1%"]')
+    ids = {r.params["loss"]: r.run_id for r in sweep_of(base).runs}
+    ids2 = {r.params["loss"]: r.run_id for r in sweep_of(reordered).runs}
+    assert ids == ids2
+    # Comments, key order and explicit defaults change neither run ids nor the sweep id.
+    spelled = base.replace("[workload]", "# a comment\n[workload]\nwarmup = 0").replace(
+        'seed = 10', 'seed = 10\ntimeout = "60 s"')
+    assert sweep_of(spelled).sweep_id == sweep_of(base).sweep_id
+    assert [r.run_id for r in sweep_of(spelled).runs] == [r.run_id for r in sweep_of(base).runs]
+
+
+def test_run_ids_change_with_any_resolved_value() -> None:
+    base = sweep_of(make()).runs[0].run_id
+    variants = [
+        make(messages="101"),
+        make(payload="2 KiB"),
+        make(protocol="tcp"),
+        make(link='rate = "11 Mbit/s"'),
+        make(link='rate = "10 Mbit/s"\nmtu = 1400'),
+        make(scenario_extra="seed = 11").replace("seed = 10\n", ""),
+        make().replace('name = "p"', 'name = "q"'),
+    ]
+    ids = [sweep_of(v).runs[0].run_id for v in variants]
+    assert base not in ids
+    assert len(set(ids)) == len(ids)
+
+
+def test_sweep_id_changes_with_content() -> None:
+    assert sweep_of(make()).sweep_id != sweep_of(make(messages="101")).sweep_id
+    assert sweep_of(make()).sweep_id.startswith("p-")
+
+
+def test_every_run_is_validated_and_names_its_parameters() -> None:
+    text = make(payload="${payload}", sweep='[sweep]\npayload = ["1 KiB", "16 B"]')
+    with pytest.raises(Exception) as info:
+        sweep_of(text)
+    msg = str(info.value)
+    assert msg.startswith('p.toml: workload.payload = "16 B" (from sweep.payload[1]): smaller than the message header')
+    assert '[run 2 of 2: payload="16 B"]' in msg
+
+
+def test_cross_key_rules_after_substitution() -> None:
+    # protocol swept: the udp knob table is wrong only for the tcp point.
+    text = make(protocol="${proto}", workload_extra='[workload.udp]\nrecv_buffer = "1 MiB"',
+                sweep='[sweep]\nproto = ["udp", "tcp"]')  # fmt: skip
+    with pytest.raises(Exception) as info:
+        sweep_of(text)
+    assert 'knobs given for protocol "tcp"' in str(info.value)
+    assert '[run 2 of 2: proto="tcp"]' in str(info.value)
+
+
+def test_plan_is_pure(tmp_path: Path) -> None:
+    f = tmp_path / "s.toml"
+    f.write_text(make())
+    before = sorted(p.name for p in tmp_path.iterdir())
+    plan_sweep(f)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

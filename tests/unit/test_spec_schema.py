@@ -1,0 +1,76 @@
+"""The JSON Schema of scenario files and the generated reference document."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from roughnet.spec import docs, json_schema
+
+FIXTURES = Path(__file__).parent / "fixtures" / "scenarios"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def validator() -> jsonschema.Draft202012Validator:
+    schema = json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_schema_is_valid_json_schema() -> None:
+    schema = json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"].endswith("2020-12/schema")
+    assert set(schema["required"]) == {"scenario", "host", "link", "workload"}
+
+
+@pytest.mark.parametrize("name", ["quick.toml", "multihop.toml", "bulk-tcp.toml", "ramp.toml"])
+def test_valid_fixtures_match_the_schema(name: str) -> None:
+    data = tomllib.loads((FIXTURES / name).read_text())
+    assert list(validator().iter_errors(data)) == []
+
+
+@pytest.mark.parametrize(
+    ("fixture", "fragment"),
+    [
+        ("unknown-key.toml", "paylaod"),
+        ("missing-unit.toml", "10"),
+        ("unknown-protocol.toml", "quic"),
+        ("host-shell.toml", "a;rm -rf /"),
+    ],
+)
+def test_schema_catches_what_an_editor_can(fixture: str, fragment: str) -> None:
+    data = tomllib.loads((FIXTURES / "bad" / fixture).read_text())
+    errors = [e.message for e in validator().iter_errors(data)]
+    assert errors and any(fragment in m for m in errors), errors
+
+
+def test_schema_admits_placeholders_where_the_format_does() -> None:
+    data = tomllib.loads((FIXTURES / "quick.toml").read_text())
+    data["link"][0]["mtu"] = "${mtu}"
+    data["workload"]["pattern"] = "${pattern}"
+    assert list(validator().iter_errors(data)) == []
+    data["scenario"]["seed"] = "${seed}"
+    assert list(validator().iter_errors(data)) != []
+
+
+def test_committed_reference_is_current() -> None:
+    committed = (REPO / "docs" / "scenario-reference.md").read_text(encoding="utf-8")
+    assert committed == docs.render(), "docs/scenario-reference.md is stale: run python -m roughnet.spec.docs"
+
+
+def test_reference_lists_every_key() -> None:
+    text = docs.render()
+    for key in ("`between`", "`queue`", "`payload`", "`warmup`", "`send_size`", "`metrics`", "`repeat`"):
+        assert key in text
+
+
+def test_docs_check_mode(tmp_path: Path) -> None:
+    out = tmp_path / "ref.md"
+    assert docs.main(["--output", str(out)]) == 0
+    assert docs.main(["--check", "--output", str(out)]) == 0
+    out.write_text("stale")
+    assert docs.main(["--check", "--output", str(out)]) == 1
