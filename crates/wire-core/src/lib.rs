@@ -56,7 +56,7 @@ use halfduplex::Medium;
 use schedule::{distance_at, Schedule};
 
 /// The side a frame arrived from (`A`: it goes to B, through the `a_to_b` direction).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Side {
     A,
