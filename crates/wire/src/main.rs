@@ -1,5 +1,159 @@
-//! roughnet-wire: the userspace link emulator binary (not yet built).
+//! roughnet-wire: the userspace link emulator binary. It owns the command line, startup (configuration,
+//! sockets, control socket), the JSON lines on stdout (`ready`, final `stats`, `error`) and exit codes
+//! (0 ok, 1 runtime failure, 2 bad configuration). Forwarding is `forward`, sockets are `packet`,
+//! impairments are the `roughnet-wire-core` crate. See docs/wire.md.
+
+mod clock;
+mod control;
+mod errors;
+mod forward;
+mod packet;
+mod report;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use clap::Parser;
+use roughnet_wire_core::{Emulator, LinkConfig};
+use serde_json::Value;
+
+use crate::errors::WireError;
+use crate::report::{error_line, ready_line, WireInfo};
+
+/// Longest spin accepted: past a few ms spinning only burns the CPU the endpoints need.
+const MAX_SPIN_US: u64 = 10_000;
+
+/// Userspace link emulator: forwards Ethernet frames between two interfaces through roughnet's
+/// impairment pipeline (delay, jitter, loss models, rate, queue, half duplex, schedules).
+#[derive(Parser, Debug)]
+#[command(name = "roughnet-wire", version)]
+struct Args {
+    /// Interface towards side A (frames arriving here travel a_to_b).
+    #[arg(long = "if-a", value_name = "IFNAME", help_heading = "Link")]
+    if_a: String,
+    /// Interface towards side B (frames arriving here travel b_to_a).
+    #[arg(long = "if-b", value_name = "IFNAME", help_heading = "Link")]
+    if_b: String,
+    /// Link configuration, one JSON object (roughnet-wire-core's LinkConfig); "-" reads stdin.
+    #[arg(long, value_name = "FILE", help_heading = "Link")]
+    config: PathBuf,
+    /// Seed of every random decision (same seed and same frames give the same decisions).
+    #[arg(long, value_name = "N", help_heading = "Link")]
+    seed: u64,
+    /// Unix stream socket for run-time commands (stats, set, down, up), one JSON object per line.
+    #[arg(long, value_name = "PATH", help_heading = "Reporting")]
+    control: Option<PathBuf>,
+    /// Also write the final stats line (JSON) to this file at exit.
+    #[arg(long = "stats-out", value_name = "FILE", help_heading = "Reporting")]
+    stats_out: Option<PathBuf>,
+    /// Busy-wait instead of sleeping when the next departure is closer than this (kernel wakeups are
+    /// 45-180 us late on small VMs).
+    #[arg(long = "spin-us", value_name = "US", default_value_t = 100, help_heading = "Timing")]
+    spin_us: u64,
+    /// Take arrival times from the kernel's RX timestamps (SO_TIMESTAMPNS) rather than the loop's clock.
+    #[arg(long = "rx-timestamps", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
+          help_heading = "Timing")]
+    rx_timestamps: bool,
+}
+
+fn load_config(path: &PathBuf) -> Result<LinkConfig, WireError> {
+    let mut text = String::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| WireError::Config(format!("--config -: cannot read stdin: {e}")))?;
+    } else {
+        text = std::fs::read_to_string(path)
+            .map_err(|e| WireError::Config(format!("--config {}: cannot read: {e}", path.display())))?;
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        WireError::Config(format!(
+            "--config {}: not a valid link configuration: {e} (expected a JSON LinkConfig, see docs/wire.md)",
+            path.display()
+        ))
+    })
+}
+
+fn emit(line: &Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn run(args: Args) -> Result<(), WireError> {
+    if args.if_a == args.if_b {
+        return Err(WireError::Config(format!(
+            "--if-a and --if-b are both {:?}; expected the two different interfaces of the link namespace",
+            args.if_a
+        )));
+    }
+    if args.spin_us > MAX_SPIN_US {
+        return Err(WireError::Config(format!(
+            "--spin-us {} too large (maximum = {MAX_SPIN_US})",
+            args.spin_us
+        )));
+    }
+    clock::install_stop_handlers().map_err(|e| WireError::Io(format!("installing signal handlers: {e}")))?;
+    let cfg = load_config(&args.config)?;
+    let emu = Emulator::new(cfg, args.seed).map_err(|e| {
+        WireError::Config(format!("--config {}: link configuration rejected: {e}", args.config.display()))
+    })?;
+    let a = packet::PacketSocket::open(&args.if_a, args.rx_timestamps)?;
+    let b = packet::PacketSocket::open(&args.if_b, args.rx_timestamps)?;
+    let control = args.control.as_deref().map(control::ControlServer::bind).transpose()?;
+    let info = WireInfo {
+        if_a: args.if_a.clone(),
+        if_b: args.if_b.clone(),
+        mtu_a: a.mtu,
+        mtu_b: b.mtu,
+        seed: args.seed,
+        rx_timestamps: args.rx_timestamps,
+        spin_us: args.spin_us,
+        control: control.as_ref().map(|c| c.path().display().to_string()),
+    };
+    emit(&ready_line(&info));
+    tracing::info!(if_a = %args.if_a, if_b = %args.if_b, "forwarding");
+    clock::tighten_timer_slack();
+    let mut wire = forward::Wire::new(emu, [a, b], control, info, forward::Options { spin_ns: args.spin_us * 1000 });
+    let result = wire.run();
+    // Whatever ended the loop, report what was counted up to then.
+    let stats = match &result {
+        Ok(s) => s.clone(),
+        Err(_) => wire.stats(),
+    };
+    emit(&stats);
+    if let Some(path) = &args.stats_out {
+        std::fs::write(path, format!("{stats}\n"))
+            .map_err(|e| WireError::Io(format!("--stats-out {}: cannot write: {e}", path.display())))?;
+    }
+    result.map(|_| ())
+}
+
 fn main() {
-    eprintln!("roughnet-wire: not implemented yet");
-    std::process::exit(1);
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                std::process::exit(0);
+            }
+            let msg = e.to_string();
+            emit(&error_line("config", msg.trim()));
+            let _ = e.print();
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(args) {
+        emit(&error_line(e.kind(), &e.to_string()));
+        eprintln!("roughnet-wire: {e}");
+        std::process::exit(e.exit_code());
+    }
 }

@@ -1,0 +1,290 @@
+//! The forwarding loop: one thread that receives frames from both interfaces, feeds them to the core
+//! (`Emulator::ingress`), sends what the core says is due (`Emulator::egress`), serves the control socket,
+//! and waits in between (ppoll until the next departure or the next frame, then spins for the last
+//! `spin_ns`). It owns the timing and the I/O counters; the impairment decisions are the core's.
+//!
+//! Why one thread for both directions: the core is one `Emulator` per link (half duplex couples the two
+//! directions), a second thread would need a lock and a cross-thread wakeup per frame (adding to the round
+//! trip), and on the 2-vCPU machines this runs on the other core belongs to the endpoints' stacks
+//! (see docs/wire.md for the measurements behind this choice).
+
+use std::time::Duration;
+
+use roughnet_wire_core::{Emulator, LinkConfig, Side};
+use serde_json::{json, Value};
+
+use crate::clock::{now_ns, realtime_offset_ns, stopping};
+use crate::control::{Command, ControlServer};
+use crate::errors::WireError;
+use crate::packet::{PacketSocket, RxBatch};
+use crate::report::{error_line, stats_line, DirectionIo, WireInfo};
+
+/// How often (at most) the loop polls the control socket while traffic keeps it busy.
+const CONTROL_CHECK_NS: u64 = 5_000_000;
+/// How often (at most) the kernel's receive-drop counters are read.
+const KERNEL_DROPS_CHECK_NS: u64 = 100_000_000;
+/// Receive batches taken from one socket before the loop sends what is due (bounds the added latency
+/// under a flood while keeping batches full).
+const MAX_RX_ROUNDS: usize = 4;
+
+pub struct Options {
+    /// Spin (busy-wait) instead of sleeping when the next departure is closer than this.
+    pub spin_ns: u64,
+}
+
+pub struct Wire {
+    emu: Emulator,
+    socks: [PacketSocket; 2],
+    rx: [RxBatch; 2],
+    /// Indexed by direction: 0 = a_to_b (frames from A), 1 = b_to_a.
+    io: [DirectionIo; 2],
+    control: Option<ControlServer>,
+    info: WireInfo,
+    opts: Options,
+    started_ns: u64,
+    /// Time last given to the core; the core is always fed non-decreasing times.
+    last_fed_ns: u64,
+    /// Per direction (0 = a_to_b): frames arriving from that side are forwarded (not partitioned).
+    up: [bool; 2],
+    inbuf: Vec<(u64, Vec<u8>)>,
+    arrivals: Vec<(u64, Side, Vec<u8>)>,
+    out: Vec<(Side, Vec<u8>, u64)>,
+}
+
+impl Wire {
+    pub fn new(
+        emu: Emulator,
+        socks: [PacketSocket; 2],
+        control: Option<ControlServer>,
+        info: WireInfo,
+        opts: Options,
+    ) -> Self {
+        let rx = [RxBatch::new(socks[0].frame_room), RxBatch::new(socks[1].frame_room)];
+        let now = now_ns();
+        Self {
+            emu,
+            socks,
+            rx,
+            io: [DirectionIo::new(), DirectionIo::new()],
+            control,
+            info,
+            opts,
+            started_ns: now,
+            last_fed_ns: now,
+            up: [true, true],
+            inbuf: Vec::with_capacity(crate::packet::BATCH),
+            arrivals: Vec::with_capacity(4 * crate::packet::BATCH),
+            out: Vec::with_capacity(4 * crate::packet::BATCH),
+        }
+    }
+
+    fn feed_time(&mut self, t: u64) -> u64 {
+        self.last_fed_ns = self.last_fed_ns.max(t);
+        self.last_fed_ns
+    }
+
+    /// Receive what is waiting on both sockets and hand it to the core in arrival order. Returns the
+    /// number of frames the kernel handed over.
+    fn receive(&mut self) -> Result<usize, WireError> {
+        let mut total = 0;
+        let now = now_ns();
+        let offset = if self.info.rx_timestamps { realtime_offset_ns() } else { 0 };
+        for (i, side) in [(0usize, Side::A), (1usize, Side::B)] {
+            for _ in 0..MAX_RX_ROUNDS {
+                let n = match self.rx[i].recv(&self.socks[i], now, offset, &mut self.inbuf) {
+                    Ok(n) => n,
+                    Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) && self.socks[i].still_exists() => {
+                        // The interface went down and may come back: the socket stays bound; go on.
+                        tracing::warn!(ifname = %self.socks[i].ifname, "interface went down");
+                        0
+                    }
+                    Err(e) => {
+                        return Err(WireError::Io(format!(
+                            "interface {}: recvmmsg: {e} (was the interface removed?)",
+                            self.socks[i].ifname
+                        )))
+                    }
+                };
+                total += n;
+                for (ts, frame) in self.inbuf.drain(..) {
+                    self.arrivals.push((ts, side, frame));
+                }
+                if n < crate::packet::BATCH {
+                    break;
+                }
+            }
+        }
+        if self.arrivals.is_empty() {
+            return Ok(total);
+        }
+        // Interleave the two sides by arrival time (stable: each side's own order is kept).
+        self.arrivals.sort_by_key(|a| a.0);
+        let mut arrivals = std::mem::take(&mut self.arrivals);
+        for (ts, side, frame) in arrivals.drain(..) {
+            let t = self.feed_time(ts);
+            // Drops are counted by reason inside the core's stats.
+            let _ = self.emu.ingress(t, side, frame);
+        }
+        self.arrivals = arrivals;
+        Ok(total)
+    }
+
+    /// Send every frame the core says is due now; record each departure's scheduling error.
+    fn transmit(&mut self) {
+        let t = self.feed_time(now_ns());
+        self.emu.egress(t, &mut self.out);
+        if self.out.is_empty() {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.out);
+        for (dest_i, dest) in [(1usize, Side::B), (0usize, Side::A)] {
+            let dir = 1 - dest_i; // frames to B travel a_to_b (direction 0)
+            let frames: Vec<&[u8]> =
+                out.iter().filter(|(to, _, _)| *to == dest).map(|(_, f, _)| f.as_slice()).collect();
+            if frames.is_empty() {
+                continue;
+            }
+            let actual = now_ns();
+            let sent = self.socks[dest_i].send_all(&frames, &mut self.io[dir].send_errors);
+            self.io[dir].tx_frames += sent as u64;
+            for (_, _, due) in out.iter().filter(|(to, _, _)| *to == dest) {
+                self.io[dir].record_departure(actual, *due);
+            }
+        }
+        for (to, frame, _) in out.drain(..) {
+            // The buffer came in on the other side; give it back to that side's pool.
+            let src = match to {
+                Side::A => 1,
+                Side::B => 0,
+            };
+            self.rx[src].recycle(frame);
+        }
+        self.out = out;
+    }
+
+    fn refresh_kernel_drops(&mut self) {
+        for i in 0..2 {
+            self.io[i].rx_kernel_drops += self.socks[i].take_kernel_drops();
+            self.io[i].rx_truncated = self.rx[i].truncated;
+        }
+    }
+
+    /// The `stats` JSON line as of now.
+    pub fn stats(&mut self) -> Value {
+        self.refresh_kernel_drops();
+        let core = serde_json::to_value(self.emu.stats()).unwrap_or_else(|e| json!({"error": e.to_string()}));
+        stats_line(&self.info, now_ns().saturating_sub(self.started_ns), self.up, core, &self.io)
+    }
+
+    fn handle(&mut self, cmd: Command) -> Value {
+        let now = self.feed_time(now_ns());
+        match cmd {
+            Command::Stats => self.stats(),
+            Command::Link { up, direction } => {
+                match direction {
+                    None => {
+                        self.emu.set_up(now, up);
+                        self.up = [up, up];
+                    }
+                    Some(from) => {
+                        self.emu.set_direction_up(now, from, up);
+                        self.up[match from {
+                            Side::A => 0,
+                            Side::B => 1,
+                        }] = up;
+                    }
+                }
+                tracing::info!(up, ?direction, "link state changed by the control socket");
+                json!({"v": 1, "type": "ok", "cmd": if up { "up" } else { "down" }})
+            }
+            Command::Set(v) => match serde_json::from_value::<LinkConfig>(v) {
+                Err(e) => error_line("config", &format!("link configuration not accepted: {e}")),
+                Ok(cfg) => match self.emu.set_config(now, cfg) {
+                    Ok(()) => {
+                        tracing::info!("link configuration replaced by the control socket");
+                        json!({"v": 1, "type": "ok", "cmd": "set"})
+                    }
+                    Err(e) => error_line("config", &format!("link configuration not accepted: {e}")),
+                },
+            },
+        }
+    }
+
+    fn service_control(&mut self) {
+        if let Some(mut ctl) = self.control.take() {
+            ctl.service(&mut |cmd| self.handle(cmd));
+            self.control = Some(ctl);
+        }
+    }
+
+    /// Block until a frame arrives, the control socket has something, a signal comes, or `timeout` passes.
+    fn wait(&self, timeout: Option<Duration>) -> Result<(), WireError> {
+        let mut fds: Vec<libc::pollfd> = self
+            .socks
+            .iter()
+            .map(|s| libc::pollfd { fd: s.raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
+        if let Some(ctl) = &self.control {
+            ctl.poll_fds(&mut fds);
+        }
+        let ts = timeout.map(|d| libc::timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ });
+        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: fds is a live array of pollfd; tsp is null or points at a live timespec.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(WireError::Io(format!("ppoll: {e}")));
+            }
+        }
+        // A socket error (POLLERR) is read and judged by the next receive.
+        Ok(())
+    }
+
+    /// Forward until SIGTERM/SIGINT. Returns the final stats line.
+    pub fn run(&mut self) -> Result<Value, WireError> {
+        // Time 0 of the configuration's schedules and traces: when forwarding starts.
+        let t0 = self.feed_time(now_ns());
+        self.emu.start(t0);
+        let mut last_control = 0u64;
+        let mut last_drops = 0u64;
+        while !stopping() {
+            let n = self.receive()?;
+            self.transmit();
+            let now = now_ns();
+            if now.saturating_sub(last_drops) > KERNEL_DROPS_CHECK_NS {
+                self.refresh_kernel_drops();
+                last_drops = now;
+            }
+            if n > 0 {
+                // More may be waiting; the control socket still gets its turn every few ms.
+                if now.saturating_sub(last_control) > CONTROL_CHECK_NS {
+                    self.service_control();
+                    last_control = now;
+                }
+                continue;
+            }
+            let due = self.emu.next_due();
+            match due {
+                Some(due) if due <= now + self.opts.spin_ns => {
+                    // Close to a departure: spin (the receive calls above are the spin's body).
+                    if now.saturating_sub(last_control) > CONTROL_CHECK_NS {
+                        self.service_control();
+                        last_control = now;
+                    }
+                    std::hint::spin_loop();
+                }
+                _ => {
+                    // Sleep until the spin window before the next departure, or a scheduled change (applied
+                    // by the next egress), whichever is first; a frame or a command wakes us earlier.
+                    let wake = [due.map(|d| d - self.opts.spin_ns), self.emu.next_change()].into_iter().flatten().min();
+                    let timeout = wake.map(|w| Duration::from_nanos(w.saturating_sub(now)));
+                    self.wait(timeout)?;
+                    self.service_control();
+                    last_control = now_ns();
+                }
+            }
+        }
+        Ok(self.stats())
+    }
+}

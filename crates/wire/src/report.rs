@@ -1,0 +1,221 @@
+//! What the binary reports: the scheduling error of departures (actual send time minus due time) per
+//! direction in HDR histograms, the I/O counters only the binary sees (kernel receive drops, truncated
+//! frames, send failures), and the `stats` / `ready` / `error` JSON lines built from them and from the
+//! core's own `Stats`. It does not measure anything itself; the forwarding loop feeds it.
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value};
+
+use crate::packet::SendErrors;
+
+/// Histogram range: 1 ns .. 1 h, 3 significant digits (DESIGN.md's measurement rules, in ns as the agent's).
+const HIST_LOWEST_NS: u64 = 1;
+const HIST_HIGHEST_NS: u64 = 3_600_000_000_000;
+const HIST_SIGFIG: u8 = 3;
+/// A departure later than this counts as late in `late_fraction`.
+pub const LATE_NS: u64 = 1_000_000;
+
+/// Everything the I/O side records for one direction (frames that arrive at one side and leave at the other).
+pub struct DirectionIo {
+    sched: Histogram<u64>,
+    late: u64,
+    /// Frames the kernel dropped at the receiving socket because the loop did not read them in time.
+    pub rx_kernel_drops: u64,
+    /// Frames larger than the receive buffer (interface MTU + L2 header), dropped.
+    pub rx_truncated: u64,
+    /// Frames handed to the kernel for sending.
+    pub tx_frames: u64,
+    /// Frames the kernel refused to send, by reason.
+    pub send_errors: SendErrors,
+}
+
+impl DirectionIo {
+    pub fn new() -> Self {
+        Self {
+            sched: Histogram::new_with_bounds(HIST_LOWEST_NS, HIST_HIGHEST_NS, HIST_SIGFIG)
+                .expect("constant histogram bounds are valid"),
+            late: 0,
+            rx_kernel_drops: 0,
+            rx_truncated: 0,
+            tx_frames: 0,
+            send_errors: SendErrors::default(),
+        }
+    }
+
+    /// One departure: `actual_ns` is when the frame was handed to the kernel, `due_ns` when the core wanted it out.
+    pub fn record_departure(&mut self, actual_ns: u64, due_ns: u64) {
+        let err = actual_ns.saturating_sub(due_ns);
+        if err > LATE_NS {
+            self.late += 1;
+        }
+        self.sched.saturating_record(err.max(HIST_LOWEST_NS));
+    }
+
+    pub fn sched_json(&self) -> Value {
+        let h = &self.sched;
+        let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        let count = h.len();
+        let mut hdr = Vec::new();
+        let encoded = V2DeflateSerializer::new()
+            .serialize(h, &mut hdr)
+            .map(|_| base64::engine::general_purpose::STANDARD.encode(&hdr))
+            .unwrap_or_default();
+        json!({
+            "count": count,
+            "min_us": if count > 0 { h.min() as f64 / 1000.0 } else { 0.0 },
+            "mean_us": if count > 0 { h.mean() / 1000.0 } else { 0.0 },
+            "p50_us": us(0.5),
+            "p90_us": us(0.9),
+            "p99_us": us(0.99),
+            "p999_us": us(0.999),
+            "max_us": if count > 0 { h.max() as f64 / 1000.0 } else { 0.0 },
+            "late_fraction": if count > 0 { self.late as f64 / count as f64 } else { 0.0 },
+            "hdr": encoded,
+        })
+    }
+
+    fn io_json(&self) -> Value {
+        json!({
+            "rx_kernel_drops": self.rx_kernel_drops,
+            "rx_truncated": self.rx_truncated,
+            "tx_frames": self.tx_frames,
+            "send_errors": {
+                "msgsize": self.send_errors.msgsize,
+                "netdown": self.send_errors.netdown,
+                "nobufs": self.send_errors.nobufs,
+                "other": self.send_errors.other,
+            },
+        })
+    }
+}
+
+/// Fixed facts about this wire, repeated in every stats line.
+pub struct WireInfo {
+    pub if_a: String,
+    pub if_b: String,
+    pub mtu_a: usize,
+    pub mtu_b: usize,
+    pub seed: u64,
+    pub rx_timestamps: bool,
+    pub spin_us: u64,
+    pub control: Option<String>,
+}
+
+/// The `stats` line: `core` is the core's `Stats` serialised; when it holds `a_to_b` / `b_to_a` objects,
+/// the I/O figures are merged into them as `sched_error` and `io`, so each direction reads as one object.
+pub fn stats_line(info: &WireInfo, uptime_ns: u64, up: [bool; 2], core: Value, io: &[DirectionIo; 2]) -> Value {
+    let names = ["a_to_b", "b_to_a"];
+    let mut line = Map::new();
+    line.insert("v".into(), json!(1));
+    line.insert("type".into(), json!("stats"));
+    line.insert("uptime_s".into(), json!(uptime_ns as f64 / 1e9));
+    line.insert("up".into(), json!(up[0] && up[1]));
+    line.insert("if_a".into(), json!(info.if_a));
+    line.insert("if_b".into(), json!(info.if_b));
+    line.insert("seed".into(), json!(info.seed));
+    let mut core = core;
+    let mut rest = Map::new();
+    if let Value::Object(m) = &mut core {
+        for (k, v) in std::mem::take(m) {
+            rest.insert(k, v);
+        }
+    } else {
+        rest.insert("emulator".into(), core);
+    }
+    for (i, name) in names.iter().enumerate() {
+        let mut dir = match rest.remove(*name) {
+            Some(Value::Object(m)) => m,
+            Some(other) => {
+                let mut m = Map::new();
+                m.insert("emulator".into(), other);
+                m
+            }
+            None => Map::new(),
+        };
+        dir.insert("up".into(), json!(up[i]));
+        dir.insert("sched_error".into(), io[i].sched_json());
+        dir.insert("io".into(), io[i].io_json());
+        line.insert((*name).into(), Value::Object(dir));
+    }
+    // Whatever else the core reports (link-wide figures) keeps its own keys, under "link".
+    if !rest.is_empty() {
+        line.insert("link".into(), Value::Object(rest));
+    }
+    Value::Object(line)
+}
+
+pub fn ready_line(info: &WireInfo) -> Value {
+    json!({
+        "v": 1,
+        "type": "ready",
+        "pid": std::process::id(),
+        "if_a": info.if_a,
+        "if_b": info.if_b,
+        "mtu_a": info.mtu_a,
+        "mtu_b": info.mtu_b,
+        "seed": info.seed,
+        "rx_timestamps": info.rx_timestamps,
+        "spin_us": info.spin_us,
+        "control": info.control,
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+pub fn error_line(kind: &str, message: &str) -> Value {
+    json!({"v": 1, "type": "error", "kind": kind, "message": message})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sched_error_percentiles_follow_recorded_values() {
+        let mut d = DirectionIo::new();
+        for i in 0..100u64 {
+            d.record_departure(1_000_000 + i * 1_000, 1_000_000); // 0..99 us late
+        }
+        d.record_departure(10_000_000, 5_000_000); // 5 ms late
+        let j = d.sched_json();
+        assert_eq!(j["count"], 101);
+        let p50 = j["p50_us"].as_f64().unwrap();
+        assert!((49.0..=51.0).contains(&p50), "p50 {p50}");
+        let max = j["max_us"].as_f64().unwrap();
+        assert!((4990.0..=5010.0).contains(&max), "max {max}");
+        assert!((j["late_fraction"].as_f64().unwrap() - 1.0 / 101.0).abs() < 1e-9);
+        assert!(!j["hdr"].as_str().unwrap().is_empty());
+    }
+
+    #[test]
+    fn early_departure_counts_as_zero_error() {
+        let mut d = DirectionIo::new();
+        d.record_departure(5, 10);
+        assert_eq!(d.sched_json()["max_us"].as_f64().unwrap(), 0.001);
+    }
+
+    #[test]
+    fn stats_line_merges_directions() {
+        let info = WireInfo {
+            if_a: "a".into(),
+            if_b: "b".into(),
+            mtu_a: 1500,
+            mtu_b: 1500,
+            seed: 1,
+            rx_timestamps: true,
+            spin_us: 100,
+            control: None,
+        };
+        let core = json!({"a_to_b": {"packets_in": 3}, "b_to_a": {"packets_in": 4}, "half_duplex_turnarounds": 0});
+        let io = [DirectionIo::new(), DirectionIo::new()];
+        let line = stats_line(&info, 2_000_000_000, [true, false], core, &io);
+        assert_eq!(line["a_to_b"]["packets_in"], 3);
+        assert_eq!(line["b_to_a"]["packets_in"], 4);
+        assert_eq!(line["a_to_b"]["sched_error"]["count"], 0);
+        assert_eq!(line["link"]["half_duplex_turnarounds"], 0);
+        assert_eq!(line["uptime_s"], 2.0);
+        assert_eq!(line["up"], false);
+        assert_eq!(line["b_to_a"]["up"], false);
+    }
+}
