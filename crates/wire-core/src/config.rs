@@ -28,14 +28,22 @@ pub const HELD_LIMIT_PACKETS: usize = 262_144;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
     #[error("{field} = {value} is invalid: expected {expected}")]
-    Invalid { field: String, value: String, expected: String },
+    Invalid {
+        field: String,
+        value: String,
+        expected: String,
+    },
     #[error("delivery trace line {line}: {message}")]
     Trace { line: usize, message: String },
 }
 
 impl ConfigError {
     pub(crate) fn invalid(field: &str, value: impl ToString, expected: &str) -> Self {
-        ConfigError::Invalid { field: field.to_string(), value: value.to_string(), expected: expected.to_string() }
+        ConfigError::Invalid {
+            field: field.to_string(),
+            value: value.to_string(),
+            expected: expected.to_string(),
+        }
     }
 }
 
@@ -178,7 +186,10 @@ impl DeliveryTrace {
             })?;
             opportunities_ms.push(ms);
         }
-        let trace = DeliveryTrace { opportunities_ms, bytes_per_opportunity: MAHIMAHI_OPPORTUNITY_BYTES };
+        let trace = DeliveryTrace {
+            opportunities_ms,
+            bytes_per_opportunity: MAHIMAHI_OPPORTUNITY_BYTES,
+        };
         trace.validate("delivery_trace")?;
         Ok(trace)
     }
@@ -186,7 +197,11 @@ impl DeliveryTrace {
     pub(crate) fn validate(&self, field: &str) -> Result<(), ConfigError> {
         let ops = &self.opportunities_ms;
         if ops.is_empty() {
-            return Err(ConfigError::invalid(field, "[]", "at least one delivery opportunity"));
+            return Err(ConfigError::invalid(
+                field,
+                "[]",
+                "at least one delivery opportunity",
+            ));
         }
         if let Some(i) = (1..ops.len()).find(|&i| ops[i] < ops[i - 1]) {
             return Err(ConfigError::invalid(
@@ -196,10 +211,18 @@ impl DeliveryTrace {
             ));
         }
         if *ops.last().unwrap() == 0 {
-            return Err(ConfigError::invalid(field, "last timestamp 0", "a last timestamp > 0 ms (the trace period)"));
+            return Err(ConfigError::invalid(
+                field,
+                "last timestamp 0",
+                "a last timestamp > 0 ms (the trace period)",
+            ));
         }
         if self.bytes_per_opportunity == 0 {
-            return Err(ConfigError::invalid(&format!("{field}.bytes_per_opportunity"), 0, "> 0"));
+            return Err(ConfigError::invalid(
+                &format!("{field}.bytes_per_opportunity"),
+                0,
+                "> 0",
+            ));
         }
         Ok(())
     }
@@ -257,26 +280,50 @@ impl DirectionConfig {
             Ok(())
         };
         if self.rate_bps == Some(0) {
-            return Err(ConfigError::invalid(&f("rate_bps"), 0, "a rate > 0 bit/s, or no rate"));
+            return Err(ConfigError::invalid(
+                &f("rate_bps"),
+                0,
+                "a rate > 0 bit/s, or no rate",
+            ));
         }
         if !(0.0..1.0).contains(&self.jitter_correlation) {
-            return Err(ConfigError::invalid(&f("jitter_correlation"), self.jitter_correlation, "a fraction in [0, 1)"));
+            return Err(ConfigError::invalid(
+                &f("jitter_correlation"),
+                self.jitter_correlation,
+                "a fraction in [0, 1)",
+            ));
         }
         prob("reorder", self.reorder)?;
         prob("duplicate", self.duplicate)?;
         prob("corrupt", self.corrupt)?;
         if self.reorder > 0.0 && self.delay_ns == 0 {
-            return Err(ConfigError::invalid(&f("reorder"), self.reorder, "reorder only with delay_ns > 0 (as netem)"));
+            return Err(ConfigError::invalid(
+                &f("reorder"),
+                self.reorder,
+                "reorder only with delay_ns > 0 (as netem)",
+            ));
         }
         if self.queue_packets == Some(0) {
-            return Err(ConfigError::invalid(&f("queue_packets"), 0, "at least 1 packet, or no limit"));
+            return Err(ConfigError::invalid(
+                &f("queue_packets"),
+                0,
+                "at least 1 packet, or no limit",
+            ));
         }
         if self.queue_bytes == Some(0) {
-            return Err(ConfigError::invalid(&f("queue_bytes"), 0, "at least 1 byte, or no limit"));
+            return Err(ConfigError::invalid(
+                &f("queue_bytes"),
+                0,
+                "at least 1 byte, or no limit",
+            ));
         }
         if let Some(m) = self.mtu {
             if m < 68 {
-                return Err(ConfigError::invalid(&f("mtu"), m, "an MTU >= 68 bytes (RFC 791)"));
+                return Err(ConfigError::invalid(
+                    &f("mtu"),
+                    m,
+                    "an MTU >= 68 bytes (RFC 791)",
+                ));
             }
         }
         if let Some(t) = &self.delivery_trace {
@@ -291,7 +338,13 @@ impl DirectionConfig {
                 prob("loss.h", *h)?;
                 prob("loss.k", *k)?;
             }
-            LossModel::Markov4 { p13, p31, p32, p23, p14 } => {
+            LossModel::Markov4 {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => {
                 for (n, v) in [("p13", *p13), ("p32", *p32), ("p23", *p23), ("p14", *p14)] {
                     prob(&format!("loss.{n}"), v)?;
                 }
@@ -299,10 +352,18 @@ impl DirectionConfig {
                     prob("loss.p31", *v)?;
                 }
                 if p13 + p14 > 1.0 {
-                    return Err(ConfigError::invalid(&f("loss.p13 + loss.p14"), p13 + p14, "a sum <= 1"));
+                    return Err(ConfigError::invalid(
+                        &f("loss.p13 + loss.p14"),
+                        p13 + p14,
+                        "a sum <= 1",
+                    ));
                 }
                 if p31.unwrap_or(1.0 - p13) + p32 > 1.0 {
-                    return Err(ConfigError::invalid(&f("loss.p31 + loss.p32"), p31.unwrap_or(1.0 - p13) + p32, "a sum <= 1"));
+                    return Err(ConfigError::invalid(
+                        &f("loss.p31 + loss.p32"),
+                        p31.unwrap_or(1.0 - p13) + p32,
+                        "a sum <= 1",
+                    ));
                 }
             }
             LossModel::SizeDependent { ber } => prob("loss.ber", *ber)?,
@@ -318,12 +379,28 @@ impl DirectionConfig {
                 ];
                 for (n, v, zero_ok) in pos {
                     if !v.is_finite() || v < 0.0 || (!zero_ok && v == 0.0) {
-                        return Err(ConfigError::invalid(&f(&format!("loss.{n}")), v, if zero_ok { "a finite number >= 0" } else { "a finite number > 0" }));
+                        return Err(ConfigError::invalid(
+                            &f(&format!("loss.{n}")),
+                            v,
+                            if zero_ok {
+                                "a finite number >= 0"
+                            } else {
+                                "a finite number > 0"
+                            },
+                        ));
                     }
                 }
-                for (n, v) in [("tx_power_dbm", p.tx_power_dbm), ("ref_loss_db", p.ref_loss_db), ("noise_figure_db", p.noise_figure_db)] {
+                for (n, v) in [
+                    ("tx_power_dbm", p.tx_power_dbm),
+                    ("ref_loss_db", p.ref_loss_db),
+                    ("noise_figure_db", p.noise_figure_db),
+                ] {
                     if !v.is_finite() {
-                        return Err(ConfigError::invalid(&f(&format!("loss.{n}")), v, "a finite number"));
+                        return Err(ConfigError::invalid(
+                            &f(&format!("loss.{n}")),
+                            v,
+                            "a finite number",
+                        ));
                     }
                 }
             }
@@ -387,7 +464,10 @@ impl LinkConfig {
         self.a_to_b.validate("a_to_b")?;
         self.b_to_a.validate("b_to_a")?;
         if let Some(hd) = &self.half_duplex {
-            if hd.max_frame_bytes.is_some_and(|m| (m as usize) <= ETHERNET_HEADER_BYTES) {
+            if hd
+                .max_frame_bytes
+                .is_some_and(|m| (m as usize) <= ETHERNET_HEADER_BYTES)
+            {
                 return Err(ConfigError::invalid(
                     "half_duplex.max_frame_bytes",
                     hd.max_frame_bytes.unwrap(),
@@ -404,7 +484,11 @@ impl LinkConfig {
                 }
             }
             if hd.buffer_bytes == Some(0) {
-                return Err(ConfigError::invalid("half_duplex.buffer_bytes", 0, "at least 1 byte, or no limit"));
+                return Err(ConfigError::invalid(
+                    "half_duplex.buffer_bytes",
+                    0,
+                    "at least 1 byte, or no limit",
+                ));
             }
         }
         for (i, c) in self.schedule.iter().enumerate() {
@@ -417,10 +501,18 @@ impl LinkConfig {
         }
         for (i, p) in self.distance_trace.iter().enumerate() {
             if !p.distance_m.is_finite() || p.distance_m < 0.0 {
-                return Err(ConfigError::invalid(&format!("distance_trace[{i}].distance_m"), p.distance_m, "a finite distance >= 0 m"));
+                return Err(ConfigError::invalid(
+                    &format!("distance_trace[{i}].distance_m"),
+                    p.distance_m,
+                    "a finite distance >= 0 m",
+                ));
             }
             if i > 0 && p.at_ns < self.distance_trace[i - 1].at_ns {
-                return Err(ConfigError::invalid(&format!("distance_trace[{i}].at_ns"), p.at_ns, "non-decreasing times"));
+                return Err(ConfigError::invalid(
+                    &format!("distance_trace[{i}].at_ns"),
+                    p.at_ns,
+                    "non-decreasing times",
+                ));
             }
         }
         Ok(())

@@ -15,7 +15,9 @@ use std::collections::VecDeque;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::{DirectionConfig, DEFAULT_QUEUE_PACKETS, ETHERNET_HEADER_BYTES, HELD_LIMIT_PACKETS};
+use crate::config::{
+    DirectionConfig, DEFAULT_QUEUE_PACKETS, ETHERNET_HEADER_BYTES, HELD_LIMIT_PACKETS,
+};
 use crate::jitter::Jitter;
 use crate::loss::LossState;
 use crate::stats::{DirectionStats, DropReason};
@@ -39,7 +41,13 @@ impl Streams {
             r.set_stream(dir * 16 + k);
             r
         };
-        Streams { loss: s(0), jitter: s(1), reorder: s(2), duplicate: s(3), corrupt: s(4) }
+        Streams {
+            loss: s(0),
+            jitter: s(1),
+            reorder: s(2),
+            duplicate: s(3),
+            corrupt: s(4),
+        }
     }
 }
 
@@ -83,7 +91,10 @@ impl Direction {
             backlog: VecDeque::new(),
             backlog_bytes: 0,
             trace,
-            stats: DirectionStats { up: true, ..Default::default() },
+            stats: DirectionStats {
+                up: true,
+                ..Default::default()
+            },
         }
     }
 
@@ -144,7 +155,12 @@ impl Direction {
     }
 
     /// The drop-tail queue check for one frame (and one copy).
-    pub fn queue_admit(&mut self, now_ns: u64, len: usize, half_duplex: bool) -> Result<(), DropReason> {
+    pub fn queue_admit(
+        &mut self,
+        now_ns: u64,
+        len: usize,
+        half_duplex: bool,
+    ) -> Result<(), DropReason> {
         let (pk, by) = self.queue_occupancy(now_ns, half_duplex);
         let limit_packets = match (self.cfg.queue_packets, self.cfg.queue_bytes) {
             (None, None) if self.has_serialiser(half_duplex) => Some(DEFAULT_QUEUE_PACKETS),
@@ -167,10 +183,17 @@ impl Direction {
     /// Flips one bit after the Ethernet header (anywhere in a runt) with probability
     /// `corrupt`; returns whether it did.
     pub fn maybe_corrupt(&mut self, frame: &mut [u8]) -> bool {
-        if self.cfg.corrupt <= 0.0 || frame.is_empty() || self.rng.corrupt.gen::<f64>() >= self.cfg.corrupt {
+        if self.cfg.corrupt <= 0.0
+            || frame.is_empty()
+            || self.rng.corrupt.gen::<f64>() >= self.cfg.corrupt
+        {
             return false;
         }
-        let lo = if frame.len() > ETHERNET_HEADER_BYTES { ETHERNET_HEADER_BYTES } else { 0 };
+        let lo = if frame.len() > ETHERNET_HEADER_BYTES {
+            ETHERNET_HEADER_BYTES
+        } else {
+            0
+        };
         let i = self.rng.corrupt.gen_range(lo..frame.len());
         let bit = self.rng.corrupt.gen_range(0..8);
         frame[i] ^= 1 << bit;
@@ -222,7 +245,12 @@ impl Direction {
             }
             self.reorder_counter = self.reorder_counter.saturating_add(1);
         }
-        let j = self.jitter.sample(&mut self.rng.jitter, cfg.jitter_ns, cfg.jitter_dist, cfg.jitter_correlation);
+        let j = self.jitter.sample(
+            &mut self.rng.jitter,
+            cfg.jitter_ns,
+            cfg.jitter_dist,
+            cfg.jitter_correlation,
+        );
         let delay = (cfg.delay_ns as i128 + j as i128).max(0) as u64;
         let mut due = tx_end_ns + delay;
         if !cfg.allow_reorder {

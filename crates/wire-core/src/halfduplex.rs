@@ -22,7 +22,14 @@ impl Medium {
     /// A frame from `from`, `bytes` long on the wire (frame + overhead), arrives at `now_ns` on
     /// a medium of `rate_bps` (None: no serialisation time). Returns (start, end) of its
     /// transmission.
-    pub fn transmit(&mut self, now_ns: u64, from: Side, bytes: u64, rate_bps: Option<u64>, turnaround_ns: u64) -> (u64, u64) {
+    pub fn transmit(
+        &mut self,
+        now_ns: u64,
+        from: Side,
+        bytes: u64,
+        rate_bps: Option<u64>,
+        turnaround_ns: u64,
+    ) -> (u64, u64) {
         let mut start = now_ns.max(self.free_at_ns);
         if self.last.is_some_and(|l| l != from) {
             start = start.max(self.free_at_ns + turnaround_ns);

@@ -35,7 +35,13 @@ impl Jitter {
 
     /// Signed jitter in ns for one frame: bounded by +-`jitter_ns` for `uniform`, with standard
     /// deviation `jitter_ns` (and mean 0) for the other shapes.
-    pub fn sample(&mut self, rng: &mut ChaCha8Rng, jitter_ns: u64, dist: JitterDist, correlation: f64) -> i64 {
+    pub fn sample(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        jitter_ns: u64,
+        dist: JitterDist,
+        correlation: f64,
+    ) -> i64 {
         if jitter_ns == 0 {
             return 0;
         }
@@ -85,7 +91,7 @@ pub fn standard_normal(u: f64) -> f64 {
         -3.969_683_028_665_376e1,
         2.209_460_984_245_205e2,
         -2.759_285_104_469_687e2,
-        1.383_577_518_672_690e2,
+        1.383_577_518_672_69e2,
         -3.066_479_806_614_716e1,
         2.506_628_277_459_239,
     ];
@@ -104,12 +110,18 @@ pub fn standard_normal(u: f64) -> f64 {
         4.374_664_141_464_968,
         2.938_163_982_698_783,
     ];
-    const D: [f64; 4] = [7.784_695_709_041_462e-3, 3.224_671_290_700_398e-1, 2.445_134_137_142_996, 3.754_408_661_907_416];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
     const P_LOW: f64 = 0.02425;
     let p = u.clamp(1e-15, 1.0 - 1e-15);
     if p < P_LOW {
         let q = (-2.0 * p.ln()).sqrt();
-        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
     } else if p <= 1.0 - P_LOW {
         let q = p - 0.5;
         let r = q * q;
@@ -117,7 +129,8 @@ pub fn standard_normal(u: f64) -> f64 {
             / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
     } else {
         let q = (-2.0 * (1.0 - p).ln()).sqrt();
-        -(((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+        -(((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
     }
 }
 
@@ -130,7 +143,9 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut j = Jitter::new();
         let n = 200_000;
-        let xs: Vec<f64> = (0..n).map(|_| j.sample(&mut rng, 1_000_000, dist, 0.0) as f64 / 1e6).collect();
+        let xs: Vec<f64> = (0..n)
+            .map(|_| j.sample(&mut rng, 1_000_000, dist, 0.0) as f64 / 1e6)
+            .collect();
         let mean = xs.iter().sum::<f64>() / n as f64;
         let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
         (mean, var.sqrt())
@@ -148,13 +163,19 @@ mod tests {
         // Uniform on [-1, 1]: sd 1/sqrt(3). Others: sd 1. Bounds are generous for 200k draws
         // (the Pareto's heavy tail converges slowest).
         let (m, s) = moments(JitterDist::Uniform);
-        assert!(m.abs() < 0.01 && (s - 1.0 / 3f64.sqrt()).abs() < 0.01, "uniform {m} {s}");
+        assert!(
+            m.abs() < 0.01 && (s - 1.0 / 3f64.sqrt()).abs() < 0.01,
+            "uniform {m} {s}"
+        );
         let (m, s) = moments(JitterDist::Normal);
         assert!(m.abs() < 0.01 && (s - 1.0).abs() < 0.01, "normal {m} {s}");
         let (m, s) = moments(JitterDist::Pareto);
         assert!(m.abs() < 0.02 && (s - 1.0).abs() < 0.1, "pareto {m} {s}");
         let (m, s) = moments(JitterDist::Paretonormal);
-        assert!(m.abs() < 0.02 && (s - 1.0).abs() < 0.1, "paretonormal {m} {s}");
+        assert!(
+            m.abs() < 0.02 && (s - 1.0).abs() < 0.1,
+            "paretonormal {m} {s}"
+        );
     }
 
     #[test]
@@ -162,7 +183,9 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(4);
         let lag1 = |rho: f64, rng: &mut ChaCha8Rng| {
             let mut j = Jitter::new();
-            let xs: Vec<f64> = (0..50_000).map(|_| j.sample(rng, 1000, JitterDist::Uniform, rho) as f64).collect();
+            let xs: Vec<f64> = (0..50_000)
+                .map(|_| j.sample(rng, 1000, JitterDist::Uniform, rho) as f64)
+                .collect();
             let m = xs.iter().sum::<f64>() / xs.len() as f64;
             let c: f64 = xs.windows(2).map(|w| (w[0] - m) * (w[1] - m)).sum();
             let v: f64 = xs.iter().map(|x| (x - m) * (x - m)).sum();

@@ -42,9 +42,9 @@ use std::collections::BinaryHeap;
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    ConfigError, DeliveryTrace, DirectionConfig, DistancePoint, HalfDuplex, Ieee80211pParams, JitterDist, LinkConfig,
-    LossModel, ScheduledChange, DEFAULT_QUEUE_PACKETS, ETHERNET_HEADER_BYTES, HELD_LIMIT_PACKETS,
-    MAHIMAHI_OPPORTUNITY_BYTES,
+    ConfigError, DeliveryTrace, DirectionConfig, DistancePoint, HalfDuplex, Ieee80211pParams,
+    JitterDist, LinkConfig, LossModel, ScheduledChange, DEFAULT_QUEUE_PACKETS,
+    ETHERNET_HEADER_BYTES, HELD_LIMIT_PACKETS, MAHIMAHI_OPPORTUNITY_BYTES,
 };
 pub use direction::serialisation_ns;
 pub use loss::{ieee80211p_per, path_loss_db, per_from_ber, qpsk_ber, snr_db};
@@ -130,7 +130,10 @@ impl Emulator {
     /// Validates `cfg` and builds the emulator; `seed` fixes every random decision.
     pub fn new(cfg: LinkConfig, seed: u64) -> Result<Self, ConfigError> {
         cfg.validate()?;
-        let dirs = [Direction::new(cfg.a_to_b.clone(), seed, 0), Direction::new(cfg.b_to_a.clone(), seed, 1)];
+        let dirs = [
+            Direction::new(cfg.a_to_b.clone(), seed, 0),
+            Direction::new(cfg.b_to_a.clone(), seed, 1),
+        ];
         let schedule = Schedule::new(cfg.schedule.clone());
         Ok(Emulator {
             cfg,
@@ -198,7 +201,11 @@ impl Emulator {
                 }
                 continue;
             }
-            let mut f = if copy + 1 < copies { frame.clone() } else { std::mem::take(&mut frame) };
+            let mut f = if copy + 1 < copies {
+                frame.clone()
+            } else {
+                std::mem::take(&mut frame)
+            };
             let d = &mut self.dirs[di];
             if copy == 1 {
                 d.stats.duplicated += 1;
@@ -207,7 +214,9 @@ impl Emulator {
             let tx_end = match &hd {
                 Some(h) => {
                     let bytes = len as u64 + d.cfg.overhead_bytes as u64;
-                    let (_, end) = self.medium.transmit(now_ns, from, bytes, d.cfg.rate_bps, h.turnaround_ns);
+                    let (_, end) =
+                        self.medium
+                            .transmit(now_ns, from, bytes, d.cfg.rate_bps, h.turnaround_ns);
                     d.note_serialised(end, len);
                     end
                 }
@@ -217,13 +226,24 @@ impl Emulator {
             d.note_held(len);
             d.note_high_water(now_ns, hd.is_some());
             self.seq += 1;
-            self.heap.push(Pending { due_ns: due, seq: self.seq, to: from.other(), frame: f });
+            self.heap.push(Pending {
+                due_ns: due,
+                seq: self.seq,
+                to: from.other(),
+                frame: f,
+            });
         }
         first
     }
 
     /// Queue limits (`QueueFull`) and the half-duplex buffer (`Overrun`) for one copy.
-    fn admit_one(&mut self, now_ns: u64, from: Side, len: usize, hd: Option<&HalfDuplex>) -> Result<(), DropReason> {
+    fn admit_one(
+        &mut self,
+        now_ns: u64,
+        from: Side,
+        len: usize,
+        hd: Option<&HalfDuplex>,
+    ) -> Result<(), DropReason> {
         let d = &mut self.dirs[from.index()];
         d.queue_admit(now_ns, len, hd.is_some())?;
         if let Some(buf) = hd.and_then(|h| h.buffer_bytes) {
@@ -265,7 +285,9 @@ impl Emulator {
     /// Absolute time of the next scheduled change not yet applied (changes are applied by the
     /// first `ingress`/`egress` at or after it; an idle I/O loop may wake for it).
     pub fn next_change(&self) -> Option<u64> {
-        self.schedule.next_at().map(|rel| self.start_ns().saturating_add(rel))
+        self.schedule
+            .next_at()
+            .map(|rel| self.start_ns().saturating_add(rel))
     }
 
     /// Replaces the whole configuration at `now_ns`. Frames already queued keep their
@@ -276,7 +298,8 @@ impl Emulator {
         self.apply_due_changes(now_ns);
         self.dirs[0].set_config(cfg.a_to_b.clone());
         self.dirs[1].set_config(cfg.b_to_a.clone());
-        self.schedule = Schedule::new_from(cfg.schedule.clone(), now_ns.saturating_sub(self.start_ns()));
+        self.schedule =
+            Schedule::new_from(cfg.schedule.clone(), now_ns.saturating_sub(self.start_ns()));
         self.cfg = cfg;
         Ok(())
     }
@@ -320,7 +343,11 @@ impl Emulator {
 
     /// Counters of both directions.
     pub fn stats(&self) -> Stats {
-        Stats { a_to_b: self.dirs[0].stats, b_to_a: self.dirs[1].stats, schedule_applied: self.schedule_applied }
+        Stats {
+            a_to_b: self.dirs[0].stats,
+            b_to_a: self.dirs[1].stats,
+            schedule_applied: self.schedule_applied,
+        }
     }
 
     /// Applies every scheduled change due at or before `now_ns`, each at its own time.

@@ -28,7 +28,11 @@ pub struct LossState {
 
 impl LossState {
     pub fn new(model: LossModel) -> Self {
-        LossState { model, bad: false, m4: 1 }
+        LossState {
+            model,
+            bad: false,
+            m4: 1,
+        }
     }
 
     /// Replaces the model; the Markov state carries over when the kind of model is the same
@@ -43,7 +47,12 @@ impl LossState {
 
     /// Decides the fate of one frame of `len` bytes. `distance_m` overrides the 802.11p
     /// model's static distance (from the link's distance trace).
-    pub fn decide(&mut self, rng: &mut ChaCha8Rng, len: usize, distance_m: Option<f64>) -> Option<DropReason> {
+    pub fn decide(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        len: usize,
+        distance_m: Option<f64>,
+    ) -> Option<DropReason> {
         match &self.model {
             LossModel::None => None,
             LossModel::Bernoulli { p } => (rng.gen::<f64>() < *p).then_some(DropReason::Loss),
@@ -66,7 +75,13 @@ impl LossState {
                 };
                 lost.then_some(DropReason::Loss)
             }
-            LossModel::Markov4 { p13, p31, p32, p23, p14 } => {
+            LossModel::Markov4 {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => {
                 let p31 = p31.unwrap_or(1.0 - p13);
                 let u: f64 = rng.gen();
                 // q_netem.c loss_4state, after the 2026 simplification of its comparisons.
@@ -182,7 +197,9 @@ pub fn erfc(x: f64) -> f64 {
                     + t * (0.096_784_18
                         + t * (-0.186_288_06
                             + t * (0.278_868_07
-                                + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
             .exp();
     if x >= 0.0 {
         ans
@@ -222,7 +239,10 @@ mod tests {
         assert!(near < 1e-6, "near PER {near}");
         assert!(far > 0.99, "far PER {far}");
         // Somewhere between, a longer frame fails more often than a short one.
-        let mid = (100..1000).map(|d| d as f64).find(|d| ieee80211p_per(&p, *d, 100, 0.0) > 0.1).unwrap();
+        let mid = (100..1000)
+            .map(|d| d as f64)
+            .find(|d| ieee80211p_per(&p, *d, 100, 0.0) > 0.1)
+            .unwrap();
         assert!(ieee80211p_per(&p, mid, 1400, 0.0) > ieee80211p_per(&p, mid, 100, 0.0));
         // Free-space loss at 1 m and 5.9 GHz is 47.86 dB (20 log10(4 pi f / c)).
         let fs = 20.0 * (4.0 * std::f64::consts::PI * 5.9e9 / 299_792_458.0f64).log10();
@@ -231,9 +251,17 @@ mod tests {
 
     #[test]
     fn markov4_only_isolated_losses_when_p13_zero() {
-        let mut s = LossState::new(LossModel::Markov4 { p13: 0.0, p31: None, p32: 0.0, p23: 0.0, p14: 0.2 });
+        let mut s = LossState::new(LossModel::Markov4 {
+            p13: 0.0,
+            p31: None,
+            p32: 0.0,
+            p23: 0.0,
+            p14: 0.2,
+        });
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let seq: Vec<bool> = (0..10_000).map(|_| s.decide(&mut rng, 100, None).is_some()).collect();
+        let seq: Vec<bool> = (0..10_000)
+            .map(|_| s.decide(&mut rng, 100, None).is_some())
+            .collect();
         // State 4 always returns to state 1 and the next frame passes: never two losses in a row.
         assert!(seq.windows(2).all(|w| !(w[0] && w[1])));
         let lost = seq.iter().filter(|l| **l).count();

@@ -4,15 +4,29 @@
 //! docs/wire-models.md. Side A is the "client" end (the host, the station, the handset, the
 //! ground terminal); `a_to_b` is the uplink where the two directions differ.
 
-use crate::config::{DirectionConfig, HalfDuplex, Ieee80211pParams, JitterDist, LinkConfig, LossModel};
+use crate::config::{
+    DirectionConfig, HalfDuplex, Ieee80211pParams, JitterDist, LinkConfig, LossModel,
+};
 
 /// Names accepted by [`profile`].
-pub const PROFILES: [&str; 7] = ["ethernet-1g", "wifi-good", "wifi-noisy", "lte", "satellite-geo", "hf-modem", "v2v-80211p"];
+pub const PROFILES: [&str; 7] = [
+    "ethernet-1g",
+    "wifi-good",
+    "wifi-noisy",
+    "lte",
+    "satellite-geo",
+    "hf-modem",
+    "v2v-80211p",
+];
 
 const MS: u64 = 1_000_000;
 
 fn symmetric(d: DirectionConfig) -> LinkConfig {
-    LinkConfig { a_to_b: d.clone(), b_to_a: d, ..Default::default() }
+    LinkConfig {
+        a_to_b: d.clone(),
+        b_to_a: d,
+        ..Default::default()
+    }
 }
 
 /// The named profile, or None for an unknown name (see [`PROFILES`]).
@@ -42,7 +56,12 @@ pub fn profile(name: &str) -> Option<LinkConfig> {
             delay_ns: 5 * MS,
             jitter_ns: 5 * MS,
             jitter_dist: JitterDist::Paretonormal,
-            loss: LossModel::GilbertElliott { p: 0.01, r: 0.3, h: 0.2, k: 0.999 },
+            loss: LossModel::GilbertElliott {
+                p: 0.01,
+                r: 0.3,
+                h: 0.2,
+                k: 0.999,
+            },
             queue_packets: Some(1000),
             ..Default::default()
         }),
@@ -81,8 +100,16 @@ pub fn profile(name: &str) -> Option<LinkConfig> {
             ..Default::default()
         },
         "hf-modem" => {
-            let mut l = symmetric(DirectionConfig { rate_bps: Some(1475), delay_ns: 4000 * MS, ..Default::default() });
-            l.half_duplex = Some(HalfDuplex { turnaround_ns: 500 * MS, max_frame_bytes: Some(255 + 14), buffer_bytes: Some(4096) });
+            let mut l = symmetric(DirectionConfig {
+                rate_bps: Some(1475),
+                delay_ns: 4000 * MS,
+                ..Default::default()
+            });
+            l.half_duplex = Some(HalfDuplex {
+                turnaround_ns: 500 * MS,
+                max_frame_bytes: Some(255 + 14),
+                buffer_bytes: Some(4096),
+            });
             l
         }
         "v2v-80211p" => symmetric(DirectionConfig {

@@ -64,7 +64,16 @@ mod tests {
 
     #[test]
     fn distance_interpolates_and_holds() {
-        let t = [DistancePoint { at_ns: 1_000, distance_m: 10.0 }, DistancePoint { at_ns: 3_000, distance_m: 30.0 }];
+        let t = [
+            DistancePoint {
+                at_ns: 1_000,
+                distance_m: 10.0,
+            },
+            DistancePoint {
+                at_ns: 3_000,
+                distance_m: 30.0,
+            },
+        ];
         assert_eq!(distance_at(&t, 0), Some(10.0));
         assert_eq!(distance_at(&t, 2_000), Some(20.0));
         assert_eq!(distance_at(&t, 3_000), Some(30.0));

@@ -26,7 +26,13 @@ impl TraceCursor {
     pub fn new(t: &DeliveryTrace) -> Self {
         let ops_ns: Vec<u64> = t.opportunities_ms.iter().map(|ms| ms * 1_000_000).collect();
         let period_ns = *ops_ns.last().expect("validated: non-empty");
-        TraceCursor { ops_ns, period_ns, bytes_per_op: t.bytes_per_opportunity as u64, next: 0, left: t.bytes_per_opportunity as u64 }
+        TraceCursor {
+            ops_ns,
+            period_ns,
+            bytes_per_op: t.bytes_per_opportunity as u64,
+            next: 0,
+            left: t.bytes_per_opportunity as u64,
+        }
     }
 
     fn time_of(&self, k: u64, start_ns: u64) -> u64 {
@@ -74,7 +80,10 @@ mod tests {
     use super::*;
 
     fn cursor(ops: &[u64]) -> TraceCursor {
-        TraceCursor::new(&DeliveryTrace { opportunities_ms: ops.to_vec(), bytes_per_opportunity: 1504 })
+        TraceCursor::new(&DeliveryTrace {
+            opportunities_ms: ops.to_vec(),
+            bytes_per_opportunity: 1504,
+        })
     }
 
     #[test]

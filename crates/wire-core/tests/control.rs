@@ -8,14 +8,32 @@ use roughnet_wire_core::*;
 
 #[test]
 fn schedule_changes_apply_at_their_time() {
-    let d10 = DirectionConfig { delay_ns: 10 * MS, ..Default::default() };
-    let d50 = DirectionConfig { delay_ns: 50 * MS, ..Default::default() };
+    let d10 = DirectionConfig {
+        delay_ns: 10 * MS,
+        ..Default::default()
+    };
+    let d50 = DirectionConfig {
+        delay_ns: 50 * MS,
+        ..Default::default()
+    };
     let cfg = LinkConfig {
         a_to_b: d10.clone(),
         schedule: vec![
-            ScheduledChange { at_ns: 3000 * MS, up: Some(true), ..Default::default() },
-            ScheduledChange { at_ns: 1000 * MS, a_to_b: Some(d50.clone()), ..Default::default() },
-            ScheduledChange { at_ns: 2000 * MS, up: Some(false), ..Default::default() },
+            ScheduledChange {
+                at_ns: 3000 * MS,
+                up: Some(true),
+                ..Default::default()
+            },
+            ScheduledChange {
+                at_ns: 1000 * MS,
+                a_to_b: Some(d50.clone()),
+                ..Default::default()
+            },
+            ScheduledChange {
+                at_ns: 2000 * MS,
+                up: Some(false),
+                ..Default::default()
+            },
         ],
         ..Default::default()
     };
@@ -45,7 +63,11 @@ fn schedule_changes_apply_at_their_time() {
     // 2 s (sent at 1.96-1.99 s; the one sent at 1.95 s arrives at 2 s exactly and is kept).
     for (rel, v) in &verdicts {
         let expect_down = (2000 * MS..3000 * MS).contains(rel);
-        assert_eq!(*v == Ingress::Dropped(DropReason::LinkDown), expect_down, "at {rel}");
+        assert_eq!(
+            *v == Ingress::Dropped(DropReason::LinkDown),
+            expect_down,
+            "at {rel}"
+        );
     }
     let s = e.stats();
     assert_eq!(s.schedule_applied, 3);
@@ -58,8 +80,15 @@ fn schedule_changes_apply_at_their_time() {
 fn schedule_applies_in_time_order_within_one_late_egress() {
     // An egress called late still releases frames due before a link-down change.
     let cfg = LinkConfig {
-        a_to_b: DirectionConfig { delay_ns: 10 * MS, ..Default::default() },
-        schedule: vec![ScheduledChange { at_ns: 15 * MS, up: Some(false), ..Default::default() }],
+        a_to_b: DirectionConfig {
+            delay_ns: 10 * MS,
+            ..Default::default()
+        },
+        schedule: vec![ScheduledChange {
+            at_ns: 15 * MS,
+            up: Some(false),
+            ..Default::default()
+        }],
         ..Default::default()
     };
     let mut e = Emulator::new(cfg, 1).unwrap();
@@ -75,43 +104,94 @@ fn schedule_applies_in_time_order_within_one_late_egress() {
 
 #[test]
 fn link_down_drops_and_up_restores() {
-    let d = DirectionConfig { delay_ns: 10 * MS, ..Default::default() };
-    let mut e = Emulator::new(LinkConfig { a_to_b: d.clone(), b_to_a: d, ..Default::default() }, 1).unwrap();
+    let d = DirectionConfig {
+        delay_ns: 10 * MS,
+        ..Default::default()
+    };
+    let mut e = Emulator::new(
+        LinkConfig {
+            a_to_b: d.clone(),
+            b_to_a: d,
+            ..Default::default()
+        },
+        1,
+    )
+    .unwrap();
     e.ingress(0, Side::A, frame(0, 100));
     e.ingress(0, Side::B, frame(1, 100));
     e.set_up(5 * MS, false);
     assert_eq!(e.next_due(), None, "frames in flight are lost");
-    assert_eq!(e.ingress(6 * MS, Side::A, frame(2, 100)), Ingress::Dropped(DropReason::LinkDown));
-    assert_eq!(e.ingress(6 * MS, Side::B, frame(3, 100)), Ingress::Dropped(DropReason::LinkDown));
+    assert_eq!(
+        e.ingress(6 * MS, Side::A, frame(2, 100)),
+        Ingress::Dropped(DropReason::LinkDown)
+    );
+    assert_eq!(
+        e.ingress(6 * MS, Side::B, frame(3, 100)),
+        Ingress::Dropped(DropReason::LinkDown)
+    );
     e.set_up(7 * MS, true);
     assert_eq!(e.ingress(8 * MS, Side::A, frame(4, 100)), Ingress::Queued);
     let out = drain(&mut e);
     assert_eq!(out.len(), 1);
-    assert_eq!((out[0].0, seq_of(&out[0].1), out[0].2), (Side::B, 4, 18 * MS));
+    assert_eq!(
+        (out[0].0, seq_of(&out[0].1), out[0].2),
+        (Side::B, 4, 18 * MS)
+    );
     let s = e.stats();
     assert_eq!((s.a_to_b.drops.link_down, s.b_to_a.drops.link_down), (2, 2));
     assert_eq!((s.a_to_b.held_packets, s.b_to_a.held_packets), (0, 0));
 
     // A one-way partition: A -> B down, B -> A still up.
     e.set_direction_up(20 * MS, Side::A, false);
-    assert_eq!(e.ingress(21 * MS, Side::A, frame(5, 100)), Ingress::Dropped(DropReason::LinkDown));
+    assert_eq!(
+        e.ingress(21 * MS, Side::A, frame(5, 100)),
+        Ingress::Dropped(DropReason::LinkDown)
+    );
     assert_eq!(e.ingress(21 * MS, Side::B, frame(6, 100)), Ingress::Queued);
 }
 
 #[test]
 fn set_config_changes_new_frames_only() {
-    let mut e = Emulator::new(LinkConfig { a_to_b: DirectionConfig { delay_ns: 10 * MS, ..Default::default() }, ..Default::default() }, 1).unwrap();
+    let mut e = Emulator::new(
+        LinkConfig {
+            a_to_b: DirectionConfig {
+                delay_ns: 10 * MS,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+        1,
+    )
+    .unwrap();
     e.ingress(0, Side::A, frame(0, 100));
-    let new = LinkConfig { a_to_b: DirectionConfig { delay_ns: 2 * MS, ..Default::default() }, ..Default::default() };
+    let new = LinkConfig {
+        a_to_b: DirectionConfig {
+            delay_ns: 2 * MS,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     e.set_config(MS, new.clone()).unwrap();
     e.ingress(MS, Side::A, frame(1, 100));
     let out = drain(&mut e);
     // Without allow_reorder, the faster frame waits for the one before it.
-    assert_eq!(out.iter().map(|o| (seq_of(&o.1), o.2)).collect::<Vec<_>>(), vec![(0, 10 * MS), (1, 10 * MS)]);
+    assert_eq!(
+        out.iter().map(|o| (seq_of(&o.1), o.2)).collect::<Vec<_>>(),
+        vec![(0, 10 * MS), (1, 10 * MS)]
+    );
     assert_eq!(e.config(), new);
-    let bad = LinkConfig { a_to_b: DirectionConfig { duplicate: 1.5, ..Default::default() }, ..Default::default() };
+    let bad = LinkConfig {
+        a_to_b: DirectionConfig {
+            duplicate: 1.5,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
     let err = e.set_config(2 * MS, bad).unwrap_err();
-    assert_eq!(err.to_string(), "a_to_b.duplicate = 1.5 is invalid: expected a probability in [0, 1]");
+    assert_eq!(
+        err.to_string(),
+        "a_to_b.duplicate = 1.5 is invalid: expected a probability in [0, 1]"
+    );
     assert_eq!(e.config(), new, "a rejected config changes nothing");
 }
 
@@ -128,7 +208,10 @@ fn json_config_round_trip_and_strictness() {
     }"#;
     let cfg: LinkConfig = serde_json::from_str(text).unwrap();
     assert_eq!(cfg.a_to_b.jitter_dist, JitterDist::Normal);
-    assert!(matches!(cfg.a_to_b.loss, LossModel::Markov4 { p31: None, .. }));
+    assert!(matches!(
+        cfg.a_to_b.loss,
+        LossModel::Markov4 { p31: None, .. }
+    ));
     match &cfg.b_to_a.loss {
         LossModel::Ieee80211p(p) => assert_eq!((p.distance_m, p.tx_power_dbm), (250.0, 20.0)),
         other => panic!("{other:?}"),
@@ -138,12 +221,23 @@ fn json_config_round_trip_and_strictness() {
     assert_eq!(back, cfg);
 
     let unknown = serde_json::from_str::<LinkConfig>(r#"{"a_to_b": {"delay": 5}}"#).unwrap_err();
-    assert!(unknown.to_string().contains("unknown field `delay`"), "{unknown}");
-    let bad_model = serde_json::from_str::<LinkConfig>(r#"{"a_to_b": {"loss": {"model": "random", "p": 0.1}}}"#);
+    assert!(
+        unknown.to_string().contains("unknown field `delay`"),
+        "{unknown}"
+    );
+    let bad_model = serde_json::from_str::<LinkConfig>(
+        r#"{"a_to_b": {"loss": {"model": "random", "p": 0.1}}}"#,
+    );
     assert!(bad_model.is_err());
-    let cfg: LinkConfig = serde_json::from_str(r#"{"a_to_b": {"loss": {"model": "gilbert_elliott", "p": 2, "r": 0.1}}}"#).unwrap();
+    let cfg: LinkConfig = serde_json::from_str(
+        r#"{"a_to_b": {"loss": {"model": "gilbert_elliott", "p": 2, "r": 0.1}}}"#,
+    )
+    .unwrap();
     let err = Emulator::new(cfg, 1).unwrap_err();
-    assert_eq!(err.to_string(), "a_to_b.loss.p = 2 is invalid: expected a probability in [0, 1]");
+    assert_eq!(
+        err.to_string(),
+        "a_to_b.loss.p = 2 is invalid: expected a probability in [0, 1]"
+    );
 }
 
 #[test]
@@ -154,7 +248,10 @@ fn every_profile_is_valid_and_distinct() {
     }
     assert!(profile("token-ring").is_none());
     let geo = profile("satellite-geo").unwrap();
-    assert!(geo.a_to_b.delay_ns >= 238 * MS, "at least the propagation to GEO altitude and back down");
+    assert!(
+        geo.a_to_b.delay_ns >= 238 * MS,
+        "at least the propagation to GEO altitude and back down"
+    );
     let hf = profile("hf-modem").unwrap();
     assert!(hf.half_duplex.is_some());
 }
@@ -163,7 +260,14 @@ fn every_profile_is_valid_and_distinct() {
 fn stats_serialise_with_every_reason() {
     let e = Emulator::new(LinkConfig::default(), 1).unwrap();
     let v: serde_json::Value = serde_json::to_value(e.stats()).unwrap();
-    for r in ["loss", "frame_error", "queue_full", "too_large", "overrun", "link_down"] {
+    for r in [
+        "loss",
+        "frame_error",
+        "queue_full",
+        "too_large",
+        "overrun",
+        "link_down",
+    ] {
         assert_eq!(v["a_to_b"]["drops"][r], 0, "{r}");
     }
     assert_eq!(v["b_to_a"]["up"], true);
