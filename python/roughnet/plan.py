@@ -68,9 +68,11 @@ def _run_label(index: int, total: int, params: dict[str, Any]) -> str:
 def _with_origins(problems: list[Problem], origins: dict[str, str], data: dict[str, Any]) -> list[Problem]:
     out = []
     for p in problems:
-        if p.path in origins:
+        # The value's own origin, or those of its entries (a list holding placeholders).
+        found = [origin for path, origin in origins.items() if path == p.path or path.startswith(p.path + "[")]
+        if found and p.path:
             got = p.got if p.got is not NOTHING else _lookup(data, p.path)
-            p = dataclasses.replace(p, origin=origins[p.path], got=got)
+            p = dataclasses.replace(p, origin=", ".join(found), got=got)
         out.append(p)
     return out
 
@@ -87,6 +89,9 @@ def _lookup(data: Any, path: str) -> Any:
 def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
     """Expand a loaded scenario (``spec.load_scenario``) into its runs; ``source`` names the file in errors."""
     raw = scenario.model_dump(by_alias=True, exclude_unset=True)
+    _, problems = check_data(raw)  # the file-level rules, in case the model was built by hand
+    if problems:
+        raise ScenarioError(source, problems)
     keys = list(scenario.sweep)
     axes = {k: list(scenario.sweep[k]) for k in keys}
     points = list(itertools.product(*(list(enumerate(axes[k])) for k in keys)))

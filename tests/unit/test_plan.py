@@ -227,6 +227,18 @@ def test_every_run_is_validated_and_names_its_parameters() -> None:
     assert '[run 2 of 2: payload="16 B"]' in msg
 
 
+def test_error_in_a_list_entry_from_a_sweep() -> None:
+    text = make(sweep='[sweep]\ndst = ["b", "a"]').replace('to = ["b"]', 'to = ["${dst}"]')
+    with pytest.raises(Exception) as info:
+        sweep_of(text)
+    msg = str(info.value)
+    assert msg.startswith('p.toml: workload.to[0] = "a" (from sweep.dst[1]): the sender is also a receiver'), msg
+    text = make(sweep='[sweep]\ndst = ["b", "B"]').replace('to = ["b"]', 'to = ["${dst}"]')
+    with pytest.raises(Exception) as info:
+        sweep_of(text)
+    assert str(info.value).startswith('p.toml: workload.to[0] = "B" (from sweep.dst[1]): not a valid name')
+
+
 def test_cross_key_rules_after_substitution() -> None:
     # protocol swept: the udp knob table is wrong only for the tcp point.
     text = make(protocol="${proto}", workload_extra='[workload.udp]\nrecv_buffer = "1 MiB"',

@@ -69,8 +69,7 @@ def _check_links(s: Scenario, hosts: set[str] | None, problems: list[Problem]) -
                                         "distinct host names", name))  # fmt: skip
             seen.add(name)
         for side in ("forward", "reverse"):
-            override: DirectionTable | None = getattr(link, side)
-            _check_direction(link, override, f"{path}.{side}" if override else path, problems)
+            _check_direction(link, getattr(link, side), path, side, problems)
 
 
 def merged_direction(link: DirectionTable, override: DirectionTable | None) -> dict[str, Any]:
@@ -83,17 +82,21 @@ def merged_direction(link: DirectionTable, override: DirectionTable | None) -> d
     return values
 
 
-def _check_direction(link: DirectionTable, override: DirectionTable | None, path: str,
+def _check_direction(link: DirectionTable, override: DirectionTable | None, path: str, side: str,
                      problems: list[Problem]) -> None:  # fmt: skip
     d = merged_direction(link, override)
-    if d["jitter"] is not None and _concrete(d["jitter"], d["delay"]):
-        jitter = units.parse_duration_ns(d["jitter"])
-        delay = units.parse_duration_ns(d["delay"]) if d["delay"] is not None else 0
-        if jitter > delay:
-            where = "jitter" if override is None or override.jitter is not None else "delay"
-            problems.append(Problem(f"{path}.{where}", "jitter larger than delay",
-                                    f"a delay at least as large as the jitter ({d['jitter']})",
-                                    d[where] if d[where] is not None else "(no delay)"))  # fmt: skip
+    if d["jitter"] is None or not _concrete(d["jitter"], d["delay"]):
+        return
+    jitter = units.parse_duration_ns(d["jitter"])
+    delay = units.parse_duration_ns(d["delay"]) if d["delay"] is not None else 0
+    if jitter <= delay:
+        return
+    # Point at the key that is written in the file: the direction's own value if it has one.
+    key = "jitter" if override is None or override.jitter is not None or override.delay is None else "delay"
+    where = f"{path}.{side}.{key}" if override is not None and getattr(override, key) is not None else f"{path}.{key}"
+    got = d[key] if d[key] is not None else "(unset: 0)"
+    problems.append(Problem(where, "jitter larger than delay" + (f" ({side})" if override is not None else ""),
+                            f"a delay at least as large as the jitter ({d['jitter']})", got))  # fmt: skip
 
 
 # pattern -> (required keys, forbidden keys); "messages|duration" means exactly one of them.

@@ -32,6 +32,8 @@ PLACEHOLDER_SCHEMA = {
 }
 
 NO_PLACEHOLDER = "placeholders are not allowed here"
+#: A list kind's error about one entry starts with "@[<index>] " (turned into a key path).
+ENTRY_PREFIX = "@["
 
 
 def has_placeholder(value: object) -> bool:
@@ -160,8 +162,13 @@ def name_list(item: Kind, min_items: int, expected: str, *, single: bool = False
             _fail("not a list", expected)
         if len(items) < min_items:
             _fail(f"too few entries ({len(items)})", expected)
-        for entry in items:
-            item.validate(entry)
+        for i, entry in enumerate(items):
+            try:
+                item.validate(entry)
+            except ValueError as e:
+                if items is value:  # name the entry: problems.from_validation_error reads this prefix
+                    raise ValueError(f"{ENTRY_PREFIX}{i}] {e}") from None
+                raise
 
     array = {"type": "array", "items": item.json_schema(), "minItems": min_items}
     schema = {"anyOf": [item.json_schema(), array]} if single else array

@@ -18,6 +18,7 @@ models to name the keys a table accepts.
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..errors import SpecError
-from .kinds import describe
+from .kinds import ENTRY_PREFIX, describe
+
+_ENTRY = re.compile(re.escape(ENTRY_PREFIX) + r"(\d+)\] ")
 
 _NOTHING = object()
 
@@ -143,7 +146,12 @@ def from_validation_error(root: type[BaseModel], error: ValidationError) -> list
         value = err.get("input", _NOTHING)
         path = path_text(loc)
         if kind == "value_error":
-            problem, expected = _split_message(str(err["ctx"]["error"]))
+            message = str(err["ctx"]["error"])
+            entry = _ENTRY.match(message)
+            if entry is not None and isinstance(value, list):
+                index = int(entry.group(1))
+                path, value, message = f"{path}[{index}]", value[index], message[entry.end():]
+            problem, expected = _split_message(message)
             problems.append(Problem(path, problem, expected, value))
         elif kind == "missing":
             info = _field_info(root, loc)
