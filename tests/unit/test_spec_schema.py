@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from roughnet.spec import docs, json_schema
+from roughnet.spec import REPORT_METRICS, docs, json_schema
 
 FIXTURES = Path(__file__).parent / "fixtures" / "scenarios"
 REPO = Path(__file__).resolve().parents[2]
@@ -74,3 +74,10 @@ def test_docs_check_mode(tmp_path: Path) -> None:
     assert docs.main(["--check", "--output", str(out)]) == 0
     out.write_text("stale")
     assert docs.main(["--check", "--output", str(out)]) == 1
+
+
+def test_every_report_metric_name_is_known_to_the_report() -> None:
+    # The contract between [report] metrics (validated here) and roughnet.report.
+    from roughnet.report import fmt
+
+    assert [m for m in REPORT_METRICS if fmt.metric_column(m) is None] == []

@@ -45,6 +45,8 @@ REPORT_METRICS = (
     "rtt_p90",
     "rtt_p99",
     "rtt_p999",
+    "rtt_p9999",
+    "rtt_p999999",
     "rtt_max",
     "link_drops",
     "tcp_retransmits",
