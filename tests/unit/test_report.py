@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from roughnet.report import build_report, fmt, perftest, perftest_lines, shaping, summary_rows
+from roughnet.report import build_report, fmt, perftest, perftest_lines, plots, shaping, summary_rows
 from roughnet.results import Store
 
 _spec = importlib.util.spec_from_file_location(
@@ -367,3 +367,53 @@ def test_html_escapes_user_text(tmp_path, fixture_sweeps):
         page = build_report(s, sweep.sweep_id).read_text(encoding="utf-8")
     assert "<script>" not in page and "<img src=x" not in page
     assert "&lt;script&gt;" in page
+
+
+def _synthetic_quickstart_runs():
+    axes = {"protocol": ["tcp", "udp"], "rate": ["10 Mbit/s", "100 Mbit/s"],
+            "loss": ["0%", "2%"], "payload": ["256 B", "1 KiB"]}
+    runs, i = [], 0
+    for proto in axes["protocol"]:
+        for rate in axes["rate"]:
+            for loss in axes["loss"]:
+                for payload in axes["payload"]:
+                    runs.append({
+                        "run_id": f"{i:012x}", "index": i, "status": "ok", "validity": "valid",
+                        "pattern": "stream", "params": {"protocol": proto, "rate": rate, "loss": loss,
+                                                        "payload": payload},
+                        "metrics": {"lat_p50_us": 100.0 + i, "loss_ratio": 0.02 if loss == "2%" else 0.0},
+                    })
+                    i += 1
+    return axes, runs
+
+
+def test_quickstart_shape_with_hints_folds_fourth_axis_into_panels():
+    axes, runs = _synthetic_quickstart_runs()
+    hints = {"title": "TCP vs UDP", "x": "loss", "lines": "payload", "panels": "protocol"}
+    roles = shaping.choose_roles(axes, hints)
+    assert (roles.x, roles.lines, roles.panels) == ("loss", "payload", ["protocol", "rate"])
+    mp = shaping.metric_plot(runs, "lat_p50_us", roles, axes)
+    assert [p.title for p in mp.panels] == [
+        "protocol=tcp, rate=10 Mbit/s", "protocol=tcp, rate=100 Mbit/s",
+        "protocol=udp, rate=10 Mbit/s", "protocol=udp, rate=100 Mbit/s"]
+    for panel in mp.panels:
+        assert [line.label for line in panel.lines] == ["payload=256 B", "payload=1 KiB"]
+        for line in panel.lines:
+            assert [p.x for p in line.points] == ["0%", "2%"]
+    # each of the 16 runs appears exactly once
+    ids = [p.run_id for panel in mp.panels for line in panel.lines for p in line.points]
+    assert sorted(ids) == sorted(r["run_id"] for r in runs)
+    assert plots.metric_png(mp).startswith(PNG_MAGIC)
+
+
+def test_perftest_bulk_prints_throughput_only():
+    runs = [{"run_id": "b0", "index": 0, "status": "ok", "validity": "valid", "pattern": "bulk",
+             "params": {}, "duration_s": 5.0, "run": {"workload": {"payload_bytes": 1436}},
+             "metrics": {"throughput_bps": 9.47e6, "bytes": 5_918_750, "cpu_agents_s": 0.5},
+             "receivers": []}]
+    lines = perftest.lines_for_runs(runs)
+    assert lines[0] == "Run 0 (b0)"
+    assert lines[1:3] == ["Throughput Summary:", ",".join(perftest.THROUGHPUT_HEADER)]
+    cells = [c.strip() for c in lines[3].split(",")]
+    assert cells[0] == "1436" and cells[3] == "9.5" and cells[6] == "10.00"
+    assert "Latency" not in "\n".join(lines)
