@@ -408,3 +408,18 @@ def test_run_dir_created_and_checked(tmp_path):
         assert d == tmp_path / "runs" / "s-1" / "0123456789ab" and d.is_dir()
         with pytest.raises(ResultsError, match="run id"):
             store.run_dir("s-1", "../../etc")
+
+
+def test_garbage_file_is_refused_clearly(tmp_path):
+    (tmp_path / "results.duckdb").write_text("not a database\n")
+    with pytest.raises(ResultsError, match="cannot open results database.*not a valid DuckDB"):
+        Store(tmp_path)
+
+
+def test_read_only_readers_share_the_file(tmp_path, stream):
+    sweep, records = stream
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        store.record_run(records[0])
+    with Store(tmp_path, read_only=True) as a, Store(tmp_path, read_only=True) as b:
+        assert a.completed_run_ids(sweep.sweep_id) == b.completed_run_ids(sweep.sweep_id) == {records[0]["run_id"]}

@@ -215,7 +215,11 @@ class Store:
             shutil.copy2(self.path, backup)
             log.info("backed up %s to %s before upgrading", self.path, backup)
         con = self._connect()
-        migrate.upgrade(con, version, str(self.path))
+        try:
+            migrate.upgrade(con, version, str(self.path))
+        except BaseException:
+            con.close()
+            raise
         return con
 
     @property
