@@ -1,1 +1,121 @@
-fn main() {}
+//! The `roughnet-agent` command line: parse arguments, read the configuration,
+//! run the role, and turn every failure into a JSON `error` line and an exit
+//! code (2 configuration, 1 runtime).  The only place that uses anyhow.
+
+use std::io::Read as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+use roughnet_agent::config::{Config, ConfigError, PATTERNS};
+use roughnet_agent::drivers::{self, DriverError, PROTOCOLS};
+use roughnet_agent::patterns::{self, PatternError};
+use roughnet_agent::{clock, output, signals, AGENT_VERSION};
+
+#[derive(Parser)]
+#[command(name = "roughnet-agent", version, about = "roughnet's measurement agent: one protocol role per process, JSON lines on stdout")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print the agent version, protocols and patterns as one JSON line.
+    Version,
+    /// Run one role of one pattern, configured by a JSON object (docs/agent-protocol.md).
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct RunArgs {
+    /// File holding the configuration object ("-" reads standard input).
+    #[arg(long, value_name = "FILE")]
+    config: Option<String>,
+    /// The configuration object itself.
+    #[arg(long, value_name = "JSON")]
+    config_json: Option<String>,
+}
+
+const EXIT_RUNTIME: u8 = 1;
+const EXIT_CONFIG: u8 = 2;
+
+fn read_config(args: &RunArgs) -> Result<String, ConfigError> {
+    if let Some(j) = &args.config_json {
+        return Ok(j.clone());
+    }
+    let path = args.config.as_deref().expect("clap requires --config or --config-json");
+    if path == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).map_err(|e| ConfigError::Read { path: "standard input".into(), source: e })?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(path).map_err(|e| ConfigError::Read { path: path.into(), source: e })
+    }
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<()> {
+    let text = read_config(args)?;
+    let cfg = Config::parse(&text)?;
+    let driver = drivers::create(&cfg)?;
+    signals::install().context("installing the SIGTERM/SIGINT handler")?;
+    clock::tighten_timer_slack();
+    tracing::info!(role = cfg.role.as_str(), pattern = cfg.pattern.as_str(), protocol = driver.name(), "starting");
+    patterns::run(&cfg, driver.as_ref())?;
+    Ok(())
+}
+
+/// Map a failure to (kind, exit code) for the error line.
+fn classify(e: &anyhow::Error) -> (&'static str, u8) {
+    if e.downcast_ref::<ConfigError>().is_some() {
+        return ("config", EXIT_CONFIG);
+    }
+    let driver_err = e.downcast_ref::<PatternError>().and_then(|p| match p {
+        PatternError::Driver(d) => Some(d),
+        PatternError::Protocol(_) => None,
+    });
+    match (e.downcast_ref::<PatternError>(), driver_err) {
+        (_, Some(DriverError::Protocol { .. } | DriverError::TooLarge { .. })) => ("protocol", EXIT_RUNTIME),
+        (Some(PatternError::Protocol(_)), _) => ("protocol", EXIT_RUNTIME),
+        _ => ("io", EXIT_RUNTIME),
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .init();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            output::error("config", &format!("bad command line: {}", e.kind()));
+            let _ = e.print();
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    match cli.cmd {
+        Cmd::Version => {
+            output::emit("version", json!({"agent": AGENT_VERSION, "protocols": PROTOCOLS, "patterns": PATTERNS}));
+            ExitCode::SUCCESS
+        }
+        Cmd::Run(args) => match run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                let (kind, code) = classify(&e);
+                let message = format!("{e:#}");
+                tracing::error!("{message}");
+                output::error(kind, &message);
+                ExitCode::from(code)
+            }
+        },
+    }
+}

@@ -1,0 +1,415 @@
+//! The run configuration: one JSON object, parsed strictly and checked once.
+//!
+//! Owns the shape of the object described in docs/agent-protocol.md, defaults,
+//! and every check that needs no driver (roles fit the pattern, sizes, counts).
+//! Protocol knobs (`options`) are checked by the driver named in `protocol`
+//! (drivers::create), because only it knows them.  Nothing here touches a socket.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use thiserror::Error;
+
+use crate::message::HEADER_LEN;
+
+/// The configuration format version this agent speaks.
+pub const CONFIG_VERSION: u64 = 1;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration from {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("the configuration is not a valid roughnet-agent object: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("`{key}` = {value}: expected {expected}")]
+    Invalid { key: String, value: String, expected: String },
+    #[error("`{key}` is required {when}")]
+    Missing { key: &'static str, when: String },
+}
+
+impl ConfigError {
+    pub fn invalid(key: impl Into<String>, value: impl std::fmt::Display, expected: impl Into<String>) -> Self {
+        ConfigError::Invalid { key: key.into(), value: value.to_string(), expected: expected.into() }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Sender,
+    Receiver,
+    Pinger,
+    Ponger,
+}
+
+impl Role {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Role::Sender => "sender",
+            Role::Receiver => "receiver",
+            Role::Pinger => "pinger",
+            Role::Ponger => "ponger",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pattern {
+    Stream,
+    Ping,
+    Ramp,
+    Bulk,
+}
+
+pub const PATTERNS: [&str; 4] = ["stream", "ping", "ramp", "bulk"];
+
+impl Pattern {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Pattern::Stream => "stream",
+            Pattern::Ping => "ping",
+            Pattern::Ramp => "ramp",
+            Pattern::Bulk => "bulk",
+        }
+    }
+}
+
+fn default_timeout_ms() -> u64 {
+    60_000
+}
+fn default_linger_ms() -> u64 {
+    500
+}
+fn default_report_ms() -> u64 {
+    1000
+}
+fn default_reply_timeout_ms() -> u64 {
+    1000
+}
+
+/// The object as written (before checks).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    v: u64,
+    role: String,
+    protocol: String,
+    pattern: String,
+    #[serde(default)]
+    listen: Option<String>,
+    #[serde(default)]
+    peers: Option<Vec<String>>,
+    payload_bytes: u64,
+    #[serde(default)]
+    messages: Option<u64>,
+    #[serde(default)]
+    duration_ms: Option<u64>,
+    #[serde(default)]
+    rate_msgs_per_s: Option<f64>,
+    #[serde(default)]
+    interval_ns: Option<u64>,
+    #[serde(default)]
+    step_bytes: Option<u64>,
+    #[serde(default)]
+    warmup: u64,
+    #[serde(default = "default_timeout_ms")]
+    timeout_ms: u64,
+    #[serde(default = "default_linger_ms")]
+    linger_ms: u64,
+    #[serde(default = "default_report_ms")]
+    report_interval_ms: u64,
+    #[serde(default = "default_reply_timeout_ms")]
+    reply_timeout_ms: u64,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default)]
+    options: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A checked configuration.  Units are in the field names.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub role: Role,
+    pub protocol: String,
+    pub pattern: Pattern,
+    pub listen: Option<SocketAddr>,
+    pub peers: Vec<SocketAddr>,
+    pub payload_bytes: usize,
+    pub messages: Option<u64>,
+    pub duration_ns: Option<u64>,
+    pub rate_msgs_per_s: Option<f64>,
+    pub interval_ns: Option<u64>,
+    pub step_bytes: usize,
+    pub warmup: u64,
+    pub timeout_ns: u64,
+    pub linger_ns: u64,
+    pub report_interval_ns: u64,
+    pub reply_timeout_ns: u64,
+    pub seed: u64,
+    pub options: serde_json::Map<String, serde_json::Value>,
+    /// CLOCK_MONOTONIC when the configuration was read: `timeout_ms` counts from here.
+    pub start_ns: u64,
+}
+
+/// Largest message any pattern may ask for (ramp end size included), whatever the driver.
+pub const MAX_MESSAGE_BYTES: u64 = 64 << 20;
+/// Most peers one sender may fan out to.
+pub const MAX_PEERS: usize = 1024;
+
+fn parse_addr(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
+    s.parse().map_err(|_| ConfigError::invalid(key, format!("{s:?}"), "an IP:PORT address such as \"198.18.0.2:5201\""))
+}
+
+impl Config {
+    /// Parse and check a JSON object.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = serde_json::from_str(text)?;
+        Self::check(raw)
+    }
+
+    fn check(raw: RawConfig) -> Result<Config, ConfigError> {
+        if raw.v != CONFIG_VERSION {
+            return Err(ConfigError::invalid("v", raw.v, format!("{CONFIG_VERSION} (the format this agent speaks)")));
+        }
+        let pattern = match raw.pattern.as_str() {
+            "stream" => Pattern::Stream,
+            "ping" => Pattern::Ping,
+            "ramp" => Pattern::Ramp,
+            "bulk" => Pattern::Bulk,
+            other => return Err(ConfigError::invalid("pattern", format!("{other:?}"), "one of stream, ping, ramp, bulk")),
+        };
+        let role = match (pattern, raw.role.as_str()) {
+            (Pattern::Stream | Pattern::Bulk, "sender") => Role::Sender,
+            (Pattern::Stream | Pattern::Bulk, "receiver") => Role::Receiver,
+            (Pattern::Ping | Pattern::Ramp, "pinger") => Role::Pinger,
+            (Pattern::Ping | Pattern::Ramp, "ponger") => Role::Ponger,
+            (Pattern::Stream | Pattern::Bulk, other) => {
+                return Err(ConfigError::invalid("role", format!("{other:?}"), format!("sender or receiver for pattern {}", raw.pattern)))
+            }
+            (Pattern::Ping | Pattern::Ramp, other) => {
+                return Err(ConfigError::invalid("role", format!("{other:?}"), format!("pinger or ponger for pattern {}", raw.pattern)))
+            }
+        };
+        let listen = match (role, &raw.listen) {
+            (Role::Receiver | Role::Ponger, Some(s)) => Some(parse_addr("listen", s)?),
+            (Role::Receiver | Role::Ponger, None) => {
+                return Err(ConfigError::Missing { key: "listen", when: format!("for role {}", role.as_str()) })
+            }
+            (_, Some(s)) => {
+                return Err(ConfigError::invalid("listen", format!("{s:?}"), format!("no `listen` for role {} (it connects to `peers`)", role.as_str())))
+            }
+            (_, None) => None,
+        };
+        let peers = match (role, &raw.peers) {
+            (Role::Sender | Role::Pinger, Some(p)) if !p.is_empty() => {
+                if p.len() > MAX_PEERS {
+                    return Err(ConfigError::invalid("peers", format!("{} addresses", p.len()), format!("at most {MAX_PEERS} peers")));
+                }
+                p.iter().enumerate().map(|(i, s)| parse_addr(&format!("peers[{i}]"), s)).collect::<Result<Vec<_>, _>>()?
+            }
+            (Role::Sender | Role::Pinger, _) => {
+                return Err(ConfigError::Missing { key: "peers", when: format!("(a non-empty list) for role {}", role.as_str()) })
+            }
+            (_, Some(p)) if !p.is_empty() => {
+                return Err(ConfigError::invalid("peers", format!("{p:?}"), format!("no `peers` for role {} (it binds `listen`)", role.as_str())))
+            }
+            _ => Vec::new(),
+        };
+        if raw.payload_bytes < HEADER_LEN as u64 || raw.payload_bytes > MAX_MESSAGE_BYTES {
+            return Err(ConfigError::invalid(
+                "payload_bytes",
+                raw.payload_bytes,
+                format!("between {HEADER_LEN} (the header) and {MAX_MESSAGE_BYTES} bytes"),
+            ));
+        }
+        if raw.messages == Some(0) {
+            return Err(ConfigError::invalid("messages", 0, "at least 1 (or null)"));
+        }
+        if raw.duration_ms == Some(0) {
+            return Err(ConfigError::invalid("duration_ms", 0, "at least 1 (or null)"));
+        }
+        match pattern {
+            Pattern::Stream | Pattern::Bulk => match (raw.messages, raw.duration_ms) {
+                (None, None) => {
+                    return Err(ConfigError::Missing { key: "messages", when: format!("(or `duration_ms`) for pattern {}", raw.pattern) })
+                }
+                (Some(m), Some(d)) => {
+                    return Err(ConfigError::invalid(
+                        "duration_ms",
+                        d,
+                        format!("null when `messages` ({m}) is set: give one of the two"),
+                    ))
+                }
+                _ => {}
+            },
+            Pattern::Ping | Pattern::Ramp => {
+                if raw.messages.is_none() {
+                    return Err(ConfigError::Missing { key: "messages", when: format!("for pattern {}", raw.pattern) });
+                }
+                if let Some(d) = raw.duration_ms {
+                    return Err(ConfigError::invalid("duration_ms", d, format!("null for pattern {} (it uses `messages`)", raw.pattern)));
+                }
+            }
+        }
+        if let Some(r) = raw.rate_msgs_per_s {
+            if pattern != Pattern::Stream {
+                return Err(ConfigError::invalid("rate_msgs_per_s", r, format!("null for pattern {} (only stream has a rate)", raw.pattern)));
+            }
+            if !(r.is_finite() && r > 0.0 && r <= 1e9) {
+                return Err(ConfigError::invalid("rate_msgs_per_s", r, "a rate above 0 and at most 1e9 msg/s, or null for as fast as possible"));
+            }
+        }
+        if let Some(i) = raw.interval_ns {
+            if !matches!(pattern, Pattern::Ping | Pattern::Ramp) {
+                return Err(ConfigError::invalid("interval_ns", i, format!("null for pattern {} (only ping and ramp have an interval)", raw.pattern)));
+            }
+            if i == 0 {
+                return Err(ConfigError::invalid("interval_ns", 0, "at least 1 ns, or null for the next request after each reply"));
+            }
+        }
+        let step_bytes = match (pattern, raw.step_bytes) {
+            (Pattern::Ramp, Some(s)) => s,
+            (Pattern::Ramp, None) => return Err(ConfigError::Missing { key: "step_bytes", when: "for pattern ramp".into() }),
+            (_, Some(s)) if s != 0 => {
+                return Err(ConfigError::invalid("step_bytes", s, format!("null for pattern {} (only ramp grows)", raw.pattern)))
+            }
+            _ => 0,
+        };
+        if pattern == Pattern::Ramp {
+            let n = raw.messages.unwrap_or(1);
+            let last = raw.payload_bytes as u128 + step_bytes as u128 * (n as u128 - 1);
+            if last > MAX_MESSAGE_BYTES as u128 {
+                return Err(ConfigError::invalid(
+                    "step_bytes",
+                    step_bytes,
+                    format!("a step that keeps the last size ({last} bytes) at most {MAX_MESSAGE_BYTES} bytes"),
+                ));
+            }
+        }
+        if raw.timeout_ms == 0 {
+            return Err(ConfigError::invalid("timeout_ms", 0, "at least 1 ms"));
+        }
+        if raw.reply_timeout_ms == 0 {
+            return Err(ConfigError::invalid("reply_timeout_ms", 0, "at least 1 ms"));
+        }
+        let ms = |x: u64| x.saturating_mul(1_000_000);
+        Ok(Config {
+            role,
+            protocol: raw.protocol,
+            pattern,
+            listen,
+            peers,
+            payload_bytes: raw.payload_bytes as usize,
+            messages: raw.messages,
+            duration_ns: raw.duration_ms.map(ms),
+            rate_msgs_per_s: raw.rate_msgs_per_s,
+            interval_ns: raw.interval_ns,
+            step_bytes: step_bytes as usize,
+            warmup: raw.warmup,
+            timeout_ns: ms(raw.timeout_ms),
+            linger_ns: ms(raw.linger_ms),
+            report_interval_ns: ms(raw.report_interval_ms),
+            reply_timeout_ns: ms(raw.reply_timeout_ms),
+            seed: raw.seed,
+            options: raw.options,
+            start_ns: crate::clock::now_ns(),
+        })
+    }
+
+    /// Largest message this run sends (ramp: the last size).
+    pub fn max_message_bytes(&self) -> usize {
+        match (self.pattern, self.messages) {
+            (Pattern::Ramp, Some(n)) => self.payload_bytes + self.step_bytes * (n as usize).saturating_sub(1),
+            _ => self.payload_bytes,
+        }
+    }
+
+    /// Size of counted iteration `k` (0-based, warm-up excluded) of a ping or ramp.
+    pub fn size_of_iteration(&self, k: u64) -> usize {
+        self.payload_bytes + self.step_bytes * k as usize
+    }
+
+    /// CLOCK_MONOTONIC instant at which this role gives up (`timeout_ms` after start).
+    pub fn give_up_ns(&self) -> u64 {
+        self.start_ns.saturating_add(self.timeout_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> serde_json::Value {
+        serde_json::json!({"v":1,"role":"sender","protocol":"udp","pattern":"stream",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10})
+    }
+
+    fn err_of(v: serde_json::Value) -> String {
+        Config::parse(&v.to_string()).expect_err("should be refused").to_string()
+    }
+
+    #[test]
+    fn a_good_config_gets_defaults() {
+        let c = Config::parse(&base().to_string()).unwrap();
+        assert_eq!(c.role, Role::Sender);
+        assert_eq!(c.timeout_ns, 60_000_000_000);
+        assert_eq!(c.linger_ns, 500_000_000);
+        assert_eq!(c.report_interval_ns, 1_000_000_000);
+        assert_eq!(c.peers.len(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_key_the_value_and_what_was_expected() {
+        let mut v = base();
+        v["colour"] = "red".into();
+        assert!(err_of(v).contains("unknown field `colour`"));
+
+        let mut v = base();
+        v["payload_bytes"] = 8.into();
+        let e = err_of(v);
+        assert!(e.contains("`payload_bytes` = 8") && e.contains("between 32"), "{e}");
+
+        let mut v = base();
+        v["role"] = "pinger".into();
+        assert!(err_of(v).contains("sender or receiver for pattern stream"));
+
+        let mut v = base();
+        v["pattern"] = "flood".into();
+        assert!(err_of(v).contains("one of stream, ping, ramp, bulk"));
+
+        let mut v = base();
+        v["duration_ms"] = 100.into();
+        assert!(err_of(v).contains("give one of the two"));
+
+        let mut v = base();
+        v["rate_msgs_per_s"] = (-5.0).into();
+        assert!(err_of(v).contains("`rate_msgs_per_s` = -5"));
+
+        let mut v = base();
+        v["peers"] = serde_json::json!(["nohost"]);
+        assert!(err_of(v).contains("`peers[0]` = \"nohost\""));
+
+        let mut v = base();
+        v["v"] = 2.into();
+        assert!(err_of(v).contains("`v` = 2"));
+
+        let mut v = base();
+        v["role"] = "receiver".into();
+        assert!(err_of(v).contains("`listen` is required for role receiver"));
+
+        assert!(Config::parse("{not json").unwrap_err().to_string().contains("not a valid roughnet-agent object"));
+    }
+
+    #[test]
+    fn ramp_needs_a_step_and_a_bounded_last_size() {
+        let v = serde_json::json!({"v":1,"role":"pinger","protocol":"tcp","pattern":"ramp",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10});
+        assert!(err_of(v.clone()).contains("`step_bytes` is required"));
+        let mut w = v.clone();
+        w["step_bytes"] = (MAX_MESSAGE_BYTES / 4).into();
+        assert!(err_of(w).contains("last size"));
+        let mut ok = v;
+        ok["step_bytes"] = 100.into();
+        let c = Config::parse(&ok.to_string()).unwrap();
+        assert_eq!(c.max_message_bytes(), 64 + 900);
+        assert_eq!(c.size_of_iteration(3), 364);
+    }
+}

@@ -1,0 +1,291 @@
+//! The `udp` driver: one datagram per message, blocking sockets, no runtime.
+//!
+//! Knobs: `send_buffer`, `recv_buffer` (bytes, SO_*BUFFORCE with fallback).
+//! Messages above 65507 bytes (the IPv4 UDP payload limit) are a configuration
+//! error.  Senders use one connected socket per peer, so an absent peer's ICMP
+//! refusal is reported per peer (and counted as a send error); end markers are
+//! sent 5 times 10 ms apart because any one of them may be lost.
+
+use serde::Deserialize;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::sys::{self, BLOCK_TIMEOUT};
+use super::{options_error, Driver, DriverError, Receiver, Requester, Responder, Sender};
+use crate::config::{Config, ConfigError};
+
+/// Largest UDP payload over IPv4 (65535 - 20 IP - 8 UDP).
+pub const MAX_DATAGRAM: usize = 65_507;
+/// End markers are repeated this many times ...
+pub const END_COPIES: u32 = 5;
+/// ... this far apart.
+pub const END_GAP: std::time::Duration = std::time::Duration::from_millis(10);
+
+const KNOBS: [&str; 2] = ["send_buffer", "recv_buffer"];
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UdpOptions {
+    pub send_buffer: Option<usize>,
+    pub recv_buffer: Option<usize>,
+}
+
+pub struct Udp {
+    opts: UdpOptions,
+}
+
+impl Udp {
+    pub fn from_config(cfg: &Config) -> Result<Udp, ConfigError> {
+        let opts: UdpOptions = serde_json::from_value(serde_json::Value::Object(cfg.options.clone()))
+            .map_err(|e| options_error("udp", &KNOBS, e))?;
+        Ok(Udp { opts })
+    }
+
+    fn socket(&self, addr: &SocketAddr) -> Result<Socket, DriverError> {
+        let s = Socket::new(Domain::for_address(*addr), Type::DGRAM, Some(Protocol::UDP))
+            .map_err(|e| DriverError::io("socket for", addr, e))?;
+        if let Some(b) = self.opts.send_buffer {
+            sys::set_buffer(&s, true, b).map_err(|e| DriverError::io("SO_SNDBUF for", addr, e))?;
+        }
+        if let Some(b) = self.opts.recv_buffer {
+            sys::set_buffer(&s, false, b).map_err(|e| DriverError::io("SO_RCVBUF for", addr, e))?;
+        }
+        Ok(s)
+    }
+
+    fn bound(&self, cfg: &Config) -> Result<(UdpSocket, String), DriverError> {
+        let addr = cfg.listen.expect("checked by config: listening roles have `listen`");
+        let s = self.socket(&addr)?;
+        s.bind(&addr.into()).map_err(|e| DriverError::io("bind", addr, e))?;
+        let sock: UdpSocket = s.into();
+        sock.set_read_timeout(Some(BLOCK_TIMEOUT)).map_err(|e| DriverError::io("SO_RCVTIMEO on", addr, e))?;
+        let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| addr.to_string());
+        Ok((sock, local))
+    }
+
+    fn connected(&self, peer: &SocketAddr) -> Result<UdpSocket, DriverError> {
+        let s = self.socket(peer)?;
+        s.connect(&(*peer).into()).map_err(|e| DriverError::io("connect", peer, e))?;
+        let sock: UdpSocket = s.into();
+        sock.set_read_timeout(Some(BLOCK_TIMEOUT)).map_err(|e| DriverError::io("SO_RCVTIMEO on", peer, e))?;
+        Ok(sock)
+    }
+}
+
+impl Driver for Udp {
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn max_message_bytes(&self) -> usize {
+        MAX_DATAGRAM
+    }
+
+    fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
+        let socks = cfg.peers.iter().map(|p| Ok((self.connected(p)?, *p))).collect::<Result<Vec<_>, DriverError>>()?;
+        Ok(Box::new(UdpSender { socks }))
+    }
+
+    fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
+        let (sock, local) = self.bound(cfg)?;
+        Ok(Box::new(UdpReceiver { fd: sock.as_raw_fd(), sock, local }))
+    }
+
+    fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
+        // One peer: a connected socket (kernel filters other sources, reports refusals).
+        // Several: one unconnected socket, replies matched to peers by source address.
+        let sock = if cfg.peers.len() == 1 {
+            self.connected(&cfg.peers[0])?
+        } else {
+            let any: SocketAddr = if cfg.peers[0].is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal");
+            let s = self.socket(&any)?;
+            s.bind(&any.into()).map_err(|e| DriverError::io("bind", any, e))?;
+            let sock: UdpSocket = s.into();
+            sock.set_read_timeout(Some(BLOCK_TIMEOUT)).map_err(|e| DriverError::io("SO_RCVTIMEO on", any, e))?;
+            sock
+        };
+        Ok(Box::new(UdpRequester { fd: sock.as_raw_fd(), sock, peers: cfg.peers.clone(), refused: 0 }))
+    }
+
+    fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
+        let (sock, local) = self.bound(cfg)?;
+        Ok(Box::new(UdpResponder { fd: sock.as_raw_fd(), sock, local, last: None }))
+    }
+}
+
+fn too_large(n: usize, limit: usize) -> DriverError {
+    DriverError::TooLarge { size: n, limit }
+}
+
+pub struct UdpSender {
+    socks: Vec<(UdpSocket, SocketAddr)>,
+}
+
+impl Sender for UdpSender {
+    #[inline]
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        let mut failed = 0;
+        for (s, addr) in &self.socks {
+            match s.send(msg) {
+                Ok(_) => {}
+                Err(e) if sys::is_soft_send_error(&e) => failed += 1,
+                Err(e) => return Err(DriverError::io("send to", addr, e)),
+            }
+        }
+        Ok(failed)
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        for k in 0..END_COPIES {
+            for (s, addr) in &self.socks {
+                if let Err(e) = s.send(end) {
+                    tracing::debug!("end marker to {addr}: {e}");
+                }
+            }
+            if k + 1 < END_COPIES {
+                std::thread::sleep(END_GAP);
+            }
+        }
+        Ok(())
+    }
+
+    fn peers(&self) -> usize {
+        self.socks.len()
+    }
+}
+
+pub struct UdpReceiver {
+    sock: UdpSocket,
+    fd: RawFd,
+    local: String,
+}
+
+impl Receiver for UdpReceiver {
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        let fd = self.fd;
+        let r = sys::recv_with_deadline(fd, deadline_ns, |flags| sys::recv_flags(fd, buf, flags | libc::MSG_TRUNC))
+            .map_err(|e| DriverError::io("recv on", &self.local, e))?;
+        match r {
+            Some(n) if n > buf.len() => Err(too_large(n, buf.len())),
+            other => Ok(other),
+        }
+    }
+
+    fn local_addr(&self) -> String {
+        let _ = &self.sock;
+        self.local.clone()
+    }
+}
+
+pub struct UdpRequester {
+    sock: UdpSocket,
+    fd: RawFd,
+    peers: Vec<SocketAddr>,
+    refused: u64,
+}
+
+impl Requester for UdpRequester {
+    #[inline]
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        let mut failed = 0;
+        if self.peers.len() == 1 {
+            match self.sock.send(msg) {
+                Ok(_) => {}
+                Err(e) if sys::is_soft_send_error(&e) => failed += 1,
+                Err(e) => return Err(DriverError::io("send to", self.peers[0], e)),
+            }
+        } else {
+            for p in &self.peers {
+                match self.sock.send_to(msg, p) {
+                    Ok(_) => {}
+                    Err(e) if sys::is_soft_send_error(&e) => failed += 1,
+                    Err(e) => return Err(DriverError::io("send to", p, e)),
+                }
+            }
+        }
+        Ok(failed)
+    }
+
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<(usize, usize)>, DriverError> {
+        let fd = self.fd;
+        loop {
+            let r = if self.peers.len() == 1 {
+                sys::recv_with_deadline(fd, deadline_ns, |flags| sys::recv_flags(fd, buf, flags | libc::MSG_TRUNC).map(|n| (n, 0)))
+            } else {
+                let peers = &self.peers;
+                sys::recv_with_deadline(fd, deadline_ns, |flags| {
+                    let (n, src) = sys::recv_from_flags(fd, buf, flags | libc::MSG_TRUNC)?;
+                    Ok((n, peers.iter().position(|p| *p == src).unwrap_or(usize::MAX)))
+                })
+            };
+            match r {
+                Ok(Some((n, _))) if n > buf.len() => return Err(too_large(n, buf.len())),
+                Ok(Some((_, usize::MAX))) => continue, // a datagram from a stranger: ignore
+                Ok(other) => return Ok(other),
+                // An ICMP refusal from an absent ponger: the request is lost, not the run.
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
+                    self.refused += 1;
+                    if crate::clock::now_ns() >= deadline_ns {
+                        return Ok(None);
+                    }
+                }
+                Err(e) => return Err(DriverError::io("recv on", self.peers[0], e)),
+            }
+        }
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        for k in 0..END_COPIES {
+            let _ = self.send(end);
+            if k + 1 < END_COPIES {
+                std::thread::sleep(END_GAP);
+            }
+        }
+        if self.refused > 0 {
+            tracing::info!("{} ICMP refusals while waiting for replies", self.refused);
+        }
+        Ok(())
+    }
+
+    fn peers(&self) -> usize {
+        self.peers.len()
+    }
+}
+
+pub struct UdpResponder {
+    sock: UdpSocket,
+    fd: RawFd,
+    local: String,
+    last: Option<SocketAddr>,
+}
+
+impl Responder for UdpResponder {
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        let fd = self.fd;
+        let r = sys::recv_with_deadline(fd, deadline_ns, |flags| sys::recv_from_flags(fd, buf, flags | libc::MSG_TRUNC))
+            .map_err(|e| DriverError::io("recv on", &self.local, e))?;
+        match r {
+            Some((n, _)) if n > buf.len() => Err(too_large(n, buf.len())),
+            Some((n, src)) => {
+                self.last = Some(src);
+                Ok(Some(n))
+            }
+            None => Ok(None),
+        }
+    }
+
+    #[inline]
+    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        let to = self.last.ok_or_else(|| DriverError::Protocol { addr: self.local.clone(), msg: "reply before any request".into() })?;
+        self.sock.send_to(msg, to).map(|_| ()).map_err(|e| DriverError::io("send to", to, e))
+    }
+
+    fn local_addr(&self) -> String {
+        self.local.clone()
+    }
+}

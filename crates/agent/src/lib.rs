@@ -1,0 +1,23 @@
+//! roughnet-agent: one binary that speaks every roughnet protocol and runs the
+//! workload patterns, printing JSON lines (docs/agent-protocol.md).
+//!
+//! Who does what: `config` checks the JSON configuration; `drivers` move
+//! messages with one protocol each behind one trait (the extension point);
+//! `patterns` run stream / ping / ramp / bulk against that trait; `message`,
+//! `schedule`, `accounting` and `hist` are the measurement pieces (header,
+//! open-loop schedule, sequence accounting, HDR histograms); `clock`,
+//! `signals` and `output` are the process's edges (time, SIGTERM, stdout).
+
+pub mod accounting;
+pub mod clock;
+pub mod config;
+pub mod drivers;
+pub mod hist;
+pub mod message;
+pub mod output;
+pub mod patterns;
+pub mod schedule;
+pub mod signals;
+
+/// The agent's version, as `roughnet-agent version` prints it.
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,192 @@
+//! The stream pattern: one-way messages, open loop at a rate or as fast as
+//! possible, for N messages or a duration; one-way latency at the receiver.
+//!
+//! The sender stamps each message with its sequence number, intended send time
+//! (from the schedule) and actual send time; a late sender sends at once and the
+//! lag goes into its `schedule` stats.  The receiver counts by sequence number and
+//! records latency from both stamps (coordinated omission corrected and not).
+
+use serde_json::json;
+
+use super::{next_deadline, span_and_rate, EndReason, PatternError};
+use crate::accounting::{Arrival, SeqTracker};
+use crate::clock::{cpu_json, now_ns, round6, sleep_until_ns};
+use crate::config::Config;
+use crate::drivers::{Driver, DriverError};
+use crate::hist::Latency;
+use crate::message::{fill_payload, Header, FLAG_END, FLAG_WARMUP, HEADER_LEN};
+use crate::output::{self, Intervals};
+use crate::schedule::{Schedule, ScheduleStats};
+use crate::signals::stop_requested;
+
+pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
+    let mut tx = driver.open_sender(cfg)?;
+    let mut buf = vec![0u8; cfg.payload_bytes];
+    fill_payload(&mut buf);
+    let total = cfg.messages.map(|m| m + cfg.warmup);
+    let t0 = now_ns();
+    let schedule = Schedule::from_rate(t0, cfg.rate_msgs_per_s);
+    let end_at = cfg.duration_ns.map(|d| t0 + d);
+    let give_up = cfg.give_up_ns();
+    let mut stats = ScheduleStats::default();
+    let mut intervals = Intervals::new("sender", t0, cfg.report_interval_ns);
+    let (mut sent, mut warmup_sent, mut bytes, mut send_errors) = (0u64, 0u64, 0u64, 0u64);
+    let (mut first, mut last) = (None, None);
+    let mut reason = EndReason::Complete;
+    let mut i = 0u64;
+    loop {
+        if total.is_some_and(|t| i >= t) {
+            break;
+        }
+        if stop_requested() {
+            reason = EndReason::Signal;
+            break;
+        }
+        let intended = schedule.intended_ns(i);
+        if let Some(e) = end_at {
+            if intended.unwrap_or_else(now_ns) >= e {
+                break;
+            }
+        }
+        if let Some(t) = intended {
+            sleep_until_ns(t, &stop_requested);
+        }
+        let actual = now_ns();
+        if actual >= give_up {
+            reason = EndReason::Timeout;
+            break;
+        }
+        let warm = i < cfg.warmup;
+        let h = Header { flags: if warm { FLAG_WARMUP } else { 0 }, seq: i, intended_ns: intended.unwrap_or(actual), actual_ns: actual };
+        h.encode(&mut buf);
+        match tx.send(&buf) {
+            Ok(failed) => send_errors += failed as u64,
+            Err(DriverError::Interrupted) => {
+                reason = EndReason::Signal;
+                break;
+            }
+            Err(DriverError::GaveUp { .. }) => {
+                reason = EndReason::Timeout;
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(t) = intended {
+            stats.record(t, actual);
+        }
+        if warm {
+            warmup_sent += 1;
+        } else {
+            sent += 1;
+            bytes += buf.len() as u64;
+            first.get_or_insert(actual);
+            last = Some(actual);
+        }
+        intervals.add(1, buf.len() as u64);
+        intervals.tick(actual);
+        i += 1;
+    }
+    let mut end = [0u8; HEADER_LEN];
+    let now = now_ns();
+    Header { flags: FLAG_END, seq: i, intended_ns: now, actual_ns: now }.encode(&mut end);
+    if let Err(e) = tx.finish(&end) {
+        tracing::warn!("sending the end marker: {e}");
+    }
+    let (duration_s, throughput_bps) = span_and_rate(first, last, bytes);
+    output::emit(
+        "result",
+        json!({
+            "role": "sender", "pattern": "stream", "protocol": driver.name(), "peers": tx.peers(),
+            "sent": sent, "warmup_sent": warmup_sent, "bytes": bytes,
+            "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
+            "send_errors": send_errors, "end_reason": reason.as_str(),
+            "schedule": stats.to_json(), "cpu": cpu_json(),
+        }),
+    );
+    Ok(())
+}
+
+pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
+    let mut rx = driver.open_receiver(cfg)?;
+    let mut buf = vec![0u8; cfg.max_message_bytes().max(65_536).min(driver.max_message_bytes())];
+    let mut tracker = SeqTracker::new(cfg.warmup);
+    if let Some(m) = cfg.messages {
+        tracker.reserve(m);
+    }
+    let mut expected = cfg.messages;
+    let (mut lat_intended, mut lat_actual) = (Latency::new(), Latency::new());
+    let start = now_ns();
+    let give_up = cfg.give_up_ns();
+    let mut intervals = Intervals::new("receiver", start, cfg.report_interval_ns);
+    let (mut bytes, mut bad) = (0u64, 0u64);
+    let (mut first, mut last) = (None, None);
+    let mut end_seen: Option<u64> = None;
+    output::ready("receiver", &rx.local_addr());
+    let reason = loop {
+        if stop_requested() {
+            break EndReason::Signal;
+        }
+        if expected.is_some_and(|e| tracker.complete(e)) {
+            break EndReason::Complete;
+        }
+        let now = now_ns();
+        if now >= give_up {
+            break EndReason::Timeout;
+        }
+        let linger_until = end_seen.map_or(u64::MAX, |t| t.saturating_add(cfg.linger_ns));
+        if end_seen.is_some() && (now >= linger_until || rx.peers_closed()) {
+            break EndReason::EndMarker;
+        }
+        let deadline = next_deadline(now, &[give_up, linger_until, intervals.next_ns()]);
+        match rx.recv(&mut buf, deadline)? {
+            None => {}
+            Some(n) => {
+                let rt = now_ns();
+                let h = match Header::decode(&buf[..n]) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        bad += 1;
+                        tracing::warn!("dropping a message that is not ours: {e}");
+                        continue;
+                    }
+                };
+                if h.is_end() {
+                    end_seen.get_or_insert(rt);
+                    if expected.is_none() {
+                        expected = Some(h.seq.saturating_sub(cfg.warmup));
+                    }
+                    continue;
+                }
+                match tracker.record(h.seq, h.is_warmup()) {
+                    Arrival::New | Arrival::Reordered => {
+                        lat_intended.record(rt as i64 - h.intended_ns as i64);
+                        lat_actual.record(rt as i64 - h.actual_ns as i64);
+                        bytes += n as u64;
+                        first.get_or_insert(rt);
+                        last = Some(rt);
+                        intervals.add(1, n as u64);
+                    }
+                    Arrival::OutOfRange => bad += 1,
+                    Arrival::Duplicate | Arrival::Warmup => {}
+                }
+            }
+        }
+        intervals.tick(now_ns());
+    };
+    let (duration_s, throughput_bps) = span_and_rate(first, last, bytes);
+    let complete = expected.is_some_and(|e| tracker.complete(e));
+    output::emit(
+        "result",
+        json!({
+            "role": "receiver", "pattern": "stream", "protocol": driver.name(),
+            "expected": expected, "received": tracker.received, "lost": tracker.lost(expected),
+            "duplicates": tracker.duplicates, "reordered": tracker.reordered,
+            "warmup_received": tracker.warmup_received, "bad_messages": bad, "bytes": bytes,
+            "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
+            "end_reason": reason.as_str(), "complete": complete,
+            "latency_intended": lat_intended.to_json(), "latency_actual": lat_actual.to_json(),
+            "cpu": cpu_json(),
+        }),
+    );
+    Ok(())
+}
