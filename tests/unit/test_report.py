@@ -417,3 +417,14 @@ def test_perftest_bulk_prints_throughput_only():
     cells = [c.strip() for c in lines[3].split(",")]
     assert cells[0] == "1436" and cells[3] == "9.5" and cells[6] == "10.00"
     assert "Latency" not in "\n".join(lines)
+
+
+def test_rebuilding_a_report_replaces_only_its_own_pngs(store, tmp_path):
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "throughput_bps.png").write_bytes(b"stale")
+    (out / "mine.png").write_bytes(b"keep")
+    build_report(store, PING, out)  # ping plots no throughput
+    assert not (out / "throughput_bps.png").exists()
+    assert (out / "mine.png").read_bytes() == b"keep"
+    assert (out / "lat_p50_us.png").exists()

@@ -176,6 +176,7 @@ def render(
 ) -> Path:
     """Write ``out_dir/index.html`` and the PNGs; returns the HTML path."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale_pngs(out_dir)
     axes = shaping.axis_values(sweep.get("axes") or {}, runs)
     report_hints = sweep.get("report") or {}
     roles = shaping.choose_roles(axes, report_hints)
@@ -237,6 +238,14 @@ def render(
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def _remove_stale_pngs(out_dir: Path) -> None:
+    """PNGs an earlier report wrote here under the names we use (only those)."""
+    from roughnet.results.schema import METRIC_NAMES
+
+    for name in (*METRIC_NAMES, "latency_cdf", "ramp"):
+        (out_dir / f"{name}.png").unlink(missing_ok=True)
 
 
 def _single_run_metrics(run: dict[str, Any]) -> str:
