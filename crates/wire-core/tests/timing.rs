@@ -351,3 +351,38 @@ fn half_duplex_size_limit_and_overrun() {
     let out = drain(&mut e);
     assert_eq!(out[0].2, MS + serialisation_ns(255, 1475) + 4000 * MS);
 }
+
+#[test]
+fn no_reordering_across_shapes_correlations_and_rates() {
+    for dist in [
+        JitterDist::Uniform,
+        JitterDist::Normal,
+        JitterDist::Pareto,
+        JitterDist::Paretonormal,
+    ] {
+        for rho in [0.0, 0.5] {
+            for rate in [None, Some(100_000_000)] {
+                let mut e = emu(DirectionConfig {
+                    rate_bps: rate,
+                    delay_ns: 5 * MS,
+                    jitter_ns: 3 * MS,
+                    jitter_dist: dist,
+                    jitter_correlation: rho,
+                    queue_packets: Some(10_000),
+                    ..Default::default()
+                });
+                for i in 0..5_000u64 {
+                    e.ingress(i * 50 * US, Side::A, frame(i, 1000));
+                }
+                let out = drain(&mut e);
+                assert_eq!(out.len(), 5_000);
+                let seqs: Vec<u64> = out.iter().map(|o| seq_of(&o.1)).collect();
+                assert!(
+                    seqs.windows(2).all(|w| w[0] < w[1]),
+                    "{dist:?} rho {rho} rate {rate:?}"
+                );
+                assert!(out.windows(2).all(|w| w[0].2 <= w[1].2));
+            }
+        }
+    }
+}
