@@ -103,7 +103,7 @@ def show(
         return
     t = Table(title=f"{sweep.scenario} ({sweep.sweep_id}): {len(sweep.runs)} run(s)")
     t.add_column("#", justify="right")
-    t.add_column("run id")
+    t.add_column("run id", no_wrap=True)
     for axis in sweep.axes:
         t.add_column(axis)
     t.add_column("pattern / protocol")
