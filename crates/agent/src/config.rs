@@ -24,6 +24,8 @@ pub enum ConfigError {
     Invalid { key: String, value: String, expected: String },
     #[error("`{key}` is required {when}")]
     Missing { key: &'static str, when: String },
+    #[error("`options` for protocol {protocol}: {detail} (its knobs: {known})")]
+    Options { protocol: String, detail: String, known: String },
 }
 
 impl ConfigError {

@@ -84,9 +84,25 @@ fn classify(e: &anyhow::Error) -> (&'static str, u8) {
     }
 }
 
+/// The error and its causes in one line, without repeating a cause that a
+/// message already quotes (our error types print their source inline).
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for part in e.chain().map(|c| c.to_string()) {
+        if !out.contains(&part) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&part);
+        }
+    }
+    out
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(false)
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .init();
     let cli = match Cli::try_parse() {
@@ -111,7 +127,7 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 let (kind, code) = classify(&e);
-                let message = format!("{e:#}");
+                let message = describe(&e);
                 tracing::error!("{message}");
                 output::error(kind, &message);
                 ExitCode::from(code)

@@ -294,11 +294,7 @@ impl BulkReceiver for FramedBulkReceiver {
 
 /// A configuration error for a knob of `protocol` (unknown, or a bad value).
 pub fn options_error(protocol: &str, known: &[&str], e: impl std::fmt::Display) -> ConfigError {
-    ConfigError::invalid(
-        "options",
-        e,
-        format!("knobs of protocol {protocol}: {} (each optional)", known.join(", ")),
-    )
+    ConfigError::Options { protocol: protocol.into(), detail: e.to_string(), known: known.join(", ") }
 }
 
 /// The driver for `cfg.protocol`, with its knobs parsed and sizes checked.
