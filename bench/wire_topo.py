@@ -87,6 +87,20 @@ class Topo:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False, timeout=20)
         self.created.clear()
 
+    def mac(self, ns: str, ifname: str) -> str:
+        out = _run(netns_argv(ns, ["ip", "-j", "link", "show", ifname]))
+        return json.loads(out.stdout)[0]["address"]
+
+    def quiet(self) -> None:
+        """Make the hosts send nothing on their own: IPv6 off (no ND, MLD, router solicitations) and static
+        ARP entries, so the wire sees exactly the frames a test sends (needed for determinism checks)."""
+        for ns in (self.ns_a, self.ns_b) + ((self.ns_l,) if self.wired else ()):
+            for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
+                _run(netns_argv(ns, ["sysctl", "-q", "-w", f"{key}=1"]))
+        mac_a, mac_b = self.mac(self.ns_a, "rnwa"), self.mac(self.ns_b, "rnwb")
+        _run(netns_argv(self.ns_a, ["ip", "neigh", "replace", ADDR_B, "lladdr", mac_b, "dev", "rnwa", "nud", "permanent"]))
+        _run(netns_argv(self.ns_b, ["ip", "neigh", "replace", ADDR_A, "lladdr", mac_a, "dev", "rnwb", "nud", "permanent"]))
+
     # -- processes -------------------------------------------------------------------------------------
 
     def popen(self, ns: str, argv: list[str], **kw) -> subprocess.Popen:
