@@ -258,3 +258,84 @@ fn version_line() {
     assert_eq!(v["protocols"], json!(["tcp", "udp"]));
     assert_eq!(v["patterns"], json!(["stream", "ping", "ramp", "bulk"]));
 }
+
+/// Start `n` listening roles; return them with their addresses.
+fn listeners(c: &Value, n: usize) -> (Vec<Running>, Vec<String>) {
+    let mut rs: Vec<Running> = (0..n).map(|_| start(c)).collect();
+    let addrs = rs.iter_mut().map(|r| r.ready()).collect();
+    (rs, addrs)
+}
+
+fn fan_out(protocol: &str) {
+    let extra = json!({"messages": 500, "rate_msgs_per_s": 5000.0});
+    let (rxs, addrs) = listeners(&cfg("receiver", protocol, "stream", extra.clone()), 2);
+    let mut s = cfg("sender", protocol, "stream", extra);
+    s["peers"] = json!(addrs);
+    let (code, lines) = start(&s).finish();
+    assert_eq!(code, 0);
+    let tx = result_of(&lines);
+    assert_eq!(tx["peers"], 2);
+    assert_eq!(tx["sent"], 500);
+    for r in rxs {
+        let (code, lines) = r.finish();
+        assert_eq!(code, 0);
+        let rx = result_of(&lines);
+        let received = rx["received"].as_u64().unwrap();
+        assert_eq!(received + rx["lost"].as_u64().unwrap(), 500, "{rx}");
+        assert!(received >= 475, "every receiver gets the stream: {rx}");
+    }
+}
+
+#[test]
+fn stream_fans_out_to_every_tcp_receiver() {
+    fan_out("tcp");
+}
+
+#[test]
+fn stream_fans_out_to_every_udp_receiver() {
+    fan_out("udp");
+}
+
+#[test]
+fn ping_to_two_udp_pongers_counts_replies_per_peer() {
+    let extra = json!({"messages": 100, "payload_bytes": 64});
+    let (pos, addrs) = listeners(&cfg("ponger", "udp", "ping", extra.clone()), 2);
+    let mut p = cfg("pinger", "udp", "ping", extra);
+    p["peers"] = json!(addrs);
+    let (code, lines) = start(&p).finish();
+    assert_eq!(code, 0);
+    let pi = result_of(&lines);
+    assert_eq!(pi["peers"], 2);
+    let received = pi["received"].as_u64().unwrap();
+    assert_eq!(received + pi["lost"].as_u64().unwrap(), 200, "{pi}");
+    assert!(received >= 190, "{pi}");
+    assert_eq!(pi["duplicates"], 0, "replies from two peers are not duplicates of each other");
+    for po in pos {
+        let (code, lines) = po.finish();
+        assert_eq!(code, 0);
+        assert_eq!(result_of(&lines)["received"], 100);
+    }
+}
+
+#[test]
+fn config_from_a_file_and_from_stdin() {
+    let c = cfg("receiver", "udp", "stream", json!({"messages": 1, "timeout_ms": 100}));
+    let path = std::env::temp_dir().join(format!("rn-agent-cfg-{}.json", std::process::id()));
+    std::fs::write(&path, c.to_string()).unwrap();
+    let out = Command::new(AGENT).args(["run", "--config", path.to_str().unwrap()]).output().unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"type\":\"result\""));
+
+    let mut child = Command::new(AGENT)
+        .args(["run", "--config", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child.stdin.take().unwrap().write_all(c.to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"end_reason\":\"timeout\""));
+}
