@@ -1,10 +1,13 @@
 """Sweep expansion: a validated scenario becomes a ``runspec.Sweep`` of fully resolved runs.
 
-This module owns the order of runs (cartesian product of the [sweep] keys in
-file order, last key fastest, the whole product repeated ``repeat`` times so
-that repetitions interleave), the per-run validation (every parameter point is
-substituted and checked again; errors name the sweep entry and the run), and
-the stable identifiers:
+This module owns the order of runs (cartesian product of the [sweep] axes in
+file order, last key fastest, less the combinations [[sweep.exclude]] lists,
+the whole product repeated ``repeat`` times so that repetitions interleave),
+the per-run validation (every parameter point is substituted and checked
+again; errors name the sweep entry and the run; with a swept protocol each run
+keeps only its own protocol's knob table, and a knob table no run uses is an
+error), ``Run.params`` (one label per axis: the value, or a table entry's name
+or "k=v, k=v"), and the stable identifiers:
 
 - ``run_id``: first 12 hex of sha256 over the canonical JSON (sorted keys) of the
   resolved run without ``index``, ``run_id`` and ``sweep_id``: the same content
@@ -26,11 +29,13 @@ from typing import Any
 from . import runspec
 from .errors import SpecError
 from .spec import Scenario, load_scenario
-from .spec.kinds import describe
+from .spec.kinds import describe, has_placeholder
 from .spec.load import check_data
+from .spec.model import KNOB_TABLES
 from .spec.placeholders import substitute
 from .spec.problems import NOTHING, Problem, ScenarioError
 from .spec.resolve import resolve
+from .spec.sweep import EXCLUDE, axes_of, excludes_of, excluded, label
 
 __all__ = ["plan_sweep", "sweep_from_scenario", "run_id_of", "sweep_id_of", "canonical_json"]
 
@@ -86,27 +91,70 @@ def _lookup(data: Any, path: str) -> Any:
     return data
 
 
+def _points(scenario: Scenario, source: str) -> tuple[dict[str, list[Any]], list[dict[str, tuple[Any, int]]]]:
+    """The axes (labels) and every parameter point not excluded: axis -> (value as written, index)."""
+    axes = axes_of(scenario.sweep)
+    labels = {k: [label(v) for v in values] for k, values in axes.items()}
+    excludes = excludes_of(scenario.sweep)
+    points = []
+    for combo in itertools.product(*(list(enumerate(values)) for values in axes.values())):
+        point = {k: (value, i) for k, (i, value) in zip(axes, combo)}
+        if not excluded({k: labels[k][i] for k, (_, i) in point.items()}, excludes):
+            points.append(point)
+    if not points:
+        raise ScenarioError(source, [Problem(f"sweep.{EXCLUDE}", "every parameter point is excluded",
+                                             "exclude entries that leave at least one combination")])  # fmt: skip
+    return labels, points
+
+
+def _own_knobs_only(data: dict[str, Any]) -> dict[str, Any]:
+    """Drop the knob tables of the protocols other than this run's (used when the protocol is swept)."""
+    w = data.get("workload")
+    if not isinstance(w, dict):
+        return data
+    proto = w.get("protocol")
+    return {**data, "workload": {k: v for k, v in w.items() if k not in KNOB_TABLES or k == proto}}
+
+
+def _check_knob_tables(scenario: Scenario, protocols: set[str], source: str) -> None:
+    """With a swept protocol, a knob table is wrong only when no run uses its protocol."""
+    used = ", ".join(f'"{p}"' for p in runspec.PROTOCOLS if p in protocols)
+    problems = [
+        Problem(f"workload.{proto}", f"[workload.{proto}] knobs given but no run uses protocol \"{proto}\" "
+                f"(the sweep uses {used})", "knob tables only for the protocols of the runs ("
+                + ", ".join(f"[workload.{p}]" for p in runspec.PROTOCOLS if p in protocols) + ")",
+                getattr(scenario.workload, proto).model_dump(exclude_none=True))
+        for proto in KNOB_TABLES
+        if getattr(scenario.workload, proto, None) is not None and proto not in protocols
+    ]  # fmt: skip
+    if problems:
+        raise ScenarioError(source, problems)
+
+
 def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
     """Expand a loaded scenario (``spec.load_scenario``) into its runs; ``source`` names the file in errors."""
     raw = scenario.model_dump(by_alias=True, exclude_unset=True)
     _, problems = check_data(raw)  # the file-level rules, in case the model was built by hand
     if problems:
         raise ScenarioError(source, problems)
-    keys = list(scenario.sweep)
-    axes = {k: list(scenario.sweep[k]) for k in keys}
-    points = list(itertools.product(*(list(enumerate(axes[k])) for k in keys)))
+    axes, points = _points(scenario, source)
+    protocol_swept = has_placeholder(scenario.workload.protocol)
     repeat = scenario.scenario.repeat
     total = len(points) * repeat
     sweep_id = sweep_id_of(scenario)
 
     resolved = []
     for p, point in enumerate(points):
-        params = {k: value for k, (_, value) in zip(keys, point)}
-        data, origins = substitute(raw, {k: (value, i) for k, (i, value) in zip(keys, point)})
+        params = {k: axes[k][i] for k, (_, i) in point.items()}
+        data, origins = substitute(raw, point)
+        if protocol_swept:
+            data = _own_knobs_only(data)
         model, problems = check_data(data, expanded=True)
         if problems or model is None:
             raise ScenarioError(source, _with_origins(problems, origins, data), _run_label(p, total, params))
         resolved.append((params, resolve(model)))
+    if protocol_swept:
+        _check_knob_tables(scenario, {workload.protocol for _, (_, _, workload) in resolved}, source)
 
     runs: list[runspec.Run] = []
     seen: dict[str, int] = {}

@@ -240,13 +240,18 @@ def test_error_in_a_list_entry_from_a_sweep() -> None:
 
 
 def test_cross_key_rules_after_substitution() -> None:
-    # protocol swept: the udp knob table is wrong only for the tcp point.
-    text = make(protocol="${proto}", workload_extra='[workload.udp]\nrecv_buffer = "1 MiB"',
-                sweep='[sweep]\nproto = ["udp", "tcp"]')  # fmt: skip
+    # protocol swept: a UDP-only limit is wrong only for the udp point.
+    text = make(protocol="${proto}", payload="64 KiB", sweep='[sweep]\nproto = ["tcp", "udp"]')
+    with pytest.raises(Exception) as info:
+        sweep_of(text)
+    msg = str(info.value)
+    assert msg.startswith('p.toml: workload.payload: larger than a UDP datagram can carry'), msg
+    assert '[run 2 of 2: proto="udp"]' in msg
+    # Fixed protocol: a knob table for another protocol is still an error naming both.
+    text = make(protocol="tcp", workload_extra='[workload.udp]\nrecv_buffer = "1 MiB"')
     with pytest.raises(Exception) as info:
         sweep_of(text)
     assert 'knobs given for protocol "tcp"' in str(info.value)
-    assert '[run 2 of 2: proto="tcp"]' in str(info.value)
 
 
 def test_plan_is_pure(tmp_path: Path) -> None:
@@ -255,3 +260,163 @@ def test_plan_is_pure(tmp_path: Path) -> None:
     before = sorted(p.name for p in tmp_path.iterdir())
     plan_sweep(f)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+# ----------------------------------------------------------------------------- table axes, exclude, knobs
+
+
+def test_table_axis_fixture_pairs_fields_and_labels_runs() -> None:
+    s = plan_sweep(FIXTURES / "s1-links.toml")
+    assert s.axes == {"link": ["5M-2ms", "10M-1ms", "100M-50us", "1G-0.5us"], "protocol": ["tcp", "udp"],
+                      "payload": ["1 KiB", "100 KiB"]}  # fmt: skip
+    # 4 x 2 x 2 = 16 points, less udp with 100 KiB for each of the 4 link settings.
+    assert len(s.runs) == 12
+    assert [r.index for r in s.runs] == list(range(12))
+    assert [tuple(r.params.values()) for r in s.runs] == [
+        p for p in itertools.product(*s.axes.values()) if p[1:] != ("udp", "100 KiB")]
+    pairs = {(r.params["link"], r.links[0].forward.rate_bps, r.links[0].forward.delay_ns) for r in s.runs}
+    assert pairs == {("5M-2ms", 5_000_000, 2_000_000), ("10M-1ms", 10_000_000, 1_000_000),
+                     ("100M-50us", 100_000_000, 50_000), ("1G-0.5us", 1_000_000_000, 500)}  # fmt: skip
+    assert all(r.links[0].reverse == r.links[0].forward for r in s.runs)
+    assert all(isinstance(v, str) for r in s.runs for v in r.params.values())
+    # Each run gets only its own protocol's knobs.
+    for r in s.runs:
+        expected = {"nodelay": True} if r.params["protocol"] == "tcp" else {"recv_buffer": 4 * 1024 * 1024}
+        assert r.workload.protocol == r.params["protocol"] and r.workload.options == expected
+
+
+def test_table_axis_label_without_name_and_field_typing() -> None:
+    text = make(link='rate = "${l.rate}"\ndelay = "${l.d} ms"', messages='"${l.n}"',
+                sweep='[sweep]\nl = [{ rate = "5 Mbit/s", d = 2, n = 100 }, { rate = "10 Mbit/s", d = 0.5, n = 200 }]')
+    s = sweep_of(text)
+    assert s.axes == {"l": ["rate=5 Mbit/s, d=2, n=100", "rate=10 Mbit/s, d=0.5, n=200"]}
+    assert [r.params for r in s.runs] == [{"l": "rate=5 Mbit/s, d=2, n=100"}, {"l": "rate=10 Mbit/s, d=0.5, n=200"}]
+    assert [r.links[0].forward.rate_bps for r in s.runs] == [5_000_000, 10_000_000]
+    assert [r.links[0].forward.delay_ns for r in s.runs] == [2_000_000, 500_000]  # "${l.d} ms": text
+    assert [r.workload.messages for r in s.runs] == [100, 200]  # "${l.n}": the int itself
+    assert all(isinstance(r.workload.messages, int) for r in s.runs)
+
+
+def test_table_axis_name_may_be_used_and_mixes_with_scalar_axes() -> None:
+    text = make(link='rate = "${l.rate}"\nloss = "${loss}"',
+                sweep='[sweep]\nloss = ["0%", "1%"]\nl = [{ name = "slow", rate = "1 Mbit/s" }, '
+                      '{ name = "fast", rate = "1 Gbit/s" }]')  # fmt: skip
+    s = sweep_of(text)
+    assert [(r.params["loss"], r.params["l"]) for r in s.runs] == [
+        ("0%", "slow"), ("0%", "fast"), ("1%", "slow"), ("1%", "fast")]  # fmt: skip
+    named = make(link='rate = "${l.rate}"', sweep='[sweep]\nl = [{ name = "b", rate = "1 Mbit/s" }]').replace(
+        'to = ["b"]', 'to = ["${l.name}"]')
+    assert sweep_of(named).runs[0].workload.receivers == ("b",)
+
+
+def test_bad_value_from_a_table_field_names_the_field() -> None:
+    text = make(link='rate = "${link.rate}"\ndelay = "${link.delay}"',
+                sweep='[sweep]\nlink = [\n  { name = "a", rate = "5 Mbit/s", delay = "2 ms" },\n'
+                      '  { name = "b", rate = "5 Mbps/s", delay = "1 ms" },\n]')  # fmt: skip
+    with pytest.raises(Exception) as info:
+        sweep_of(text)
+    msg = str(info.value)
+    assert msg.startswith('p.toml: link[0].rate = "5 Mbps/s" (from sweep.link[1].rate): '), msg
+    assert '(got "5 Mbps/s")' in msg and '[run 2 of 2: link="b"]' in msg
+
+
+def test_exclude_skips_matching_combinations_and_keeps_run_ids() -> None:
+    link = 'loss = "${loss}"'
+    full = make(protocol="${proto}", link=link, payload="${size}",
+                sweep='[sweep]\nproto = ["tcp", "udp"]\nloss = ["0%", "1%"]\nsize = ["1 KiB", "60 KiB"]')
+    cut = full + '[[sweep.exclude]]\nproto = "udp"\nsize = "60 KiB"\n[[sweep.exclude]]\nloss = "1%"\nproto = "tcp"\n'
+    a, b = sweep_of(full), sweep_of(cut)
+    assert len(a.runs) == 8 and len(b.runs) == 4
+    assert [tuple(r.params.values()) for r in b.runs] == [
+        ("tcp", "0%", "1 KiB"), ("tcp", "0%", "60 KiB"), ("udp", "0%", "1 KiB"), ("udp", "1%", "1 KiB")]
+    assert [r.index for r in b.runs] == [0, 1, 2, 3]
+    assert b.axes == a.axes  # every value stays on its axis
+    ids = {tuple(r.params.values()): r.run_id for r in a.runs}
+    assert all(ids[tuple(r.params.values())] == r.run_id for r in b.runs)  # ids do not depend on index
+    assert b.sweep_id != a.sweep_id
+    # Numbers match numbers; repeat repeats the remaining points only.
+    nums = make(messages='"${n}"', scenario_extra="repeat = 2", sweep='[sweep]\nn = [100, 200, 300]\n'
+                '[[sweep.exclude]]\nn = 200')  # fmt: skip
+    assert [r.workload.messages for r in sweep_of(nums).runs] == [100, 300, 100, 300]
+
+
+def test_exclude_by_table_entry_name_or_label() -> None:
+    sweep = ('[sweep]\nl = [{ name = "slow", rate = "1 Mbit/s" }, { name = "fast", rate = "1 Gbit/s" }]\n'
+             'loss = ["0%", "1%"]\n[[sweep.exclude]]\nl = "fast"\nloss = "1%"\n')
+    s = sweep_of(make(link='rate = "${l.rate}"\nloss = "${loss}"', sweep=sweep))
+    assert [tuple(r.params.values()) for r in s.runs] == [("slow", "0%"), ("slow", "1%"), ("fast", "0%")]
+    unnamed = '[sweep]\nl = [{ rate = "1 Mbit/s" }, { rate = "2 Mbit/s" }]\n[[sweep.exclude]]\nl = "rate=1 Mbit/s"\n'
+    s = sweep_of(make(link='rate = "${l.rate}"', sweep=unnamed))
+    assert [r.params for r in s.runs] == [{"l": "rate=2 Mbit/s"}]
+
+
+@pytest.mark.parametrize(
+    ("exclude", "path", "words"),
+    [
+        ('[[sweep.exclude]]\ncolour = "red"', "sweep.exclude[0].colour",
+         ["not a sweep axis", "one of the [sweep] axes (loss, l)", '(got "red")']),
+        ('[[sweep.exclude]]\nloss = "7%"', "sweep.exclude[0].loss",
+         ["not a value of sweep.loss", 'a value of sweep.loss ("0%", "1%")', '(got "7%")']),
+        ('[[sweep.exclude]]\nloss = "0%"\n[[sweep.exclude]]\nl = "medium"', "sweep.exclude[1].l",
+         ["not a value of sweep.l", 'the name of an entry of sweep.l ("slow", "fast")', '(got "medium")']),
+        ('[[sweep.exclude]]\nl = "rate=1 Mbit/s"', "sweep.exclude[0].l", ["not a value of sweep.l"]),
+        ("[[sweep.exclude]]", "sweep.exclude[0]", ["empty exclude entry"]),
+        ('[[sweep.exclude]]\nloss = "0%"\n[[sweep.exclude]]\nloss = "1%"', "sweep.exclude",
+         ["every parameter point is excluded"]),
+    ],
+)
+def test_exclude_errors(exclude: str, path: str, words: list[str]) -> None:
+    sweep = ('[sweep]\nloss = ["0%", "1%"]\nl = [{ name = "slow", rate = "1 Mbit/s" }, '
+             '{ name = "fast", rate = "1 Gbit/s" }]\n' + exclude + "\n")  # fmt: skip
+    with pytest.raises(Exception) as info:
+        sweep_of(make(link='rate = "${l.rate}"\nloss = "${loss}"', sweep=sweep))
+    first = str(info.value).splitlines()[0]
+    assert first.startswith(f"p.toml: {path}: "), str(info.value)
+    for word in words:
+        assert word in first, first
+
+
+def test_exclude_is_not_an_axis_name() -> None:
+    text = make(link='loss = "${loss}"', sweep='[sweep]\nloss = ["0%"]\nexclude = ["1%"]')
+    with pytest.raises(Exception) as info:
+        sweep_of(text)
+    first = str(info.value).splitlines()[0]
+    assert first.startswith('p.toml: sweep.exclude[0]: not a table; expected [[sweep.exclude]] tables'), first
+    assert "`exclude` is reserved" in first and '(got "1%")' in first
+
+
+def test_knob_tables_for_a_swept_protocol() -> None:
+    knobs = '[workload.tcp]\nnodelay = false\nmss = "1000 B"\n[workload.udp]\nrecv_buffer = "1 MiB"'
+    s = sweep_of(make(protocol="${proto}", workload_extra=knobs, sweep='[sweep]\nproto = ["udp", "tcp"]'))
+    assert [(r.workload.protocol, r.workload.options) for r in s.runs] == [
+        ("udp", {"recv_buffer": 1024 * 1024}), ("tcp", {"nodelay": False, "mss": 1000})]
+    # A table whose protocol no run uses is an error naming the table and the sweep's protocols.
+    with pytest.raises(Exception) as info:
+        sweep_of(make(protocol="${proto}", workload_extra=knobs, sweep='[sweep]\nproto = ["udp"]'))
+    msg = str(info.value)
+    assert msg.startswith('p.toml: workload.tcp: [workload.tcp] knobs given but no run uses protocol "tcp" '
+                          '(the sweep uses "udp"); expected knob tables only for the protocols of the runs '
+                          '([workload.udp]) (got { nodelay = false, mss = "1000 B" })'), msg
+    assert len(msg.splitlines()) == 1
+    # ... also when [[sweep.exclude]] removes every run of that protocol.
+    with pytest.raises(Exception) as info:
+        sweep_of(make(protocol="${proto}", workload_extra=knobs, link='loss = "${loss}"',
+                      sweep='[sweep]\nproto = ["udp", "tcp"]\nloss = ["0%"]\n[[sweep.exclude]]\nproto = "tcp"'))
+    assert str(info.value).startswith('p.toml: workload.tcp: [workload.tcp] knobs given but no run uses protocol')
+    # Knob names stay checked per protocol, and knob values for the other protocol's runs too.
+    with pytest.raises(Exception) as info:
+        sweep_of(make(protocol="${proto}", workload_extra='[workload.udp]\nnodelay = true',
+                      sweep='[sweep]\nproto = ["udp", "tcp"]'))
+    assert str(info.value).startswith("p.toml: workload.udp.nodelay: unknown key"), str(info.value)
+    with pytest.raises(Exception) as info:
+        sweep_of(make(protocol="${proto}", workload_extra='[workload.tcp]\nmss = "10 B"',
+                      sweep='[sweep]\nproto = ["udp", "tcp"]'))
+    assert str(info.value).startswith('p.toml: workload.tcp.mss: out of range'), str(info.value)
+
+
+def test_swept_protocol_from_a_table_field_with_knobs() -> None:
+    knobs = '[workload.tcp]\nnodelay = true\n[workload.udp]\nsend_buffer = "${stack.buf}"'
+    sweep = ('[sweep]\nstack = [{ name = "t", proto = "tcp", buf = "1 KiB" }, '
+             '{ name = "u", proto = "udp", buf = "2 KiB" }]')  # fmt: skip
+    s = sweep_of(make(protocol="${stack.proto}", workload_extra=knobs, sweep=sweep))
+    assert [r.workload.options for r in s.runs] == [{"nodelay": True}, {"send_buffer": 2048}]

@@ -266,6 +266,72 @@ def test_sweep_table_rules(sweep: str, path: str, words: list[str]) -> None:
         assert word in str(e)
 
 
+LINK_AXIS = 'rate = "${link.rate}"\ndelay = "${link.delay}"'
+TWO_LINKS = ('link = [{ name = "slow", rate = "5 Mbit/s", delay = "2 ms" }, '
+             '{ name = "fast", rate = "10 Mbit/s", delay = "1 ms" }]')  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("link", "sweep", "path", "words"),
+    [
+        (LINK_AXIS, 'link = [{ rate = "5 Mbit/s", delay = "2 ms" }, "10 Mbit/s"]', "sweep.link[1]",
+         ["scalars and tables mixed in one axis", "every entry an inline table", '(got "10 Mbit/s")']),
+        ('rate = "${link}"', 'link = ["5 Mbit/s", { rate = "10 Mbit/s" }]', "sweep.link[1]",
+         ["scalars and tables mixed in one axis", "every entry a string or a number",
+          '(got { rate = "10 Mbit/s" })']),
+        (LINK_AXIS, 'link = [{ rate = "5 Mbit/s", delay = "2 ms" }, { rate = "10 Mbit/s" }]', "sweep.link[1]",
+         ["not the same keys as sweep.link[0] (missing delay)", "every entry with the keys rate, delay",
+          '(got { rate = "10 Mbit/s" })']),
+        (LINK_AXIS, 'link = [{ rate = "5 Mbit/s", delay = "2 ms" }, { rate = "1 Mbit/s", delay = "1 ms", '
+         'loss = "1%" }]', "sweep.link[1]", ["not the same keys as sweep.link[0] (extra loss)"]),
+        (LINK_AXIS, 'link = [{ rate = "5 Mbit/s", delay = "2 ms" }, {}]', "sweep.link[1]", ["empty table"]),
+        (LINK_AXIS, 'link = [{ name = 5, rate = "5 Mbit/s", delay = "2 ms" }]', "sweep.link[0].name",
+         ["not a non-empty string", "(got 5)"]),
+        (LINK_AXIS, TWO_LINKS.replace('"fast"', '"slow"'), "sweep.link[1].name",
+         ["same name as sweep.link[0]", "entries with distinct names", '(got "slow")']),
+        (LINK_AXIS, 'link = [{ rate = "5 Mbit/s", delay = "2 ms" }, { rate = "5 Mbit/s", delay = "2 ms" }]',
+         "sweep.link[1]", ["same fields as sweep.link[0]"]),
+        (LINK_AXIS, 'link = [{ rate = "5 Mbit/s", delay = true }]', "sweep.link[0].delay",
+         ["not a string or a number", "(got true)"]),
+        (LINK_AXIS, 'link = [{ rate = "5 Mbit/s", delay = ["2 ms"] }]', "sweep.link[0].delay",
+         ["not a string or a number"]),
+        (LINK_AXIS, 'link = [{ rate = "${x}", delay = "2 ms" }]', "sweep.link[0].rate",
+         ["placeholders are not allowed in [sweep]"]),
+        ('rate = "${link}"', TWO_LINKS, "link[0].rate",
+         ["sweep.link is a table axis: use ${link.<field>}", "one of its fields (name, rate, delay)"]),
+        ('rate = "${link.rate}"\ndelay = "${link.dly}"', TWO_LINKS, "link[0].delay",
+         ["placeholder ${link.dly} names no field of sweep.link", "(name, rate, delay)"]),
+        ('rate = "${link.rate}"', TWO_LINKS, "sweep.link[0].delay",
+         ["field of a table axis is never used", "a ${link.delay} placeholder", '(got "2 ms")']),
+        ('rate = "${link.name}"', TWO_LINKS, "sweep.link[0].rate", ["field of a table axis is never used"]),
+        ('rate = "1 Mbit/s"', TWO_LINKS, "sweep.link", ["sweep key is never used", "${link.<field>} placeholders"]),
+        ('rate = "${r.x}"', 'r = ["5 Mbit/s"]', "link[0].rate", ["sweep.r is not a table axis"]),
+        ('rate = "${r.x}"', 'q = ["5 Mbit/s"]', "link[0].rate", ["placeholder ${r.x} names no [sweep] key"]),
+        ('rate = "${link.Rate}"', TWO_LINKS, "link[0].rate", ["malformed placeholder", "${name.field}"]),
+    ],
+)
+def test_table_axis_rules(link: str, sweep: str, path: str, words: list[str]) -> None:
+    text = BASE.replace('rate = "10 Mbit/s"', link, 1) + "[sweep]\n" + sweep + "\n"
+    e = error_of(text)
+    assert path in [p.path for p in e.problems], str(e)
+    line = next(line for line in str(e).splitlines() if line.startswith(f"case.toml: {path}: "))
+    for word in words:
+        assert word in line, line
+
+
+def test_table_axis_loads_with_placeholders_unresolved() -> None:
+    s = loads(BASE.replace('rate = "10 Mbit/s"', LINK_AXIS, 1) + "[sweep]\n" + TWO_LINKS + "\n")
+    assert s.link[0].rate == "${link.rate}"
+    assert s.sweep["link"][1] == {"name": "fast", "rate": "10 Mbit/s", "delay": "1 ms"}
+
+
+def test_report_axes_are_sweep_axes_not_exclude() -> None:
+    text = (BASE.replace('payload = "1 KiB"', 'payload = "${size}"')
+            + '[report]\nx = "exclude"\n[sweep]\nsize = ["1 KiB", "2 KiB"]\n[[sweep.exclude]]\nsize = "2 KiB"\n')
+    e = error_of(text)
+    assert str(e).startswith('case.toml: report.x: not a sweep key; expected one of the [sweep] keys (size)'), str(e)
+
+
 def test_load_keeps_values_as_written() -> None:
     s = load_scenario(FIXTURES / "multihop.toml")
     assert isinstance(s, Scenario)

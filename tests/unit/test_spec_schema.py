@@ -27,7 +27,7 @@ def test_schema_is_valid_json_schema() -> None:
     assert set(schema["required"]) == {"scenario", "host", "link", "workload"}
 
 
-@pytest.mark.parametrize("name", ["quick.toml", "multihop.toml", "bulk-tcp.toml", "ramp.toml"])
+@pytest.mark.parametrize("name", ["quick.toml", "multihop.toml", "bulk-tcp.toml", "ramp.toml", "s1-links.toml"])
 def test_valid_fixtures_match_the_schema(name: str) -> None:
     data = tomllib.loads((FIXTURES / name).read_text())
     assert list(validator().iter_errors(data)) == []
@@ -55,6 +55,19 @@ def test_schema_admits_placeholders_where_the_format_does() -> None:
     assert list(validator().iter_errors(data)) == []
     data["scenario"]["seed"] = "${seed}"
     assert list(validator().iter_errors(data)) != []
+
+
+def test_schema_admits_table_axes_and_excludes_but_not_mixed_axes() -> None:
+    data = tomllib.loads((FIXTURES / "s1-links.toml").read_text())
+    assert data["sweep"]["exclude"] and data["link"][0]["rate"] == "${link.rate}"
+    data["link"][0]["mtu"] = "${link.mtu}"
+    assert list(validator().iter_errors(data)) == []
+    mixed = dict(data, sweep={**data["sweep"], "link": [*data["sweep"]["link"], "10 Mbit/s"]})
+    assert list(validator().iter_errors(mixed)) != []
+    bad_exclude = dict(data, sweep={**data["sweep"], "exclude": [{}]})
+    assert list(validator().iter_errors(bad_exclude)) != []
+    nested = dict(data, sweep={**data["sweep"], "link": [{"rate": ["5 Mbit/s"]}]})
+    assert list(validator().iter_errors(nested)) != []
 
 
 def test_committed_reference_is_current() -> None:

@@ -2,7 +2,9 @@
 
 This module owns the rules between keys: unique host names, links naming known
 and distinct hosts, jitter needing delay, what each workload pattern requires
-and forbids, payload limits, knob tables matching the protocol, sender and
+and forbids, payload limits, knob tables matching the protocol (a swept
+protocol: ``plan`` keeps each run's own table and checks that every table is
+some run's), sender and
 receivers connected through links, the run finishing within the timeout, and
 [report] hints naming sweep keys.  A value still holding a placeholder is
 skipped here; the same checks run again on every expanded run, where none is
@@ -18,6 +20,7 @@ from .. import units
 from .kinds import has_placeholder
 from .model import DIRECTION_KEYS, KNOB_TABLES, DirectionTable, Scenario
 from .problems import Problem
+from .sweep import axes_of
 
 HEADER_BYTES = 32  # the agent's message header (docs/agent-protocol.md)
 UDP_MAX_PAYLOAD = 65507  # largest UDP datagram over IPv4
@@ -260,10 +263,11 @@ def _check_report(s: Scenario, problems: list[Problem]) -> None:
     r = s.report
     if r is None:
         return
+    axes = axes_of(s.sweep)
     for key in ("x", "lines", "panels"):
         value = getattr(r, key)
-        if value is not None and value not in s.sweep:
-            known = ", ".join(s.sweep) if s.sweep else "none: there is no [sweep] table"
+        if value is not None and value not in axes:
+            known = ", ".join(axes) if axes else "none: there is no [sweep] table"
             problems.append(Problem(f"report.{key}", "not a sweep key", f"one of the [sweep] keys ({known})", value))
     axes = [getattr(r, k) for k in ("x", "lines", "panels") if getattr(r, k) is not None]
     if len(set(axes)) != len(axes):

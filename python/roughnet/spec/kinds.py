@@ -21,14 +21,15 @@ from pydantic import PlainValidator, WithJsonSchema
 
 from .. import units
 
-#: A whole value that is exactly one placeholder: takes the swept value as is (any type).
-PLACEHOLDER_FULL = re.compile(r"^\$\{([a-z_][a-z0-9_]*)\}$")
-#: Any placeholder inside a string (for text substitution).
-PLACEHOLDER = re.compile(r"\$\{([a-z_][a-z0-9_]*)\}")
+#: Any placeholder inside a string (for text substitution): ``${key}``, or ``${key.field}``
+#: for a field of a table axis; group 1 is the key, group 2 the field (None without one).
+PLACEHOLDER = re.compile(r"\$\{([a-z_][a-z0-9_]*)(?:\.([a-z_][a-z0-9_]*))?\}")
+#: A whole value that is exactly one placeholder: takes the swept value (or field) as is (any type).
+PLACEHOLDER_FULL = re.compile("^" + PLACEHOLDER.pattern + "$")
 PLACEHOLDER_SCHEMA = {
     "type": "string",
-    "pattern": r"^\$\{[a-z_][a-z0-9_]*\}$",
-    "description": "a ${key} placeholder naming a [sweep] key",
+    "pattern": r"^\$\{[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?\}$",
+    "description": "a ${key} placeholder naming a [sweep] key (${key.field} for a field of a table axis)",
 }
 
 NO_PLACEHOLDER = "placeholders are not allowed here"
@@ -46,8 +47,8 @@ def describe(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, dict):
-        return "a table"
+    if isinstance(value, dict):  # an inline table
+        return "{ " + ", ".join(f"{k} = {describe(v)}" for k, v in value.items()) + " }" if value else "{}"
     if isinstance(value, list):
         return "[" + ", ".join(describe(v) for v in value) + "]"
     return str(value)

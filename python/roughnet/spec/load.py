@@ -1,7 +1,7 @@
 """Reading a scenario file: TOML, then every check, into a ``Scenario``.
 
 This module owns the order of checking: TOML syntax (errors name line and
-column), the [sweep] table and the placeholders, the pydantic model (single
+column), the [sweep] table (axes and excludes) and the placeholders, the pydantic model (single
 values), then the checks between keys.  Every problem found is reported at
 once, in one ``ScenarioError``.  Nothing here touches anything but the file.
 """
@@ -17,8 +17,9 @@ from pydantic import ValidationError
 
 from .checks import check_scenario
 from .model import Scenario
-from .placeholders import check_placeholders, check_sweep
+from .placeholders import check_placeholders
 from .problems import Problem, ScenarioError, from_validation_error
+from .sweep import check_sweep
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -164,8 +164,10 @@ class WorkloadTable(_Table):
         "Ping, ramp: time between requests (" + kinds.DURATION + "). Unset (ping): next after the reply.", None)
     step: kinds.size().type() = _f("Ramp only: the message grows by this each iteration (" + kinds.SIZE + ").", None)
     warmup: kinds.integer(0, None, "an integer >= 0").type() = _f("Messages sent first and not counted.", 0)
-    tcp: TcpKnobs | None = Field(None, description="TCP knobs; only with protocol = \"tcp\".")
-    udp: UdpKnobs | None = Field(None, description="UDP knobs; only with protocol = \"udp\".")
+    tcp: TcpKnobs | None = Field(None, description="TCP knobs; only with protocol = \"tcp\", or a swept protocol "
+                                 "that is \"tcp\" in some run (the other runs ignore them).")
+    udp: UdpKnobs | None = Field(None, description="UDP knobs; only with protocol = \"udp\", or a swept protocol "
+                                 "that is \"udp\" in some run (the other runs ignore them).")
 
 
 _SWEEP_KEY = kinds.name(SWEEP_KEY, "a sweep key (lowercase letters, digits and '_')", placeholders=False)
@@ -183,6 +185,20 @@ class ReportTable(_Table):
     title: kinds.text(placeholders=False).type() = _f("Report title (default: the scenario name).", None)
 
 
+_SWEEP_SCALAR = {"type": ["string", "number"]}
+_SWEEP_TABLE = {"type": "object", "minProperties": 1, "propertyNames": {"pattern": SWEEP_KEY},
+                "additionalProperties": _SWEEP_SCALAR,
+                "description": "one entry of a table axis; `name` (a string) labels it in reports"}  # fmt: skip
+_EXCLUDE_SCHEMA = {
+    "type": "array",
+    "minItems": 1,
+    "items": {"type": "object", "minProperties": 1, "additionalProperties": _SWEEP_SCALAR},
+    "description": "Combinations to skip; each table maps axis names to one of their values "
+    "(for a table axis: an entry's `name`, or its \"k=v, k=v\" label when entries have no name); a run is "
+    "skipped when it matches every key of some entry. `exclude` is therefore not an axis name.",
+}
+
+
 class Scenario(_Table):
     """A scenario file (format v1), validated, placeholders unresolved."""
 
@@ -195,10 +211,14 @@ class Scenario(_Table):
     sweep: dict[str, Any] = Field(
         default_factory=dict,
         description="Parameter axes: key = non-empty list of values (strings or numbers), used as ${key} in "
-        "[[host]], [[link]] and [workload]; runs are the cartesian product in file order (last key fastest).",
+        "[[host]], [[link]] and [workload]; or a list of inline tables with the same keys (a table axis: its "
+        "fields change together, used as ${key.field}). Runs are the cartesian product in file order (last key "
+        "fastest), less the combinations [[sweep.exclude]] lists.",
         json_schema_extra={"propertyNames": {"pattern": SWEEP_KEY},
+                           "properties": {"exclude": _EXCLUDE_SCHEMA},
                            "additionalProperties": {"type": "array", "minItems": 1,
-                                                    "items": {"type": ["string", "number"]}}},
+                                                    "anyOf": [{"items": _SWEEP_SCALAR},
+                                                              {"items": _SWEEP_TABLE}]}},
     )  # fmt: skip
     report: ReportTable | None = Field(None, description="Hints for the report.")
 

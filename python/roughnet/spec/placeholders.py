@@ -1,10 +1,11 @@
 """``${key}`` placeholders and the ``[sweep]`` table they refer to.
 
 This module owns: where placeholders may appear ([[host]], [[link]] and
-[workload]; not [scenario], [sweep] or [report]), their syntax, the rule that
-every placeholder names a sweep key and every sweep key is used, the shape of
-``[sweep]`` itself, and substitution of one parameter point into the raw file
-data.  It works on the plain data from TOML (dicts and lists), before and
+[workload]; not [scenario], [sweep] or [report]), their syntax (``${key}``;
+``${key.field}`` for a field of a table axis), the rule that every placeholder
+names a sweep axis (and field) and every axis (every field but ``name``) is
+used, and substitution of one parameter point into the raw file data.  The
+shape of ``[sweep]`` itself is ``spec.sweep``'s.  It works on the plain data from TOML (dicts and lists), before and
 independently of the pydantic models.
 """
 
@@ -17,11 +18,12 @@ from typing import Any
 from .kinds import PLACEHOLDER, PLACEHOLDER_FULL
 from .model import SWEEP_KEY
 from .problems import Problem
+from .sweep import NAME_FIELD, axes_of, is_table_axis, table_fields
 
 #: Top-level tables whose strings may hold placeholders.
 SUBSTITUTED = ("host", "link", "workload")
-_SYNTAX = "${name} where name is a [sweep] key (lowercase letters, digits and '_')"
-_SWEEP_VALUE = "a non-empty list of distinct strings or numbers, like [\"0%\", \"5%\"]"
+_SYNTAX = ("${name} where name is a [sweep] key (lowercase letters, digits and '_'), or ${name.field} for a "
+           "field of a table axis")
 
 
 def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -41,45 +43,16 @@ def _malformed(text: str) -> bool:
     return PLACEHOLDER.sub("", text).find("${") >= 0
 
 
-def check_sweep(data: dict[str, Any]) -> list[Problem]:
-    """The shape of ``[sweep]``: keys, non-empty lists, value types, no duplicates."""
-    sweep = data.get("sweep", {})
-    if not isinstance(sweep, dict):
-        return []  # the model reports "wrong type"
-    problems: list[Problem] = []
-    for key, values in sweep.items():
-        path = f"sweep.{key}"
-        if not re.fullmatch(SWEEP_KEY, key):
-            problems.append(Problem(path, "not a valid sweep key",
-                                    "a key of lowercase letters, digits and '_', not starting with a digit", key))
-            continue  # fmt: skip
-        if not isinstance(values, list) or not values:
-            problems.append(Problem(path, "not a non-empty list", _SWEEP_VALUE, values))
-            continue
-        seen: dict[Any, int] = {}
-        for i, value in enumerate(values):
-            vpath = f"{path}[{i}]"
-            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                problems.append(Problem(vpath, "not a string or a number", _SWEEP_VALUE, value))
-            elif isinstance(value, str) and "${" in value:
-                problems.append(Problem(vpath, "placeholders are not allowed in [sweep]", _SWEEP_VALUE, value))
-            elif (type(value), value) in seen:
-                problems.append(Problem(vpath, f"same value as {path}[{seen[(type(value), value)]}]",
-                                        _SWEEP_VALUE, value))  # fmt: skip
-            else:
-                seen[(type(value), value)] = i
-    return problems
-
-
 def check_placeholders(data: dict[str, Any]) -> list[Problem]:
-    """Syntax and placement of placeholders; every placeholder names a sweep key and every key is used."""
+    """Syntax and placement of placeholders; every placeholder names a sweep axis (a table axis: one
+    of its fields) and every axis is used (a table axis: every field but ``name``)."""
     problems: list[Problem] = []
-    sweep = data.get("sweep", {})
-    keys = list(sweep) if isinstance(sweep, dict) else []
-    used: set[str] = set()
+    axes = axes_of(data.get("sweep", {}))
+    fields = {k: table_fields(v) for k, v in axes.items() if is_table_axis(v)}
+    used: set[tuple[str, str | None]] = set()
     for table, value in data.items():
         if table == "sweep":
-            continue  # check_sweep
+            continue  # spec.sweep.check_sweep
         for path, text in _strings(value, table):
             if "${" not in text:
                 continue
@@ -91,18 +64,51 @@ def check_placeholders(data: dict[str, Any]) -> list[Problem]:
             if _malformed(text):
                 problems.append(Problem(path, "malformed placeholder", _SYNTAX, text))
                 continue
-            for name in PLACEHOLDER.findall(text):
-                used.add(name)
-                if name not in keys:
-                    known = ", ".join(keys) if keys else "none: there is no [sweep] table"
-                    problems.append(Problem(path, f"placeholder ${{{name}}} names no [sweep] key",
-                                            f"one of the [sweep] keys ({known})", text))  # fmt: skip
-    for key in keys:
-        if key not in used and re.fullmatch(SWEEP_KEY, key):
+            for m in PLACEHOLDER.finditer(text):
+                name, field = m.group(1), m.group(2)
+                problem = _placeholder_problem(name, field, axes, fields)
+                if problem is None:
+                    used.add((name, field))
+                else:
+                    problems.append(Problem(path, problem[0], problem[1], text))
+    for key, values in axes.items():
+        if not re.fullmatch(SWEEP_KEY, key):
+            continue
+        if not any(k == key for k, _ in used):
             problems.append(Problem(f"sweep.{key}", "sweep key is never used",
-                                    f"a ${{{key}}} placeholder in [[host]], [[link]] or [workload]",
-                                    sweep[key]))  # fmt: skip
+                                    f"a ${{{key}}} placeholder in [[host]], [[link]] or [workload]"
+                                    if key not in fields else
+                                    f"${{{key}.<field>}} placeholders in [[host]], [[link]] or [workload]",
+                                    values))  # fmt: skip
+            continue
+        for field in fields.get(key, []):
+            if field != NAME_FIELD and (key, field) not in used:
+                first = next(i for i, v in enumerate(values) if isinstance(v, dict) and field in v)
+                problems.append(Problem(f"sweep.{key}[{first}].{field}", "field of a table axis is never used",
+                                        f"a ${{{key}.{field}}} placeholder in [[host]], [[link]] or [workload] "
+                                        "(every field but `name` is used)", values[first][field]))  # fmt: skip
     return problems
+
+
+def _placeholder_problem(name: str, field: str | None, axes: dict[str, Any],
+                         fields: dict[str, list[str]]) -> tuple[str, str] | None:  # fmt: skip
+    """(problem, expected) of one placeholder, None when it names an axis (and field) that exists."""
+    text = f"${{{name}.{field}}}" if field is not None else f"${{{name}}}"
+    if name not in axes:
+        known = ", ".join(axes) if axes else "none: there is no [sweep] table"
+        return f"placeholder {text} names no [sweep] key", f"one of the [sweep] keys ({known})"
+    if name in fields:
+        listed = ", ".join(fields[name])
+        if field is None:
+            return (f"sweep.{name} is a table axis: use ${{{name}.<field>}}",
+                    f"a placeholder naming one of its fields ({listed}), like ${{{name}.{fields[name][0]}}}")
+        if field not in fields[name]:
+            return f"placeholder {text} names no field of sweep.{name}", f"one of its fields ({listed})"
+        return None
+    if field is not None:
+        return (f"sweep.{name} is not a table axis, it has no field {field!r}",
+                f"${{{name}}} (fields are for axes of inline tables)")
+    return None
 
 
 def substitute(data: dict[str, Any], point: dict[str, tuple[Any, int]]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -119,12 +125,11 @@ def substitute(data: dict[str, Any], point: dict[str, tuple[Any, int]]) -> tuple
         if isinstance(value, str):
             if "${" not in value:
                 return value
-            names = PLACEHOLDER.findall(value)
-            origins[path] = ", ".join(f"sweep.{n}[{point[n][1]}]" for n in names)
+            origins[path] = ", ".join(_origin(m, point) for m in PLACEHOLDER.finditer(value))
             full = PLACEHOLDER_FULL.match(value)
             if full is not None:
-                return point[full.group(1)][0]
-            return PLACEHOLDER.sub(lambda m: str(point[m.group(1)][0]), value)
+                return _value(full, point)
+            return PLACEHOLDER.sub(lambda m: str(_value(m, point)), value)
         if isinstance(value, dict):
             return {k: fill(v, f"{path}.{k}") for k, v in value.items()}
         if isinstance(value, list):
@@ -134,3 +139,14 @@ def substitute(data: dict[str, Any], point: dict[str, tuple[Any, int]]) -> tuple
     out = {table: (fill(value, table) if table in SUBSTITUTED else value) for table, value in data.items()}
     return out, origins
 
+
+
+def _value(m: re.Match[str], point: dict[str, tuple[Any, int]]) -> Any:
+    value = point[m.group(1)][0]
+    return value[m.group(2)] if m.group(2) is not None else value
+
+
+def _origin(m: re.Match[str], point: dict[str, tuple[Any, int]]) -> str:
+    """``sweep.loss[2]``, or ``sweep.link[1].rate`` for a field of a table axis."""
+    where = f"sweep.{m.group(1)}[{point[m.group(1)][1]}]"
+    return where + (f".{m.group(2)}" if m.group(2) is not None else "")
