@@ -3,7 +3,8 @@
 Who does what inside:
   ``kinds``        one value: what it may be, its "expected ..." text, its JSON Schema
   ``model``        the tables and keys (pydantic, unknown keys forbidden)
-  ``placeholders`` ``${key}`` syntax and placement, the [sweep] table, substitution
+  ``sweep``        the [sweep] table: scalar and table axes, labels, [[sweep.exclude]]
+  ``placeholders`` ``${key}`` / ``${key.field}`` syntax and placement, substitution
   ``checks``       rules between keys (hosts exist, pattern needs, limits, connectivity)
   ``problems``     the wording of errors (``ScenarioError``, a ``SpecError``)
   ``load``         reading a file and running the checks in order
