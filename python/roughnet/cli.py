@@ -18,6 +18,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -47,7 +48,7 @@ def _results_root(results: Optional[Path]) -> Path:
 
 
 def _fail(e: RoughnetError) -> None:
-    err.print(f"[bold red]error:[/] {e}", highlight=False, markup=True, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
     raise typer.Exit(e.exit_code)
 
 
@@ -189,7 +190,7 @@ def run(
                 nonlocal failed
                 if rec["status"] != "ok":
                     failed += 1
-                    progress.console.print(f"[red]run {r.index} failed:[/] {rec['failure_reason']}", highlight=False)
+                    progress.console.print(f"[red]run {r.index} failed:[/] {escape(str(rec['failure_reason']))}", highlight=False)
                 progress.advance(task)
 
             run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done)
