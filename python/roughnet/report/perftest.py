@@ -20,8 +20,8 @@ Stream runs print a one-way latency summary (from the intended send time) and a
 throughput summary per receiver; ping/ramp runs a round-trip latency summary
 (labelled as such: Perftest itself prints RTT/2 as one-way, we do not);
 bulk runs a throughput summary.  CPU % is the agents' CPU time over the run's
-duration (all agents of the run for latency lines, the receiver's own for
-throughput lines when it reported one).
+duration (all agents of the run for latency lines; for throughput lines the
+receiver's own when its metrics carry ``cpu_agents_s``, else all agents').
 """
 
 from __future__ import annotations
@@ -150,6 +150,8 @@ def lines_for_runs(runs: list[dict[str, Any]]) -> list[str]:
             if receivers:
                 for rec in receivers:
                     rm = dict(rec.get("metrics") or {})
+                    if rm.get("cpu_agents_s") is None:  # receiver did not report its own
+                        rm["cpu_agents_s"] = metrics.get("cpu_agents_s")
                     out.append(throughput_line(length, rm, duration))
             else:
                 out.append(throughput_line(length, metrics, duration))

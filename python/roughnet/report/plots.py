@@ -28,13 +28,16 @@ DPI = 100
 MARKERS = "osD^v<>ph*"
 
 
-def _grid(n: int) -> tuple[int, int]:
-    cols = min(MAX_COLS, max(1, n))
+def _grid(n: int, cols: int | None = None) -> tuple[int, int]:
+    """Rows and columns for n panels: 1-3 in a row, 4 as 2x2, more in rows of 3."""
+    if cols is None or not 1 <= cols <= MAX_COLS + 1:
+        cols = n if n <= MAX_COLS else (2 if n == 4 else MAX_COLS)
+    cols = max(1, min(cols, n))
     return math.ceil(n / cols), cols
 
 
-def _figure(n_panels: int, extra_h: float = 0.0) -> tuple[Figure, list[Any]]:
-    rows, cols = _grid(n_panels)
+def _figure(n_panels: int, cols: int | None = None, extra_h: float = 0.0) -> tuple[Figure, list[Any]]:
+    rows, cols = _grid(n_panels, cols)
     fig = Figure(figsize=(PANEL_W * cols, PANEL_H * rows + extra_h), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axs = fig.subplots(rows, cols, squeeze=False, sharey=True)
@@ -59,17 +62,18 @@ def metric_png(plot: MetricPlot) -> bytes:
     """Metric against the x key; one line per line value; one panel per panel value."""
     all_y = [p.y for panel in plot.panels for line in panel.lines for p in line.points]
     scale = fmt.scale_for(plot.column, all_y)
-    fig, axes = _figure(len(plot.panels))
+    fig, axes = _figure(len(plot.panels), plot.grid_cols)
     x_index = {v: i for i, v in enumerate(plot.x_order)}
     x_nums = [p.x_num for panel in plot.panels for line in panel.lines for p in line.points if p.x_num is not None]
     log_x = plot.x_numeric and _spans_decades(x_nums)
     hollow_any = False
+    handles: dict[str, Line2D] = {}
     for ax, panel in zip(axes, plot.panels, strict=True):
-        handles = []
         for line in panel.lines:
             marker = MARKERS[line.index % len(MARKERS)]
             color = f"C{line.index % 10}"
-            handles.append(Line2D([], [], color=color, marker=marker, label=line.label))
+            if line.label and line.label not in handles:
+                handles[line.label] = Line2D([], [], color=color, marker=marker, label=line.label)
 
             def xpos(x: Any, x_num: float | None) -> float:
                 if plot.x_numeric and x_num is not None:
@@ -105,8 +109,9 @@ def metric_png(plot: MetricPlot) -> bytes:
         if panel.title:
             ax.set_title(panel.title, fontsize=10)
         ax.grid(True, alpha=0.3)
-        if any(line.label for line in panel.lines):
-            ax.legend(handles=handles, fontsize=8)
+    if handles:
+        ordered = sorted(handles.values(), key=lambda h: list(handles).index(h.get_label()))
+        fig.legend(handles=ordered, loc="outside lower center", ncols=min(4, len(ordered)), fontsize=9)
     ys = [y * scale.factor for y in all_y]
     if _spans_decades(ys):
         for ax in axes:
@@ -125,7 +130,9 @@ def cdf_png(panels: list[CurvePanel], rtt: bool) -> bytes:
     top = max((max(c.values_us) for p in panels for c in p.curves), default=1.0)
     to_ms = top >= 10_000
     factor, unit = (1e-3, "ms") if to_ms else (1.0, "µs")
-    fig, axes = _figure(len(panels))
+    n_labels = len({c.label for p in panels for c in p.curves})
+    legend_rows = math.ceil(n_labels / _grid(len(panels))[1])
+    fig, axes = _figure(len(panels), extra_h=0.2 * legend_rows)
     for ax, panel in zip(axes, panels, strict=True):
         for c in panel.curves:
             ax.step(
@@ -139,8 +146,14 @@ def cdf_png(panels: list[CurvePanel], rtt: bool) -> bytes:
         if panel.title:
             ax.set_title(panel.title, fontsize=10)
         ax.set_xlabel(f"{'round trip' if rtt else 'one-way latency'} ({unit})")
-        if len(panel.curves) > 1 or panel.curves[0].label:
-            ax.legend(fontsize=7)
+    handles: dict[str, Line2D] = {}
+    for panel in panels:
+        for c in panel.curves:
+            handles.setdefault(c.label, Line2D([], [], color=f"C{c.index % 10}", label=c.label))
+    ordered = sorted(handles.values(), key=lambda h: next(
+        c.index for p in panels for c in p.curves if c.label == h.get_label()))
+    cols = _grid(len(panels))[1]
+    fig.legend(handles=ordered, loc="outside lower center", ncols=max(1, min(cols, len(ordered))), fontsize=8)
     axes[0].set_ylabel("fraction of messages")
     fig.suptitle(
         ("round-trip" if rtt else "one-way latency") + " CDF (from the intended send time; dashed: suspect/invalid)",
@@ -156,8 +169,10 @@ def ramp_png(panels: list[tuple[str, list[RampSeries]]]) -> bytes:
     top_size = max((max(s.sizes) for _, ss in panels for s in ss if s.sizes), default=1.0)
     sscale = fmt.scale_for("bytes", [top_size])
     fig, axes = _figure(len(panels))
+    colour: dict[str, int] = {}
     for ax, (title, series) in zip(axes, panels, strict=True):
-        for i, s in enumerate(series):
+        for s in series:
+            i = colour.setdefault(s.label, len(colour))
             ax.plot(
                 [v * sscale.factor for v in s.sizes], [v * factor for v in s.rtts_us],
                 color=f"C{i % 10}", linestyle="-" if s.validity == "valid" else "--",

@@ -61,6 +61,7 @@ class MetricPlot:
     x_numeric: bool
     x_order: list[Any]  # every x value in display order
     panels: list[Panel]
+    grid_cols: int | None = None  # panels per row when they form a grid (two panel keys)
 
 
 @dataclass
@@ -209,6 +210,10 @@ def metric_plot(
     out_panels = [p for p in panels.values() if any(line.points for line in p.lines)]
     for p in out_panels:
         p.lines = [line for line in p.lines if line.points]
+    grid_cols = None
+    if len(roles.panels) >= 2 and len(out_panels) == len(panel_keys):
+        # a full grid: one column per value of the last panel key
+        grid_cols = len({pk[-1] for pk in panel_keys})
     return MetricPlot(
         column=column,
         title=fmt.metric_title(column, patterns - {None}),
@@ -216,6 +221,7 @@ def metric_plot(
         x_numeric=x_nums is not None,
         x_order=x_order,
         panels=out_panels,
+        grid_cols=grid_cols,
     )
 
 
