@@ -33,8 +33,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+# Not a terminal (CI logs, pipes): wide enough that tables are not folded into unreadable columns.
+console = Console(width=None if sys.stdout.isatty() else 220)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 220)
 
 ResultsOpt = typer.Option(
     None, "--results", help="Results folder (default $ROUGHNET_RESULTS or ./roughnet-results).", show_default=False
