@@ -1,8 +1,13 @@
 //! Latency histograms: HdrHistogram in nanoseconds, summarised and serialised.
 //!
-//! Range and precision are fixed by docs/agent-protocol.md: lowest discernible
-//! 1000 ns, highest 3.6e12 ns (1 h), 3 significant digits.  Values above the range
-//! are clamped to it (and counted in `clamped`), so recording never fails in a hot
+//! Range and precision of the serialised histogram are fixed by
+//! docs/agent-protocol.md: lowest discernible 1000 ns, highest 3.6e12 ns (1 h),
+//! 3 significant digits.  With a lowest discernible value of 1000 ns, HdrHistogram
+//! resolves values below about 1 ms only to 512 ns (10 % at 5 us), too coarse for
+//! the summary figures of a fast round trip; so each value is also recorded in a
+//! copy with 1 ns resolution (3 significant digits at every magnitude), from which
+//! min / mean / std / percentiles / max are computed.  Values above the range are
+//! clamped to it (and counted in `clamped`), so recording never fails in a hot
 //! path.  The serialised form is the HdrHistogram V2 compressed encoding in base64
 //! ("HISTFAAA..."), readable by every HdrHistogram implementation.
 
@@ -14,6 +19,8 @@ use serde_json::{json, Value};
 pub const LOWEST_NS: u64 = 1_000;
 pub const HIGHEST_NS: u64 = 3_600_000_000_000;
 pub const SIGFIG: u8 = 3;
+/// Lowest discernible value of the copy the summary figures come from.
+pub const FINE_LOWEST_NS: u64 = 1;
 
 /// Quantiles reported in every latency object, with their JSON key.
 pub const QUANTILES: [(f64, &str); 6] = [
@@ -26,7 +33,10 @@ pub const QUANTILES: [(f64, &str); 6] = [
 ];
 
 pub struct Latency {
+    /// The contract histogram (serialised as `hdr`).
     h: Histogram<u64>,
+    /// Same values at 1 ns resolution (summary figures).
+    fine: Histogram<u64>,
     clamped: u64,
 }
 
@@ -39,7 +49,8 @@ impl Default for Latency {
 impl Latency {
     pub fn new() -> Self {
         let h = Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGFIG).expect("constant bounds are valid");
-        Latency { h, clamped: 0 }
+        let fine = Histogram::new_with_bounds(FINE_LOWEST_NS, HIGHEST_NS, SIGFIG).expect("constant bounds are valid");
+        Latency { h, fine, clamped: 0 }
     }
 
     /// Record one value in ns (negative differences are recorded as 0).
@@ -53,6 +64,7 @@ impl Latency {
             v
         };
         self.h.saturating_record(v);
+        self.fine.saturating_record(v);
     }
 
     pub fn count(&self) -> u64 {
@@ -63,12 +75,12 @@ impl Latency {
         &self.h
     }
 
-    /// Value at quantile `q` in ns (0 when empty).
+    /// Value at quantile `q` in ns, at 1 ns resolution (0 when empty).
     pub fn quantile_ns(&self, q: f64) -> u64 {
-        if self.h.is_empty() {
+        if self.fine.is_empty() {
             0
         } else {
-            self.h.value_at_quantile(q)
+            self.fine.value_at_quantile(q)
         }
     }
 
@@ -82,13 +94,14 @@ impl Latency {
                 o.insert(k.into(), Value::Null);
             }
         } else {
-            o.insert("min_us".into(), json!(us(self.h.min() as f64)));
-            o.insert("mean_us".into(), json!(us(self.h.mean())));
-            o.insert("std_us".into(), json!(us(self.h.stdev())));
+            let f = &self.fine;
+            o.insert("min_us".into(), json!(us(f.min() as f64)));
+            o.insert("mean_us".into(), json!(us(f.mean())));
+            o.insert("std_us".into(), json!(us(f.stdev())));
             for (q, k) in QUANTILES {
-                o.insert(k.into(), json!(us(self.h.value_at_quantile(q) as f64)));
+                o.insert(k.into(), json!(us(f.value_at_quantile(q) as f64)));
             }
-            o.insert("max_us".into(), json!(us(self.h.max() as f64)));
+            o.insert("max_us".into(), json!(us(f.max() as f64)));
         }
         if self.clamped > 0 {
             o.insert("clamped".into(), json!(self.clamped));
@@ -149,6 +162,20 @@ mod tests {
         assert!((max - 10000.0).abs() / 10000.0 < 0.002, "max {max}");
         assert!((j["mean_us"].as_f64().unwrap() - 5005.0).abs() < 10.0);
         assert_eq!(j["count"], 1000);
+    }
+
+    #[test]
+    fn small_round_trips_keep_three_digits_in_the_summary() {
+        let mut l = Latency::new();
+        for v in [4_700i64, 4_710, 4_720, 4_730, 4_740] {
+            l.record(v);
+        }
+        let p50 = l.to_json()["p50_us"].as_f64().unwrap();
+        assert!((p50 - 4.72).abs() < 0.01, "p50 {p50} (the 1000-ns contract histogram alone would say 5.119)");
+        // The serialised histogram is still the contract's, with every value.
+        let back = deserialize(&serialize(l.histogram())).unwrap();
+        assert_eq!(back.len(), 5);
+        assert_eq!(back.low(), LOWEST_NS);
     }
 
     #[test]
