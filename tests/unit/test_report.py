@@ -428,3 +428,37 @@ def test_rebuilding_a_report_replaces_only_its_own_pngs(store, tmp_path):
     assert not (out / "throughput_bps.png").exists()
     assert (out / "mine.png").read_bytes() == b"keep"
     assert (out / "lat_p50_us.png").exists()
+
+
+def test_report_of_captured_runner_records(tmp_path):
+    """The report and perftest lines from real runner output (no sweeps row: begin_sweep
+    rebuilt from the records' params)."""
+    import json
+
+    captured = json.loads((Path(__file__).parent / "fixtures" / "results" / "captured"
+                           / "quickstart-2runs.json").read_text())
+    sweep_id = captured[0]["sweep_id"]
+
+    class _Sweep:  # what begin_sweep reads of a runspec.Sweep
+        scenario = "quickstart"
+        source = "scenarios/quickstart.toml"
+        description = ""
+        axes = {"protocol": ["tcp", "udp"], "loss": ["2%"]}
+        report: dict = {}
+        runs = tuple(captured)
+
+    _Sweep.sweep_id = sweep_id
+    with Store(tmp_path) as s:
+        s.begin_sweep(_Sweep)
+        for rec in captured:
+            s.record_run(copy.deepcopy(rec))
+        page = build_report(s, sweep_id).read_text(encoding="utf-8")
+        lines = perftest_lines(s, sweep_id)
+    assert "latency_cdf.png" in {p.name for p in (tmp_path / "reports" / sweep_id).iterdir()}
+    assert page.count("data:image/png;base64,") >= 2
+    # TCP at 2 % loss: p99 in the hundreds of ms (retransmission timeouts); UDP loses ~2 %
+    tcp, udp = sorted(captured, key=lambda r: r["protocol"])
+    assert tcp["metrics"]["lat_p99_us"] > 50_000
+    i = lines.index(next(ln for ln in lines if ln.startswith(f"Run {udp['index']} (")))
+    tp = lines[lines.index("Throughput Summary:", i) + 2].split(",")
+    assert int(tp[4]) == udp["metrics"]["lost"] > 0

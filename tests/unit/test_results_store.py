@@ -423,3 +423,34 @@ def test_read_only_readers_share_the_file(tmp_path, stream):
         store.record_run(records[0])
     with Store(tmp_path, read_only=True) as a, Store(tmp_path, read_only=True) as b:
         assert a.completed_run_ids(sweep.sweep_id) == b.completed_run_ids(sweep.sweep_id) == {records[0]["run_id"]}
+
+
+def test_captured_runner_records_round_trip(tmp_path):
+    """Two records captured from a real `roughnet run scenarios/quickstart.toml` (runner +
+    Rust agent): they store, read back, and the agent's HDR histograms decode with hdrh
+    to the percentiles the runner derived from the agent's own summary."""
+    from hdrh.histogram import HdrHistogram
+
+    captured = json.loads(
+        (Path(__file__).parent / "fixtures" / "results" / "captured" / "quickstart-2runs.json").read_text()
+    )
+    with Store(tmp_path) as store:
+        for rec in captured:
+            store.record_run(copy.deepcopy(rec))
+        sweep_id = captured[0]["sweep_id"]
+        got = {r["run_id"]: r for r in store.runs(sweep_id)}
+        assert set(got) == {r["run_id"] for r in captured}
+        for rec in captured:
+            have = got[rec["run_id"]]
+            assert have["params"] == rec["params"] and have["run"] == rec["run"]
+            for name, value in rec["metrics"].items():
+                assert have["metrics"][name] == pytest.approx(value), name
+            (hist,) = [h for h in store.histograms(sweep_id, rec["run_id"]) if h["kind"] == "latency_intended"]
+            h = HdrHistogram.decode(hist["hdr"])
+            assert h.get_total_count() == hist["count"] == rec["metrics"]["received"]
+            for pct, name in ((50, "lat_p50_us"), (90, "lat_p90_us"), (99, "lat_p99_us")):
+                # implementations round the rank differently (Rust: up; hdrh: nearest), so
+                # the agent's value lies between hdrh's at the neighbouring ranks
+                lo = h.get_value_at_percentile(pct - 0.1) / 1000
+                hi = h.get_value_at_percentile(pct + 0.1) / 1000
+                assert lo <= rec["metrics"][name] <= hi, (name, lo, rec["metrics"][name], hi)
