@@ -462,3 +462,14 @@ def test_report_of_captured_runner_records(tmp_path):
     i = lines.index(next(ln for ln in lines if ln.startswith(f"Run {udp['index']} (")))
     tp = lines[lines.index("Throughput Summary:", i) + 2].split(",")
     assert int(tp[4]) == udp["metrics"]["lost"] > 0
+
+
+def test_run_table_shows_repeat_only_with_repetitions():
+    base = {"status": "ok", "pattern": "ping", "validity": "valid", "params": {"interval": "1 ms"},
+            "metrics": {"lat_p50_us": 50.0}}
+    runs = [dict(base, run_id="a", index=0, repeat=0), dict(base, run_id="b", index=1, repeat=1)]
+    headers, rows = shaping.run_table(runs, ["interval"])
+    assert headers[:5] == ["#", "run", "interval", "repeat", "status"]
+    assert [r["repeat"] for r in rows] == ["0", "1"]
+    headers, _ = shaping.run_table(runs[:1], ["interval"])
+    assert "repeat" not in headers

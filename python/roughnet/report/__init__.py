@@ -7,7 +7,8 @@ Public API (reads a ``results.Store``; writes only under the report folder):
   ``<results>/reports/<sweep_id>/``.
 - ``summary_rows(store, sweep_id) -> list[dict[str, str]]``: one dict per run,
   same keys in the same order for every row (column headers), values ready to
-  print: ``#``, ``run``, each swept key, ``status``, ``validity`` (mark + word),
+  print: ``#``, ``run``, each swept key, ``repeat`` (only when the sweep has
+  repetitions), ``status``, ``validity`` (mark + word),
   then key metrics with units by pattern (latency/rtt p50 and p99, loss,
   throughput).
 - ``perftest_lines(store, sweep_id) -> list[str]``: RTI Perftest-style summary

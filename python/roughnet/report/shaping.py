@@ -397,13 +397,15 @@ def key_columns(patterns: Iterable[str]) -> list[tuple[str, str]]:
 def run_table(runs: list[dict[str, Any]], param_keys: list[str]) -> tuple[list[str], list[dict[str, str]]]:
     """Headers and string rows of the table of every run (report and CLI summary)."""
     keys = []
-    fixed = {"#", "run", "status", "validity", *param_keys}
+    fixed = {"#", "run", "repeat", "status", "validity", *param_keys}
     for col, header in key_columns(dict.fromkeys(r.get("pattern") for r in runs)):
         while header in fixed:  # a swept key named like a metric header
             header += " (measured)"
         fixed.add(header)
         keys.append((col, header))
-    headers = ["#", "run", *param_keys, "status", "validity", *[h for _, h in keys]]
+    repeats = any((r.get("repeat") or 0) > 0 for r in runs)
+    headers = ["#", "run", *param_keys, *(["repeat"] if repeats else []), "status", "validity",
+               *[h for _, h in keys]]
     rows = []
     for r in runs:
         params = r.get("params") or {}
@@ -413,6 +415,7 @@ def run_table(runs: list[dict[str, Any]], param_keys: list[str]) -> tuple[list[s
             "#": str(r.get("index")),
             "run": str(r.get("run_id")),
             **{k: fmt.label(params.get(k, "")) for k in param_keys},
+            **({"repeat": str(r.get("repeat") or 0)} if repeats else {}),
             "status": str(r.get("status")),
             "validity": f"{VALIDITY_MARK.get(validity, '?')} {validity}",
         }
