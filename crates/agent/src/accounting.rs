@@ -9,6 +9,8 @@
 /// Sequence numbers at or above this are refused (a corrupt or foreign message),
 /// so a bad header cannot make the bitmap allocate gigabytes.
 pub const MAX_SEQ: u64 = 1 << 34;
+/// `reserve` allocates at most this many bits up front (16 MiB).
+pub const RESERVE_MAX_SEQ: u64 = 1 << 27;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrival {
@@ -73,9 +75,10 @@ impl SeqTracker {
         }
     }
 
-    /// Pre-size the bitmap for `n` counted messages (avoids growth in the hot path).
+    /// Pre-size the bitmap for `n` counted messages (avoids growth in the hot path),
+    /// up to `RESERVE_MAX_SEQ`; beyond that it grows as messages arrive.
     pub fn reserve(&mut self, n: u64) {
-        let words = ((self.warmup.saturating_add(n)).min(MAX_SEQ) / 64 + 1) as usize;
+        let words = ((self.warmup.saturating_add(n)).min(RESERVE_MAX_SEQ) / 64 + 1) as usize;
         if words > self.bits.len() {
             self.bits.resize(words, 0);
         }
