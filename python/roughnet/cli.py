@@ -54,6 +54,7 @@ def _fail(e: RoughnetError) -> None:
 
 
 def _open_store(results: Optional[Path], create: bool):
+    """Open the results store; listing commands (create=False) open it read-only."""
     from .results import Store
 
     root = _results_root(results)
@@ -61,7 +62,7 @@ def _open_store(results: Optional[Path], create: bool):
         from .errors import ResultsError
 
         raise ResultsError(f"no results database at {root / 'results.duckdb'}; run a scenario first or pass --results")
-    return Store(root, create=create)
+    return Store(root, create=create) if create else Store(root, create=False, read_only=True)
 
 
 @app.callback()
@@ -244,12 +245,11 @@ def results_cmd(
         store = _open_store(results, create=False)
         if sweep is None:
             t = Table(title=f"sweeps in {store.root}")
-            rows = store.sweeps()
-            if rows:
-                for c in rows[0].keys():
-                    t.add_column(c)
-                for r in rows:
-                    t.add_row(*[_fmt(v) for v in r.values()])
+            cols = ("sweep_id", "scenario", "created_at", "run_count", "runs_ok", "runs_failed", "source")
+            for c in cols:
+                t.add_column(c.replace("_", " "))
+            for r in store.sweeps():
+                t.add_row(*[_fmt(r.get(c)) for c in cols])
             console.print(t)
         else:
             _print_summary(store, store.resolve_sweep(sweep))
