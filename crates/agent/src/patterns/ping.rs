@@ -151,6 +151,10 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
                 break;
             }
             sleep_until_ns(t, &stop_requested);
+            if stop_requested() {
+                reason = Some(EndReason::Signal);
+                break;
+            }
         }
         let actual = now_ns();
         if actual >= give_up {

@@ -50,6 +50,10 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         }
         if let Some(t) = intended {
             sleep_until_ns(t, &stop_requested);
+            if stop_requested() {
+                reason = EndReason::Signal;
+                break;
+            }
         }
         let actual = now_ns();
         if actual >= give_up {
