@@ -339,3 +339,30 @@ fn config_from_a_file_and_from_stdin() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"end_reason\":\"timeout\""));
 }
+
+#[test]
+fn sigint_stops_a_sender_which_still_reports_and_ends_the_stream() {
+    let extra = json!({"duration_ms": 60_000, "rate_msgs_per_s": 50.0});
+    let mut rx = start(&cfg("receiver", "udp", "stream", extra.clone()));
+    let addr = rx.ready();
+    let mut s = cfg("sender", "udp", "stream", extra);
+    s["peers"] = json!([addr]);
+    s["report_interval_ms"] = json!(100);
+    let mut tx = start(&s);
+    // Wait for the sender's first interval line, then interrupt it.
+    while tx.next_line().expect("sender ended early")["type"] != "interval" {}
+    // SAFETY: signalling our own child by pid.
+    unsafe { libc::kill(tx.child.id() as i32, libc::SIGINT) };
+    let (code, lines) = tx.finish();
+    assert_eq!(code, 0);
+    let t = result_of(&lines);
+    assert_eq!(t["end_reason"], "signal");
+    let sent = t["sent"].as_u64().unwrap();
+    assert!(sent >= 1);
+    let (code, lines) = rx.finish();
+    assert_eq!(code, 0);
+    let r = result_of(&lines);
+    assert_eq!(r["expected"].as_u64(), Some(sent), "the end marker tells the receiver how many were sent");
+    assert_eq!(r["received"].as_u64(), Some(sent));
+    assert_eq!(r["end_reason"], "complete");
+}
