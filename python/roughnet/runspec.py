@@ -20,7 +20,11 @@ from typing import Any
 #: Engines a link may ask for.  ``auto`` is resolved by links.choose at preflight.
 ENGINES = ("auto", "kernel", "netem", "wire")
 PATTERNS = ("stream", "ping", "ramp", "bulk")
-PROTOCOLS = ("tcp", "udp")
+PROTOCOLS = ("tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka", "nats")
+#: Managed services (brokers, routers) a scenario may declare in [[service]].
+SERVICE_KINDS = ("mosquitto", "kafka", "nats", "zenoh-router")
+#: Which service kind a protocol's agents connect to (zenoh only in client mode).
+PROTOCOL_SERVICE = {"mqtt": "mosquitto", "kafka": "kafka", "nats": "nats", "zenoh": "zenoh-router"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,19 @@ class Host:
 
 
 @dataclass(frozen=True)
+class Service:
+    """A managed service (docs/protocols.md): started in ``host``'s namespace before the agents."""
+
+    kind: str  # one of SERVICE_KINDS
+    host: str
+    reuse: bool = False
+    options: dict[str, Any] = field(default_factory=dict)  # kind-specific settings, base units
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.host, self.reuse))
+
+
+@dataclass(frozen=True)
 class Workload:
     """What the agents do.  Units are in the names; None means "not set"."""
 
@@ -122,6 +139,7 @@ class Run:
     links: tuple[Link, ...]
     workload: Workload
     engine: str = "auto"  # scenario-wide default; each Link carries its own resolved choice
+    services: tuple[Service, ...] = ()  # only the services this run's protocol uses
 
     def __hash__(self) -> int:
         return hash(self.run_id)
