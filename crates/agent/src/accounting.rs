@@ -36,7 +36,10 @@ pub struct SeqTracker {
 impl SeqTracker {
     /// `warmup`: the first this-many sequence numbers are warm-up messages.
     pub fn new(warmup: u64) -> Self {
-        SeqTracker { warmup, ..Default::default() }
+        SeqTracker {
+            warmup,
+            ..Default::default()
+        }
     }
 
     /// Account one arrival.  `is_warmup` is the message's own flag; a sequence
@@ -54,7 +57,9 @@ impl SeqTracker {
         let word = (seq / 64) as usize;
         let bit = 1u64 << (seq % 64);
         if word >= self.bits.len() {
-            let want = (word + 1).max(self.bits.len() * 2).min((MAX_SEQ / 64) as usize);
+            let want = (word + 1)
+                .max(self.bits.len() * 2)
+                .min((MAX_SEQ / 64) as usize);
             self.bits.resize(want, 0);
         }
         if self.bits[word] & bit != 0 {
@@ -116,7 +121,10 @@ mod tests {
         for s in 0..1000 {
             assert_eq!(t.record(s, false), Arrival::New);
         }
-        assert_eq!((t.received, t.duplicates, t.reordered, t.lost(Some(1000))), (1000, 0, 0, 0));
+        assert_eq!(
+            (t.received, t.duplicates, t.reordered, t.lost(Some(1000))),
+            (1000, 0, 0, 0)
+        );
         assert!(t.complete(1000));
     }
 
@@ -124,7 +132,16 @@ mod tests {
     fn loss_duplicates_and_reordering() {
         let mut t = SeqTracker::new(2);
         // warm-up 0,1 ; then 2 3 5 4 4 7 (6 and 8,9 lost; 4 reordered then duplicated)
-        for (s, w) in [(0, true), (1, true), (2, false), (3, false), (5, false), (4, false), (4, false), (7, false)] {
+        for (s, w) in [
+            (0, true),
+            (1, true),
+            (2, false),
+            (3, false),
+            (5, false),
+            (4, false),
+            (4, false),
+            (7, false),
+        ] {
             t.record(s, w);
         }
         assert_eq!(t.warmup_received, 2);

@@ -13,14 +13,20 @@ pub const SPIN_NS: u64 = 100_000;
 /// timestamp taken by a sender is comparable with one taken by a receiver.
 #[inline]
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 pub(crate) fn timespec_from_ns(ns: u64) -> libc::timespec {
-    libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long }
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
 }
 
 /// Sleep with clock_nanosleep(TIMER_ABSTIME) until `SPIN_NS` before `target_ns`,
@@ -37,7 +43,12 @@ pub fn sleep_until_ns(target_ns: u64, abort: &dyn Fn() -> bool) {
             let ts = timespec_from_ns(target_ns - SPIN_NS);
             // SAFETY: ts is valid; a null remainder is allowed with TIMER_ABSTIME.
             let rc = unsafe {
-                libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
+                libc::clock_nanosleep(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TIMER_ABSTIME,
+                    &ts,
+                    std::ptr::null_mut(),
+                )
             };
             if rc == libc::EINTR && abort() {
                 return;
@@ -57,7 +68,10 @@ pub fn tighten_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes an unsigned long value and no pointers.
     let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
     if rc != 0 {
-        tracing::debug!("PR_SET_TIMERSLACK failed: {}", std::io::Error::last_os_error());
+        tracing::debug!(
+            "PR_SET_TIMERSLACK failed: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 

@@ -17,20 +17,39 @@ pub const CONFIG_VERSION: u64 = 1;
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read the configuration from {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("the configuration is not a valid roughnet-agent object: {0}")]
     Json(#[from] serde_json::Error),
     #[error("`{key}` = {value}: expected {expected}")]
-    Invalid { key: String, value: String, expected: String },
+    Invalid {
+        key: String,
+        value: String,
+        expected: String,
+    },
     #[error("`{key}` is required {when}")]
     Missing { key: &'static str, when: String },
     #[error("`options` for protocol {protocol}: {detail} (its knobs: {known})")]
-    Options { protocol: String, detail: String, known: String },
+    Options {
+        protocol: String,
+        detail: String,
+        known: String,
+    },
 }
 
 impl ConfigError {
-    pub fn invalid(key: impl Into<String>, value: impl std::fmt::Display, expected: impl Into<String>) -> Self {
-        ConfigError::Invalid { key: key.into(), value: value.to_string(), expected: expected.into() }
+    pub fn invalid(
+        key: impl Into<String>,
+        value: impl std::fmt::Display,
+        expected: impl Into<String>,
+    ) -> Self {
+        ConfigError::Invalid {
+            key: key.into(),
+            value: value.to_string(),
+            expected: expected.into(),
+        }
     }
 }
 
@@ -157,7 +176,13 @@ pub const MAX_MESSAGE_BYTES: u64 = 64 << 20;
 pub const MAX_PEERS: usize = 1024;
 
 fn parse_addr(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
-    s.parse().map_err(|_| ConfigError::invalid(key, format!("{s:?}"), "an IP:PORT address such as \"198.18.0.2:5201\""))
+    s.parse().map_err(|_| {
+        ConfigError::invalid(
+            key,
+            format!("{s:?}"),
+            "an IP:PORT address such as \"198.18.0.2:5201\"",
+        )
+    })
 }
 
 impl Config {
@@ -169,14 +194,24 @@ impl Config {
 
     fn check(raw: RawConfig) -> Result<Config, ConfigError> {
         if raw.v != CONFIG_VERSION {
-            return Err(ConfigError::invalid("v", raw.v, format!("{CONFIG_VERSION} (the format this agent speaks)")));
+            return Err(ConfigError::invalid(
+                "v",
+                raw.v,
+                format!("{CONFIG_VERSION} (the format this agent speaks)"),
+            ));
         }
         let pattern = match raw.pattern.as_str() {
             "stream" => Pattern::Stream,
             "ping" => Pattern::Ping,
             "ramp" => Pattern::Ramp,
             "bulk" => Pattern::Bulk,
-            other => return Err(ConfigError::invalid("pattern", format!("{other:?}"), "one of stream, ping, ramp, bulk")),
+            other => {
+                return Err(ConfigError::invalid(
+                    "pattern",
+                    format!("{other:?}"),
+                    "one of stream, ping, ramp, bulk",
+                ))
+            }
         };
         let role = match (pattern, raw.role.as_str()) {
             (Pattern::Stream | Pattern::Bulk, "sender") => Role::Sender,
@@ -184,34 +219,66 @@ impl Config {
             (Pattern::Ping | Pattern::Ramp, "pinger") => Role::Pinger,
             (Pattern::Ping | Pattern::Ramp, "ponger") => Role::Ponger,
             (Pattern::Stream | Pattern::Bulk, other) => {
-                return Err(ConfigError::invalid("role", format!("{other:?}"), format!("sender or receiver for pattern {}", raw.pattern)))
+                return Err(ConfigError::invalid(
+                    "role",
+                    format!("{other:?}"),
+                    format!("sender or receiver for pattern {}", raw.pattern),
+                ))
             }
             (Pattern::Ping | Pattern::Ramp, other) => {
-                return Err(ConfigError::invalid("role", format!("{other:?}"), format!("pinger or ponger for pattern {}", raw.pattern)))
+                return Err(ConfigError::invalid(
+                    "role",
+                    format!("{other:?}"),
+                    format!("pinger or ponger for pattern {}", raw.pattern),
+                ))
             }
         };
         let listen = match (role, &raw.listen) {
             (Role::Receiver | Role::Ponger, Some(s)) => Some(parse_addr("listen", s)?),
             (Role::Receiver | Role::Ponger, None) => {
-                return Err(ConfigError::Missing { key: "listen", when: format!("for role {}", role.as_str()) })
+                return Err(ConfigError::Missing {
+                    key: "listen",
+                    when: format!("for role {}", role.as_str()),
+                })
             }
             (_, Some(s)) => {
-                return Err(ConfigError::invalid("listen", format!("{s:?}"), format!("no `listen` for role {} (it connects to `peers`)", role.as_str())))
+                return Err(ConfigError::invalid(
+                    "listen",
+                    format!("{s:?}"),
+                    format!(
+                        "no `listen` for role {} (it connects to `peers`)",
+                        role.as_str()
+                    ),
+                ))
             }
             (_, None) => None,
         };
         let peers = match (role, &raw.peers) {
             (Role::Sender | Role::Pinger, Some(p)) if !p.is_empty() => {
                 if p.len() > MAX_PEERS {
-                    return Err(ConfigError::invalid("peers", format!("{} addresses", p.len()), format!("at most {MAX_PEERS} peers")));
+                    return Err(ConfigError::invalid(
+                        "peers",
+                        format!("{} addresses", p.len()),
+                        format!("at most {MAX_PEERS} peers"),
+                    ));
                 }
-                p.iter().enumerate().map(|(i, s)| parse_addr(&format!("peers[{i}]"), s)).collect::<Result<Vec<_>, _>>()?
+                p.iter()
+                    .enumerate()
+                    .map(|(i, s)| parse_addr(&format!("peers[{i}]"), s))
+                    .collect::<Result<Vec<_>, _>>()?
             }
             (Role::Sender | Role::Pinger, _) => {
-                return Err(ConfigError::Missing { key: "peers", when: format!("(a non-empty list) for role {}", role.as_str()) })
+                return Err(ConfigError::Missing {
+                    key: "peers",
+                    when: format!("(a non-empty list) for role {}", role.as_str()),
+                })
             }
             (_, Some(p)) if !p.is_empty() => {
-                return Err(ConfigError::invalid("peers", format!("{p:?}"), format!("no `peers` for role {} (it binds `listen`)", role.as_str())))
+                return Err(ConfigError::invalid(
+                    "peers",
+                    format!("{p:?}"),
+                    format!("no `peers` for role {} (it binds `listen`)", role.as_str()),
+                ))
             }
             _ => Vec::new(),
         };
@@ -226,12 +293,19 @@ impl Config {
             return Err(ConfigError::invalid("messages", 0, "at least 1 (or null)"));
         }
         if raw.duration_ms == Some(0) {
-            return Err(ConfigError::invalid("duration_ms", 0, "at least 1 (or null)"));
+            return Err(ConfigError::invalid(
+                "duration_ms",
+                0,
+                "at least 1 (or null)",
+            ));
         }
         match pattern {
             Pattern::Stream | Pattern::Bulk => match (raw.messages, raw.duration_ms) {
                 (None, None) => {
-                    return Err(ConfigError::Missing { key: "messages", when: format!("(or `duration_ms`) for pattern {}", raw.pattern) })
+                    return Err(ConfigError::Missing {
+                        key: "messages",
+                        when: format!("(or `duration_ms`) for pattern {}", raw.pattern),
+                    })
                 }
                 (Some(m), Some(d)) => {
                     return Err(ConfigError::invalid(
@@ -244,34 +318,69 @@ impl Config {
             },
             Pattern::Ping | Pattern::Ramp => {
                 if raw.messages.is_none() {
-                    return Err(ConfigError::Missing { key: "messages", when: format!("for pattern {}", raw.pattern) });
+                    return Err(ConfigError::Missing {
+                        key: "messages",
+                        when: format!("for pattern {}", raw.pattern),
+                    });
                 }
                 if let Some(d) = raw.duration_ms {
-                    return Err(ConfigError::invalid("duration_ms", d, format!("null for pattern {} (it uses `messages`)", raw.pattern)));
+                    return Err(ConfigError::invalid(
+                        "duration_ms",
+                        d,
+                        format!("null for pattern {} (it uses `messages`)", raw.pattern),
+                    ));
                 }
             }
         }
         if let Some(r) = raw.rate_msgs_per_s {
             if pattern != Pattern::Stream {
-                return Err(ConfigError::invalid("rate_msgs_per_s", r, format!("null for pattern {} (only stream has a rate)", raw.pattern)));
+                return Err(ConfigError::invalid(
+                    "rate_msgs_per_s",
+                    r,
+                    format!("null for pattern {} (only stream has a rate)", raw.pattern),
+                ));
             }
             if !(r.is_finite() && r > 0.0 && r <= 1e9) {
-                return Err(ConfigError::invalid("rate_msgs_per_s", r, "a rate above 0 and at most 1e9 msg/s, or null for as fast as possible"));
+                return Err(ConfigError::invalid(
+                    "rate_msgs_per_s",
+                    r,
+                    "a rate above 0 and at most 1e9 msg/s, or null for as fast as possible",
+                ));
             }
         }
         if let Some(i) = raw.interval_ns {
             if !matches!(pattern, Pattern::Ping | Pattern::Ramp) {
-                return Err(ConfigError::invalid("interval_ns", i, format!("null for pattern {} (only ping and ramp have an interval)", raw.pattern)));
+                return Err(ConfigError::invalid(
+                    "interval_ns",
+                    i,
+                    format!(
+                        "null for pattern {} (only ping and ramp have an interval)",
+                        raw.pattern
+                    ),
+                ));
             }
             if i == 0 {
-                return Err(ConfigError::invalid("interval_ns", 0, "at least 1 ns, or null for the next request after each reply"));
+                return Err(ConfigError::invalid(
+                    "interval_ns",
+                    0,
+                    "at least 1 ns, or null for the next request after each reply",
+                ));
             }
         }
         let step_bytes = match (pattern, raw.step_bytes) {
             (Pattern::Ramp, Some(s)) => s,
-            (Pattern::Ramp, None) => return Err(ConfigError::Missing { key: "step_bytes", when: "for pattern ramp".into() }),
+            (Pattern::Ramp, None) => {
+                return Err(ConfigError::Missing {
+                    key: "step_bytes",
+                    when: "for pattern ramp".into(),
+                })
+            }
             (_, Some(s)) if s != 0 => {
-                return Err(ConfigError::invalid("step_bytes", s, format!("null for pattern {} (only ramp grows)", raw.pattern)))
+                return Err(ConfigError::invalid(
+                    "step_bytes",
+                    s,
+                    format!("null for pattern {} (only ramp grows)", raw.pattern),
+                ))
             }
             _ => 0,
         };
@@ -319,7 +428,9 @@ impl Config {
     /// Largest message this run sends (ramp: the last size).
     pub fn max_message_bytes(&self) -> usize {
         match (self.pattern, self.messages) {
-            (Pattern::Ramp, Some(n)) => self.payload_bytes + self.step_bytes * (n as usize).saturating_sub(1),
+            (Pattern::Ramp, Some(n)) => {
+                self.payload_bytes + self.step_bytes * (n as usize).saturating_sub(1)
+            }
             _ => self.payload_bytes,
         }
     }
@@ -345,7 +456,9 @@ mod tests {
     }
 
     fn err_of(v: serde_json::Value) -> String {
-        Config::parse(&v.to_string()).expect_err("should be refused").to_string()
+        Config::parse(&v.to_string())
+            .expect_err("should be refused")
+            .to_string()
     }
 
     #[test]
@@ -367,7 +480,10 @@ mod tests {
         let mut v = base();
         v["payload_bytes"] = 8.into();
         let e = err_of(v);
-        assert!(e.contains("`payload_bytes` = 8") && e.contains("between 32"), "{e}");
+        assert!(
+            e.contains("`payload_bytes` = 8") && e.contains("between 32"),
+            "{e}"
+        );
 
         let mut v = base();
         v["role"] = "pinger".into();
@@ -397,7 +513,10 @@ mod tests {
         v["role"] = "receiver".into();
         assert!(err_of(v).contains("`listen` is required for role receiver"));
 
-        assert!(Config::parse("{not json").unwrap_err().to_string().contains("not a valid roughnet-agent object"));
+        assert!(Config::parse("{not json")
+            .unwrap_err()
+            .to_string()
+            .contains("not a valid roughnet-agent object"));
     }
 
     #[test]

@@ -48,9 +48,15 @@ impl Default for Latency {
 
 impl Latency {
     pub fn new() -> Self {
-        let h = Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGFIG).expect("constant bounds are valid");
-        let fine = Histogram::new_with_bounds(FINE_LOWEST_NS, HIGHEST_NS, SIGFIG).expect("constant bounds are valid");
-        Latency { h, fine, clamped: 0 }
+        let h = Histogram::new_with_bounds(LOWEST_NS, HIGHEST_NS, SIGFIG)
+            .expect("constant bounds are valid");
+        let fine = Histogram::new_with_bounds(FINE_LOWEST_NS, HIGHEST_NS, SIGFIG)
+            .expect("constant bounds are valid");
+        Latency {
+            h,
+            fine,
+            clamped: 0,
+        }
     }
 
     /// Record one value in ns (negative differences are recorded as 0).
@@ -90,7 +96,11 @@ impl Latency {
         let mut o = serde_json::Map::new();
         o.insert("count".into(), json!(self.h.len()));
         if self.h.is_empty() {
-            for k in ["min_us", "mean_us", "std_us"].into_iter().chain(QUANTILES.iter().map(|q| q.1)).chain(["max_us"]) {
+            for k in ["min_us", "mean_us", "std_us"]
+                .into_iter()
+                .chain(QUANTILES.iter().map(|q| q.1))
+                .chain(["max_us"])
+            {
                 o.insert(k.into(), Value::Null);
             }
         } else {
@@ -114,13 +124,17 @@ impl Latency {
 /// V2 compressed serialisation, base64 (standard alphabet, padded).
 pub fn serialize(h: &Histogram<u64>) -> String {
     let mut out = Vec::new();
-    V2DeflateSerializer::new().serialize(h, &mut out).expect("serialising into a Vec cannot fail");
+    V2DeflateSerializer::new()
+        .serialize(h, &mut out)
+        .expect("serialising into a Vec cannot fail");
     base64::engine::general_purpose::STANDARD.encode(out)
 }
 
 /// Inverse of `serialize` (used by tests and by anyone checking our output).
 pub fn deserialize(s: &str) -> Result<Histogram<u64>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| format!("base64: {e}"))?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .map_err(|e| format!("base64: {e}"))?;
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut std::io::Cursor::new(bytes))
         .map_err(|e| format!("hdr: {e:?}"))
@@ -137,13 +151,20 @@ mod tests {
             l.record(i * 1_000); // 1 us .. 10 ms
         }
         let s = serialize(l.histogram());
-        assert!(s.starts_with("HISTFAAA"), "not a V2 compressed histogram: {}", &s[..12]);
+        assert!(
+            s.starts_with("HISTFAAA"),
+            "not a V2 compressed histogram: {}",
+            &s[..12]
+        );
         let back = deserialize(&s).unwrap();
         assert_eq!(back.len(), 10_000);
         assert_eq!(back.low(), LOWEST_NS);
         assert_eq!(back.high(), HIGHEST_NS);
         for q in [0.5, 0.9, 0.99, 0.999] {
-            assert_eq!(back.value_at_quantile(q), l.histogram().value_at_quantile(q));
+            assert_eq!(
+                back.value_at_quantile(q),
+                l.histogram().value_at_quantile(q)
+            );
         }
     }
 
@@ -171,7 +192,10 @@ mod tests {
             l.record(v);
         }
         let p50 = l.to_json()["p50_us"].as_f64().unwrap();
-        assert!((p50 - 4.72).abs() < 0.01, "p50 {p50} (the 1000-ns contract histogram alone would say 5.119)");
+        assert!(
+            (p50 - 4.72).abs() < 0.01,
+            "p50 {p50} (the 1000-ns contract histogram alone would say 5.119)"
+        );
         // The serialised histogram is still the contract's, with every value.
         let back = deserialize(&serialize(l.histogram())).unwrap();
         assert_eq!(back.len(), 5);

@@ -15,7 +15,11 @@ use roughnet_agent::patterns::{self, PatternError};
 use roughnet_agent::{clock, output, signals, AGENT_VERSION};
 
 #[derive(Parser)]
-#[command(name = "roughnet-agent", version, about = "roughnet's measurement agent: one protocol role per process, JSON lines on stdout")]
+#[command(
+    name = "roughnet-agent",
+    version,
+    about = "roughnet's measurement agent: one protocol role per process, JSON lines on stdout"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -47,13 +51,24 @@ fn read_config(args: &RunArgs) -> Result<String, ConfigError> {
     if let Some(j) = &args.config_json {
         return Ok(j.clone());
     }
-    let path = args.config.as_deref().expect("clap requires --config or --config-json");
+    let path = args
+        .config
+        .as_deref()
+        .expect("clap requires --config or --config-json");
     if path == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).map_err(|e| ConfigError::Read { path: "standard input".into(), source: e })?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| ConfigError::Read {
+                path: "standard input".into(),
+                source: e,
+            })?;
         Ok(s)
     } else {
-        std::fs::read_to_string(path).map_err(|e| ConfigError::Read { path: path.into(), source: e })
+        std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.into(),
+            source: e,
+        })
     }
 }
 
@@ -63,7 +78,12 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     let driver = drivers::create(&cfg)?;
     signals::install().context("installing the SIGTERM/SIGINT handler")?;
     clock::tighten_timer_slack();
-    tracing::info!(role = cfg.role.as_str(), pattern = cfg.pattern.as_str(), protocol = driver.name(), "starting");
+    tracing::info!(
+        role = cfg.role.as_str(),
+        pattern = cfg.pattern.as_str(),
+        protocol = driver.name(),
+        "starting"
+    );
     patterns::run(&cfg, driver.as_ref())?;
     Ok(())
 }
@@ -78,7 +98,9 @@ fn classify(e: &anyhow::Error) -> (&'static str, u8) {
         PatternError::Protocol(_) => None,
     });
     match (e.downcast_ref::<PatternError>(), driver_err) {
-        (_, Some(DriverError::Protocol { .. } | DriverError::TooLarge { .. })) => ("protocol", EXIT_RUNTIME),
+        (_, Some(DriverError::Protocol { .. } | DriverError::TooLarge { .. })) => {
+            ("protocol", EXIT_RUNTIME)
+        }
         (Some(PatternError::Protocol(_)), _) => ("protocol", EXIT_RUNTIME),
         _ => ("io", EXIT_RUNTIME),
     }
@@ -103,13 +125,21 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
         .init();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
@@ -120,7 +150,10 @@ fn main() -> ExitCode {
     };
     match cli.cmd {
         Cmd::Version => {
-            output::emit("version", json!({"agent": AGENT_VERSION, "protocols": PROTOCOLS, "patterns": PATTERNS}));
+            output::emit(
+                "version",
+                json!({"agent": AGENT_VERSION, "protocols": PROTOCOLS, "patterns": PATTERNS}),
+            );
             ExitCode::SUCCESS
         }
         Cmd::Run(args) => match run(&args) {

@@ -71,7 +71,12 @@ impl Header {
         if hlen as usize != HEADER_LEN {
             return Err(DecodeError::BadHeaderLen(hlen));
         }
-        Ok(Header { flags: u16_at(4), seq: u64_at(8), intended_ns: u64_at(16), actual_ns: u64_at(24) })
+        Ok(Header {
+            flags: u16_at(4),
+            seq: u64_at(8),
+            intended_ns: u64_at(16),
+            actual_ns: u64_at(24),
+        })
     }
 }
 
@@ -96,7 +101,12 @@ mod tests {
 
     #[test]
     fn round_trip_every_field() {
-        let h = Header { flags: FLAG_WARMUP | FLAG_END, seq: u64::MAX - 3, intended_ns: 123, actual_ns: 1 << 60 };
+        let h = Header {
+            flags: FLAG_WARMUP | FLAG_END,
+            seq: u64::MAX - 3,
+            intended_ns: 123,
+            actual_ns: 1 << 60,
+        };
         let mut buf = vec![0u8; 100];
         h.encode(&mut buf);
         assert_eq!(&buf[0..4], b"RNM1");
@@ -114,7 +124,10 @@ mod tests {
         let mut buf = [0u8; 32];
         Header::default().encode(&mut buf);
         buf[0] = b'X';
-        assert!(matches!(Header::decode(&buf), Err(DecodeError::BadMagic(_))));
+        assert!(matches!(
+            Header::decode(&buf),
+            Err(DecodeError::BadMagic(_))
+        ));
         Header::default().encode(&mut buf);
         buf[6] = 40;
         assert_eq!(Header::decode(&buf), Err(DecodeError::BadHeaderLen(40)));
@@ -123,7 +136,12 @@ mod tests {
     #[test]
     fn fill_leaves_header_alone() {
         let mut buf = vec![0u8; 64];
-        let h = Header { flags: 0, seq: 9, intended_ns: 1, actual_ns: 2 };
+        let h = Header {
+            flags: 0,
+            seq: 9,
+            intended_ns: 1,
+            actual_ns: 2,
+        };
         h.encode(&mut buf);
         fill_payload(&mut buf);
         assert_eq!(Header::decode(&buf).unwrap(), h);

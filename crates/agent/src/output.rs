@@ -61,8 +61,20 @@ pub struct Intervals {
 
 impl Intervals {
     pub fn new(role: &'static str, start_ns: u64, every_ns: u64) -> Self {
-        let next_ns = if every_ns == 0 { u64::MAX } else { start_ns + every_ns };
-        Intervals { role, start_ns, every_ns, next_ns, last_ns: start_ns, messages: 0, bytes: 0 }
+        let next_ns = if every_ns == 0 {
+            u64::MAX
+        } else {
+            start_ns + every_ns
+        };
+        Intervals {
+            role,
+            start_ns,
+            every_ns,
+            next_ns,
+            last_ns: start_ns,
+            messages: 0,
+            bytes: 0,
+        }
     }
 
     #[inline]
@@ -87,7 +99,11 @@ impl Intervals {
 
     fn flush_line(&mut self, now_ns: u64) {
         let span_s = (now_ns - self.last_ns) as f64 / 1e9;
-        let rate = if span_s > 0.0 { self.bytes as f64 * 8.0 / span_s } else { 0.0 };
+        let rate = if span_s > 0.0 {
+            self.bytes as f64 * 8.0 / span_s
+        } else {
+            0.0
+        };
         emit(
             "interval",
             json!({"role": self.role, "t_ms": (now_ns - self.start_ns) / 1_000_000,

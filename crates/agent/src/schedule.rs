@@ -32,12 +32,18 @@ pub struct Schedule {
 impl Schedule {
     /// `rate_per_s`: messages per second, or None for as fast as possible.
     pub fn from_rate(t0_ns: u64, rate_per_s: Option<f64>) -> Self {
-        Schedule { t0_ns, spacing: rate_per_s.map_or(Spacing::None, Spacing::Rate) }
+        Schedule {
+            t0_ns,
+            spacing: rate_per_s.map_or(Spacing::None, Spacing::Rate),
+        }
     }
 
     /// A fixed interval between sends (ping/ramp), or None for closed loop.
     pub fn from_interval(t0_ns: u64, interval_ns: Option<u64>) -> Self {
-        Schedule { t0_ns, spacing: interval_ns.map_or(Spacing::None, Spacing::Interval) }
+        Schedule {
+            t0_ns,
+            spacing: interval_ns.map_or(Spacing::None, Spacing::Interval),
+        }
     }
 
     pub fn is_open_loop(&self) -> bool {
@@ -50,7 +56,10 @@ impl Schedule {
         match self.spacing {
             Spacing::None => None,
             Spacing::Rate(r) => Some(self.t0_ns + (i as f64 * 1e9 / r).round() as u64),
-            Spacing::Interval(ns) => Some(self.t0_ns.saturating_add((i as u128 * ns as u128).min(u64::MAX as u128) as u64)),
+            Spacing::Interval(ns) => Some(
+                self.t0_ns
+                    .saturating_add((i as u128 * ns as u128).min(u64::MAX as u128) as u64),
+            ),
         }
     }
 
@@ -81,7 +90,11 @@ impl ScheduleStats {
     }
 
     pub fn to_json(&self) -> Value {
-        let frac = if self.sends == 0 { 0.0 } else { self.late as f64 / self.sends as f64 };
+        let frac = if self.sends == 0 {
+            0.0
+        } else {
+            self.late as f64 / self.sends as f64
+        };
         json!({
             "behind_max_us": self.max_ns as f64 / 1000.0,
             "behind_p99_us": self.behind.quantile_ns(0.99) as f64 / 1000.0,
@@ -100,7 +113,10 @@ mod tests {
         assert_eq!(s.intended_ns(0), Some(1_000));
         assert_eq!(s.intended_ns(1), Some(1_000 + 333_333_333));
         assert_eq!(s.intended_ns(3), Some(1_000 + 1_000_000_000)); // no accumulated rounding
-        assert_eq!(s.intended_ns(3_000_000), Some(1_000 + 1_000_000_000_000_000)); // 1e6 s later, exact
+        assert_eq!(
+            s.intended_ns(3_000_000),
+            Some(1_000 + 1_000_000_000_000_000)
+        ); // 1e6 s later, exact
         assert!(s.is_open_loop());
     }
 
@@ -109,7 +125,10 @@ mod tests {
         let s = Schedule::from_rate(5, None);
         assert_eq!(s.intended_ns(10), None);
         assert!(!Schedule::from_interval(0, None).is_open_loop());
-        assert_eq!(Schedule::from_interval(10, Some(250)).intended_ns(4), Some(1010));
+        assert_eq!(
+            Schedule::from_interval(10, Some(250)).intended_ns(4),
+            Some(1010)
+        );
     }
 
     #[test]

@@ -24,7 +24,11 @@ fn start(cfg: &Value) -> Running {
         .spawn()
         .expect("spawn roughnet-agent");
     let out = BufReader::new(child.stdout.take().expect("piped stdout"));
-    Running { child, out, lines: Vec::new() }
+    Running {
+        child,
+        out,
+        lines: Vec::new(),
+    }
 }
 
 impl Running {
@@ -33,7 +37,10 @@ impl Running {
         loop {
             let l = self.next_line().expect("agent ended before printing ready");
             if l["type"] == "ready" {
-                return l["listen"].as_str().expect("listen is a string").to_string();
+                return l["listen"]
+                    .as_str()
+                    .expect("listen is a string")
+                    .to_string();
             }
         }
     }
@@ -43,7 +50,8 @@ impl Running {
         if self.out.read_line(&mut s).expect("read stdout") == 0 {
             return None;
         }
-        let v: Value = serde_json::from_str(&s).unwrap_or_else(|e| panic!("not a JSON line ({e}): {s}"));
+        let v: Value =
+            serde_json::from_str(&s).unwrap_or_else(|e| panic!("not a JSON line ({e}): {s}"));
         assert_eq!(v["v"], 1, "every line carries v=1: {s}");
         self.lines.push(v.clone());
         Some(v)
@@ -93,7 +101,12 @@ fn check_latency(obj: &Value, count: u64) {
     let h = hist::deserialize(obj["hdr"].as_str().expect("hdr")).expect("hdr decodes");
     assert_eq!(h.len(), count);
     if count > 0 {
-        let (p50, p99, max, min) = (obj["p50_us"].as_f64().unwrap(), obj["p99_us"].as_f64().unwrap(), obj["max_us"].as_f64().unwrap(), obj["min_us"].as_f64().unwrap());
+        let (p50, p99, max, min) = (
+            obj["p50_us"].as_f64().unwrap(),
+            obj["p99_us"].as_f64().unwrap(),
+            obj["max_us"].as_f64().unwrap(),
+            obj["min_us"].as_f64().unwrap(),
+        );
         assert!(min <= p50 && p50 <= p99 && p99 <= max, "{obj}");
         assert!(p50 > 0.0);
     }
@@ -101,7 +114,10 @@ fn check_latency(obj: &Value, count: u64) {
 
 fn stream_1000(protocol: &str, rate: Option<f64>) {
     let extra = json!({"messages": 1000, "warmup": 10, "rate_msgs_per_s": rate});
-    let (rx, tx) = pair(cfg("receiver", protocol, "stream", extra.clone()), cfg("sender", protocol, "stream", extra));
+    let (rx, tx) = pair(
+        cfg("receiver", protocol, "stream", extra.clone()),
+        cfg("sender", protocol, "stream", extra),
+    );
     assert_eq!(tx["sent"], 1000);
     assert_eq!(tx["warmup_sent"], 10);
     assert_eq!(rx["expected"], 1000);
@@ -139,7 +155,10 @@ fn stream_udp_1000_messages_at_a_rate() {
 #[test]
 fn stream_by_duration_learns_the_count_from_the_end_marker() {
     let extra = json!({"duration_ms": 200, "rate_msgs_per_s": 1000.0});
-    let (rx, tx) = pair(cfg("receiver", "tcp", "stream", extra.clone()), cfg("sender", "tcp", "stream", extra));
+    let (rx, tx) = pair(
+        cfg("receiver", "tcp", "stream", extra.clone()),
+        cfg("sender", "tcp", "stream", extra),
+    );
     let sent = tx["sent"].as_u64().unwrap();
     assert!(sent > 0);
     assert_eq!(rx["expected"].as_u64(), Some(sent));
@@ -150,7 +169,10 @@ fn stream_by_duration_learns_the_count_from_the_end_marker() {
 #[test]
 fn ping_udp_round_trips() {
     let extra = json!({"messages": 300, "warmup": 5, "payload_bytes": 64});
-    let (po, pi) = pair(cfg("ponger", "udp", "ping", extra.clone()), cfg("pinger", "udp", "ping", extra));
+    let (po, pi) = pair(
+        cfg("ponger", "udp", "ping", extra.clone()),
+        cfg("pinger", "udp", "ping", extra),
+    );
     assert_eq!(pi["sent"], 300);
     let received = pi["received"].as_u64().unwrap();
     assert_eq!(received + pi["lost"].as_u64().unwrap(), 300);
@@ -165,35 +187,59 @@ fn ping_udp_round_trips() {
 #[test]
 fn ping_udp_open_loop_keeps_its_schedule_stats() {
     let extra = json!({"messages": 100, "interval_ns": 2_000_000});
-    let (_po, pi) = pair(cfg("ponger", "udp", "ping", extra.clone()), cfg("pinger", "udp", "ping", extra));
+    let (_po, pi) = pair(
+        cfg("ponger", "udp", "ping", extra.clone()),
+        cfg("pinger", "udp", "ping", extra),
+    );
     assert_eq!(pi["sent"], 100);
     let s = &pi["schedule"];
-    assert!(s["behind_max_us"].as_f64().unwrap() >= s["behind_p99_us"].as_f64().unwrap(), "{s}");
+    assert!(
+        s["behind_max_us"].as_f64().unwrap() >= s["behind_p99_us"].as_f64().unwrap(),
+        "{s}"
+    );
     assert!(pi["received"].as_u64().unwrap() >= 95);
 }
 
 #[test]
 fn ramp_tcp_grows_by_the_step() {
-    let extra = json!({"messages": 50, "step_bytes": 1000, "payload_bytes": 100, "interval_ns": 1_000_000});
-    let (po, pi) = pair(cfg("ponger", "tcp", "ramp", extra.clone()), cfg("pinger", "tcp", "ramp", extra));
+    let extra =
+        json!({"messages": 50, "step_bytes": 1000, "payload_bytes": 100, "interval_ns": 1_000_000});
+    let (po, pi) = pair(
+        cfg("ponger", "tcp", "ramp", extra.clone()),
+        cfg("pinger", "tcp", "ramp", extra),
+    );
     assert_eq!(pi["received"], 50);
     let points = pi["points"].as_array().expect("points");
     assert_eq!(points.len(), 50);
     for (k, p) in points.iter().enumerate() {
-        assert_eq!(p[0].as_u64().unwrap(), 100 + 1000 * k as u64, "TCP keeps order, sizes grow by the step");
+        assert_eq!(
+            p[0].as_u64().unwrap(),
+            100 + 1000 * k as u64,
+            "TCP keeps order, sizes grow by the step"
+        );
         assert!(p[1].as_f64().unwrap() > 0.0);
     }
     assert_eq!(po["received"], 50);
-    assert_eq!(po["bytes"].as_u64().unwrap(), (0..50u64).map(|k| 100 + 1000 * k).sum::<u64>());
+    assert_eq!(
+        po["bytes"].as_u64().unwrap(),
+        (0..50u64).map(|k| 100 + 1000 * k).sum::<u64>()
+    );
 }
 
 #[test]
 fn bulk_tcp_moves_every_byte() {
     let extra = json!({"duration_ms": 300, "options": {"send_size": 65536}});
-    let (rx, tx) = pair(cfg("receiver", "tcp", "bulk", extra.clone()), cfg("sender", "tcp", "bulk", extra));
+    let (rx, tx) = pair(
+        cfg("receiver", "tcp", "bulk", extra.clone()),
+        cfg("sender", "tcp", "bulk", extra),
+    );
     let sent = tx["bytes"].as_u64().unwrap();
     assert!(sent > 0 && sent % 65536 == 0, "{tx}");
-    assert_eq!(rx["bytes"].as_u64(), Some(sent), "TCP delivers everything written");
+    assert_eq!(
+        rx["bytes"].as_u64(),
+        Some(sent),
+        "TCP delivers everything written"
+    );
     assert_eq!(rx["complete"], true);
     assert!(rx["throughput_bps"].as_f64().unwrap() > 0.0);
 }
@@ -201,7 +247,10 @@ fn bulk_tcp_moves_every_byte() {
 #[test]
 fn bulk_udp_counts_datagrams() {
     let extra = json!({"messages": 2000, "payload_bytes": 1200});
-    let (rx, tx) = pair(cfg("receiver", "udp", "bulk", extra.clone()), cfg("sender", "udp", "bulk", extra));
+    let (rx, tx) = pair(
+        cfg("receiver", "udp", "bulk", extra.clone()),
+        cfg("sender", "udp", "bulk", extra),
+    );
     assert_eq!(tx["sent"], 2000);
     assert_eq!(rx["sent"], 2000);
     let received = rx["received"].as_u64().unwrap();
@@ -251,7 +300,10 @@ fn configuration_errors_exit_2_with_a_json_line() {
 
 #[test]
 fn version_line() {
-    let out = Command::new(AGENT).arg("version").output().expect("run version");
+    let out = Command::new(AGENT)
+        .arg("version")
+        .output()
+        .expect("run version");
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
     assert_eq!(v["type"], "version");
@@ -309,7 +361,10 @@ fn ping_to_two_udp_pongers_counts_replies_per_peer() {
     let received = pi["received"].as_u64().unwrap();
     assert_eq!(received + pi["lost"].as_u64().unwrap(), 200, "{pi}");
     assert!(received >= 190, "{pi}");
-    assert_eq!(pi["duplicates"], 0, "replies from two peers are not duplicates of each other");
+    assert_eq!(
+        pi["duplicates"], 0,
+        "replies from two peers are not duplicates of each other"
+    );
     for po in pos {
         let (code, lines) = po.finish();
         assert_eq!(code, 0);
@@ -319,10 +374,18 @@ fn ping_to_two_udp_pongers_counts_replies_per_peer() {
 
 #[test]
 fn config_from_a_file_and_from_stdin() {
-    let c = cfg("receiver", "udp", "stream", json!({"messages": 1, "timeout_ms": 100}));
+    let c = cfg(
+        "receiver",
+        "udp",
+        "stream",
+        json!({"messages": 1, "timeout_ms": 100}),
+    );
     let path = std::env::temp_dir().join(format!("rn-agent-cfg-{}.json", std::process::id()));
     std::fs::write(&path, c.to_string()).unwrap();
-    let out = Command::new(AGENT).args(["run", "--config", path.to_str().unwrap()]).output().unwrap();
+    let out = Command::new(AGENT)
+        .args(["run", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
     std::fs::remove_file(&path).unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"type\":\"result\""));
@@ -334,7 +397,12 @@ fn config_from_a_file_and_from_stdin() {
         .spawn()
         .unwrap();
     use std::io::Write as _;
-    child.stdin.take().unwrap().write_all(c.to_string().as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(c.to_string().as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"end_reason\":\"timeout\""));
@@ -362,7 +430,25 @@ fn sigint_stops_a_sender_which_still_reports_and_ends_the_stream() {
     let (code, lines) = rx.finish();
     assert_eq!(code, 0);
     let r = result_of(&lines);
-    assert_eq!(r["expected"].as_u64(), Some(sent), "the end marker tells the receiver how many were sent");
+    assert_eq!(
+        r["expected"].as_u64(),
+        Some(sent),
+        "the end marker tells the receiver how many were sent"
+    );
     assert_eq!(r["received"].as_u64(), Some(sent));
     assert_eq!(r["end_reason"], "complete");
+}
+
+#[test]
+fn large_tcp_messages_grow_the_read_buffer() {
+    // 600 kB messages are larger than the 256 KiB initial read buffer.
+    let extra = json!({"messages": 20, "payload_bytes": 600_000});
+    let (rx, tx) = pair(
+        cfg("receiver", "tcp", "stream", extra.clone()),
+        cfg("sender", "tcp", "stream", extra),
+    );
+    assert_eq!(tx["sent"], 20);
+    assert_eq!(rx["received"], 20);
+    assert_eq!(rx["bytes"], 20 * 600_000);
+    assert_eq!(rx["bad_messages"], 0);
 }

@@ -76,7 +76,11 @@ pub const PROTOCOLS: [&str; 2] = ["tcp", "udp"];
 #[derive(Debug, Error)]
 pub enum DriverError {
     #[error("{op} {addr}: {source}")]
-    Io { op: &'static str, addr: String, source: io::Error },
+    Io {
+        op: &'static str,
+        addr: String,
+        source: io::Error,
+    },
     #[error("protocol error from {addr}: {msg}")]
     Protocol { addr: String, msg: String },
     #[error("a message of {size} bytes does not fit: the limit is {limit} bytes")]
@@ -89,7 +93,11 @@ pub enum DriverError {
 
 impl DriverError {
     pub fn io(op: &'static str, addr: impl std::fmt::Display, source: io::Error) -> Self {
-        DriverError::Io { op, addr: addr.to_string(), source }
+        DriverError::Io {
+            op,
+            addr: addr.to_string(),
+            source,
+        }
     }
 }
 
@@ -117,12 +125,18 @@ pub trait Driver {
 
     /// Bulk sending; by default framed, sequence-numbered messages of `payload_bytes`.
     fn open_bulk_sender(&self, cfg: &Config) -> Result<Box<dyn BulkSender>, DriverError> {
-        Ok(Box::new(FramedBulkSender::new(self.open_sender(cfg)?, cfg.payload_bytes)))
+        Ok(Box::new(FramedBulkSender::new(
+            self.open_sender(cfg)?,
+            cfg.payload_bytes,
+        )))
     }
 
     /// Bulk receiving; by default the counterpart of the framed bulk sender.
     fn open_bulk_receiver(&self, cfg: &Config) -> Result<Box<dyn BulkReceiver>, DriverError> {
-        Ok(Box::new(FramedBulkReceiver::new(self.open_receiver(cfg)?, self.max_message_bytes().min(cfg.payload_bytes.max(65_536)))))
+        Ok(Box::new(FramedBulkReceiver::new(
+            self.open_receiver(cfg)?,
+            self.max_message_bytes().min(cfg.payload_bytes.max(65_536)),
+        )))
     }
 }
 
@@ -164,7 +178,11 @@ pub trait Requester {
 
     /// Next reply into `buf`: `(length, index of the peer in cfg.peers)`, or
     /// `Ok(None)` at the deadline.
-    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<(usize, usize)>, DriverError>;
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError>;
 
     /// Send the end marker (so pongers stop) and close.
     fn finish(&mut self, end: &[u8]) -> Result<(), DriverError>;
@@ -237,7 +255,13 @@ impl FramedBulkSender {
 impl BulkSender for FramedBulkSender {
     fn send_chunk(&mut self, seq: u64) -> Result<(usize, u32), DriverError> {
         let now = crate::clock::now_ns();
-        Header { flags: 0, seq, intended_ns: now, actual_ns: now }.encode(&mut self.buf);
+        Header {
+            flags: 0,
+            seq,
+            intended_ns: now,
+            actual_ns: now,
+        }
+        .encode(&mut self.buf);
         let failed = self.inner.send(&self.buf)?;
         Ok((self.buf.len(), failed))
     }
@@ -245,7 +269,13 @@ impl BulkSender for FramedBulkSender {
     fn finish(&mut self, total: u64) -> Result<(), DriverError> {
         let now = crate::clock::now_ns();
         let mut end = [0u8; crate::message::HEADER_LEN];
-        Header { flags: FLAG_END, seq: total, intended_ns: now, actual_ns: now }.encode(&mut end);
+        Header {
+            flags: FLAG_END,
+            seq: total,
+            intended_ns: now,
+            actual_ns: now,
+        }
+        .encode(&mut end);
         self.inner.finish(&end)
     }
 
@@ -262,7 +292,10 @@ pub struct FramedBulkReceiver {
 
 impl FramedBulkReceiver {
     pub fn new(inner: Box<dyn Receiver>, max_bytes: usize) -> Self {
-        FramedBulkReceiver { inner, buf: vec![0u8; max_bytes] }
+        FramedBulkReceiver {
+            inner,
+            buf: vec![0u8; max_bytes],
+        }
     }
 }
 
@@ -272,12 +305,17 @@ impl BulkReceiver for FramedBulkReceiver {
             None if self.inner.peers_closed() => Ok(BulkEvent::Closed),
             None => Ok(BulkEvent::Idle),
             Some(n) => {
-                let h = Header::decode(&self.buf[..n])
-                    .map_err(|e| DriverError::Protocol { addr: self.inner.local_addr(), msg: e.to_string() })?;
+                let h = Header::decode(&self.buf[..n]).map_err(|e| DriverError::Protocol {
+                    addr: self.inner.local_addr(),
+                    msg: e.to_string(),
+                })?;
                 if h.is_end() {
                     Ok(BulkEvent::End { total: Some(h.seq) })
                 } else {
-                    Ok(BulkEvent::Data { bytes: n, seq: Some(h.seq) })
+                    Ok(BulkEvent::Data {
+                        bytes: n,
+                        seq: Some(h.seq),
+                    })
                 }
             }
         }
@@ -294,7 +332,11 @@ impl BulkReceiver for FramedBulkReceiver {
 
 /// A configuration error for a knob of `protocol` (unknown, or a bad value).
 pub fn options_error(protocol: &str, known: &[&str], e: impl std::fmt::Display) -> ConfigError {
-    ConfigError::Options { protocol: protocol.into(), detail: e.to_string(), known: known.join(", ") }
+    ConfigError::Options {
+        protocol: protocol.into(),
+        detail: e.to_string(),
+        known: known.join(", "),
+    }
 }
 
 /// The driver for `cfg.protocol`, with its knobs parsed and sizes checked.
@@ -306,18 +348,86 @@ pub fn create(cfg: &Config) -> Result<Box<dyn Driver>, ConfigError> {
             return Err(ConfigError::invalid(
                 "protocol",
                 format!("{other:?}"),
-                format!("one of {} (the protocols this agent build speaks)", PROTOCOLS.join(", ")),
+                format!(
+                    "one of {} (the protocols this agent build speaks)",
+                    PROTOCOLS.join(", ")
+                ),
             ))
         }
     };
     let largest = cfg.max_message_bytes();
     if largest > driver.max_message_bytes() {
-        let key = if cfg.step_bytes > 0 { "payload_bytes + step_bytes * (messages - 1)" } else { "payload_bytes" };
+        let key = if cfg.step_bytes > 0 {
+            "payload_bytes + step_bytes * (messages - 1)"
+        } else {
+            "payload_bytes"
+        };
         return Err(ConfigError::invalid(
             key,
             largest,
-            format!("at most {} bytes: the largest message protocol {} carries", driver.max_message_bytes(), driver.name()),
+            format!(
+                "at most {} bytes: the largest message protocol {} carries",
+                driver.max_message_bytes(),
+                driver.name()
+            ),
         ));
     }
     Ok(driver)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(protocol: &str, extra: serde_json::Value) -> Config {
+        let mut v = serde_json::json!({"v":1,"role":"pinger","protocol":protocol,"pattern":"ping",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        Config::parse(&v.to_string()).unwrap()
+    }
+
+    fn err(protocol: &str, extra: serde_json::Value) -> String {
+        match create(&cfg(protocol, extra)) {
+            Ok(d) => panic!("driver {} accepted a bad configuration", d.name()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn known_protocols_are_created() {
+        for p in PROTOCOLS {
+            assert_eq!(create(&cfg(p, serde_json::json!({}))).unwrap().name(), p);
+        }
+    }
+
+    #[test]
+    fn driver_checks_name_the_protocol_and_the_limit() {
+        assert!(err("mqtt", serde_json::json!({})).contains("one of tcp, udp"));
+        let e = err("udp", serde_json::json!({"payload_bytes": 65_508}));
+        assert!(
+            e.contains("65508") && e.contains("65507") && e.contains("udp"),
+            "{e}"
+        );
+        let e = err(
+            "udp",
+            serde_json::json!({"pattern":"ramp","step_bytes":10_000}),
+        );
+        assert!(
+            e.contains("payload_bytes + step_bytes") && e.contains("90064"),
+            "{e}"
+        );
+        let e = err("udp", serde_json::json!({"options":{"nodelay":true}}));
+        assert!(e.contains("protocol udp") && e.contains("nodelay"), "{e}");
+        let e = err("tcp", serde_json::json!({"options":{"mss":20}}));
+        assert!(e.contains("options.mss") && e.contains("88"), "{e}");
+        let e = err("tcp", serde_json::json!({"options":{"send_buffer":"big"}}));
+        assert!(
+            e.contains("protocol tcp") && e.contains("invalid type"),
+            "{e}"
+        );
+        // TCP carries what UDP cannot.
+        assert!(create(&cfg("tcp", serde_json::json!({"payload_bytes": 1_000_000}))).is_ok());
+    }
 }

@@ -28,7 +28,14 @@ pub fn poll_until(pfds: &mut [libc::pollfd], deadline_ns: u64) -> io::Result<usi
     let now = now_ns();
     let ts = timespec_from_ns(deadline_ns.saturating_sub(now));
     // SAFETY: pfds is a valid slice of pollfd; ts is valid; no signal mask.
-    let rc = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    let rc = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -41,7 +48,11 @@ pub fn poll_until(pfds: &mut [libc::pollfd], deadline_ns: u64) -> io::Result<usi
 
 /// Wait until `fd` is readable or `deadline_ns` passes.
 pub fn wait_readable(fd: RawFd, deadline_ns: u64) -> io::Result<bool> {
-    let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
+    let mut p = [libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }];
     Ok(poll_until(&mut p, deadline_ns)? > 0)
 }
 
@@ -54,7 +65,11 @@ fn cvt(rc: isize) -> io::Result<usize> {
 }
 
 /// recvfrom with `flags` (0 = blocking, honouring SO_RCVTIMEO), returning the source.
-pub fn recv_from_flags(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<(usize, SocketAddr)> {
+pub fn recv_from_flags(
+    fd: RawFd,
+    buf: &mut [u8],
+    flags: libc::c_int,
+) -> io::Result<(usize, SocketAddr)> {
     // SAFETY: storage is plain data, len matches its size, buf is valid for writes.
     unsafe {
         let mut storage: libc::sockaddr_storage = std::mem::zeroed();
@@ -68,7 +83,9 @@ pub fn recv_from_flags(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Res
             &mut len,
         ))?;
         let addr = SockAddr::new(storage, len);
-        let sa = addr.as_socket().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "datagram from a non-IP address"))?;
+        let sa = addr.as_socket().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "datagram from a non-IP address")
+        })?;
         Ok((n, sa))
     }
 }
@@ -94,7 +111,12 @@ pub fn recv_with_deadline<T>(
         };
         match r {
             Ok(v) => return Ok(Some(v)),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
                 if now_ns() >= deadline_ns {
                     return Ok(None);
                 }
@@ -116,7 +138,11 @@ pub fn recv_flags(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<u
 /// back to the plain option.  Returns the size the kernel reports afterwards.
 pub fn set_buffer(sock: &Socket, send: bool, bytes: usize) -> io::Result<usize> {
     use std::os::fd::AsRawFd;
-    let opt = if send { libc::SO_SNDBUFFORCE } else { libc::SO_RCVBUFFORCE };
+    let opt = if send {
+        libc::SO_SNDBUFFORCE
+    } else {
+        libc::SO_RCVBUFFORCE
+    };
     let val: libc::c_int = bytes.min(i32::MAX as usize / 2) as libc::c_int;
     // SAFETY: a valid socket fd and a c_int option value of the right size.
     let rc = unsafe {
@@ -130,17 +156,27 @@ pub fn set_buffer(sock: &Socket, send: bool, bytes: usize) -> io::Result<usize> 
     };
     if rc != 0 {
         let e = io::Error::last_os_error();
-        tracing::debug!("SO_{}BUFFORCE failed ({e}); falling back to the capped option", if send { "SND" } else { "RCV" });
+        tracing::debug!(
+            "SO_{}BUFFORCE failed ({e}); falling back to the capped option",
+            if send { "SND" } else { "RCV" }
+        );
         if send {
             sock.set_send_buffer_size(bytes)?;
         } else {
             sock.set_recv_buffer_size(bytes)?;
         }
     }
-    let got = if send { sock.send_buffer_size()? } else { sock.recv_buffer_size()? };
+    let got = if send {
+        sock.send_buffer_size()?
+    } else {
+        sock.recv_buffer_size()?
+    };
     // The kernel doubles the value for bookkeeping overhead; less than asked means capped.
     if got < bytes {
-        tracing::warn!("{} buffer is {got} bytes, less than the {bytes} asked", if send { "send" } else { "receive" });
+        tracing::warn!(
+            "{} buffer is {got} bytes, less than the {bytes} asked",
+            if send { "send" } else { "receive" }
+        );
     }
     Ok(got)
 }
@@ -150,6 +186,13 @@ pub fn set_buffer(sock: &Socket, send: bool, bytes: usize) -> io::Result<usize> 
 pub fn is_soft_send_error(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::ECONNREFUSED | libc::EPERM | libc::ENOBUFS | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EAGAIN)
+        Some(
+            libc::ECONNREFUSED
+                | libc::EPERM
+                | libc::ENOBUFS
+                | libc::EHOSTUNREACH
+                | libc::ENETUNREACH
+                | libc::EAGAIN
+        )
     )
 }

@@ -20,7 +20,10 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::sys::{self, BLOCK_TIMEOUT, FAR_NS};
-use super::{options_error, BulkEvent, BulkReceiver, BulkSender, Driver, DriverError, Receiver, Requester, Responder, Sender};
+use super::{
+    options_error, BulkEvent, BulkReceiver, BulkSender, Driver, DriverError, Receiver, Requester,
+    Responder, Sender,
+};
 use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, MAX_MESSAGE_BYTES};
 use crate::signals::stop_requested;
@@ -62,29 +65,44 @@ pub struct Tcp {
 
 impl Tcp {
     pub fn from_config(cfg: &Config) -> Result<Tcp, ConfigError> {
-        let opts: TcpOptions = serde_json::from_value(serde_json::Value::Object(cfg.options.clone()))
-            .map_err(|e| options_error("tcp", &KNOBS, e))?;
+        let opts: TcpOptions =
+            serde_json::from_value(serde_json::Value::Object(cfg.options.clone()))
+                .map_err(|e| options_error("tcp", &KNOBS, e))?;
         if let Some(m) = opts.mss {
             if !(MIN_MSS..=65_535).contains(&m) {
-                return Err(ConfigError::invalid("options.mss", m, format!("an MSS between {MIN_MSS} and 65535 bytes")));
+                return Err(ConfigError::invalid(
+                    "options.mss",
+                    m,
+                    format!("an MSS between {MIN_MSS} and 65535 bytes"),
+                ));
             }
         }
         if let Some(s) = opts.send_size {
             if s == 0 || s as u64 > MAX_MESSAGE_BYTES {
-                return Err(ConfigError::invalid("options.send_size", s, format!("between 1 and {MAX_MESSAGE_BYTES} bytes")));
+                return Err(ConfigError::invalid(
+                    "options.send_size",
+                    s,
+                    format!("between 1 and {MAX_MESSAGE_BYTES} bytes"),
+                ));
             }
         }
         Ok(Tcp { opts })
     }
 
     fn socket(&self, addr: &SocketAddr, listening: bool) -> Result<Socket, DriverError> {
-        let s = Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP))
-            .map_err(|e| DriverError::io("socket for", addr, e))?;
+        let s = Socket::new(
+            Domain::for_address(*addr),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )
+        .map_err(|e| DriverError::io("socket for", addr, e))?;
         if listening {
-            s.set_reuse_address(true).map_err(|e| DriverError::io("SO_REUSEADDR on", addr, e))?;
+            s.set_reuse_address(true)
+                .map_err(|e| DriverError::io("SO_REUSEADDR on", addr, e))?;
         }
         if let Some(m) = self.opts.mss {
-            s.set_mss(m).map_err(|e| DriverError::io("TCP_MAXSEG on", addr, e))?;
+            s.set_mss(m)
+                .map_err(|e| DriverError::io("TCP_MAXSEG on", addr, e))?;
         }
         if let Some(b) = self.opts.send_buffer {
             sys::set_buffer(&s, true, b).map_err(|e| DriverError::io("SO_SNDBUF on", addr, e))?;
@@ -104,13 +122,17 @@ impl Tcp {
             }
             let now = now_ns();
             if now >= give_up {
-                return Err(DriverError::GaveUp { what: format!("connecting to {peer}"), timeout_ms: cfg.timeout_ns / 1_000_000 });
+                return Err(DriverError::GaveUp {
+                    what: format!("connecting to {peer}"),
+                    timeout_ms: cfg.timeout_ns / 1_000_000,
+                });
             }
             let s = self.socket(peer, false)?;
             let wait = Duration::from_nanos((give_up - now).min(5_000_000_000));
             match s.connect_timeout(&(*peer).into(), wait) {
                 Ok(()) => {
-                    s.set_nonblocking(false).map_err(|e| DriverError::io("O_NONBLOCK off on", peer, e))?;
+                    s.set_nonblocking(false)
+                        .map_err(|e| DriverError::io("O_NONBLOCK off on", peer, e))?;
                     let stream: TcpStream = s.into();
                     return Conn::new(stream, *peer, self.opts.nodelay);
                 }
@@ -124,26 +146,53 @@ impl Tcp {
     }
 
     fn connect_all(&self, cfg: &Config) -> Result<ConnSet, DriverError> {
-        let conns = cfg.peers.iter().map(|p| self.connect(p, cfg)).collect::<Result<Vec<_>, _>>()?;
-        let local = conns.first().and_then(|c| c.s.local_addr().ok()).map(|a| a.to_string()).unwrap_or_default();
+        let conns = cfg
+            .peers
+            .iter()
+            .map(|p| self.connect(p, cfg))
+            .collect::<Result<Vec<_>, _>>()?;
+        let local = conns
+            .first()
+            .and_then(|c| c.s.local_addr().ok())
+            .map(|a| a.to_string())
+            .unwrap_or_default();
         Ok(ConnSet::new(None, conns, local, self.opts.nodelay, cfg))
     }
 
     fn listen(&self, cfg: &Config) -> Result<ConnSet, DriverError> {
-        let addr = cfg.listen.expect("checked by config: listening roles have `listen`");
+        let addr = cfg
+            .listen
+            .expect("checked by config: listening roles have `listen`");
         let s = self.socket(&addr, true)?;
-        s.bind(&addr.into()).map_err(|e| DriverError::io("bind", addr, e))?;
-        s.listen(128).map_err(|e| DriverError::io("listen on", addr, e))?;
-        s.set_nonblocking(true).map_err(|e| DriverError::io("O_NONBLOCK on", addr, e))?;
+        s.bind(&addr.into())
+            .map_err(|e| DriverError::io("bind", addr, e))?;
+        s.listen(128)
+            .map_err(|e| DriverError::io("listen on", addr, e))?;
+        s.set_nonblocking(true)
+            .map_err(|e| DriverError::io("O_NONBLOCK on", addr, e))?;
         let l: TcpListener = s.into();
-        let local = l.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| addr.to_string());
-        Ok(ConnSet::new(Some(l), Vec::new(), local, self.opts.nodelay, cfg))
+        let local = l
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| addr.to_string());
+        Ok(ConnSet::new(
+            Some(l),
+            Vec::new(),
+            local,
+            self.opts.nodelay,
+            cfg,
+        ))
     }
 }
 
 fn retryable_connect(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
-        || matches!(e.raw_os_error(), Some(libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EAGAIN))
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    ) || matches!(
+        e.raw_os_error(),
+        Some(libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EAGAIN)
+    )
 }
 
 impl Driver for Tcp {
@@ -156,29 +205,43 @@ impl Driver for Tcp {
     }
 
     fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
-        Ok(Box::new(TcpSender { set: self.connect_all(cfg)? }))
+        Ok(Box::new(TcpSender {
+            set: self.connect_all(cfg)?,
+        }))
     }
 
     fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
-        Ok(Box::new(TcpReceiver { set: self.listen(cfg)? }))
+        Ok(Box::new(TcpReceiver {
+            set: self.listen(cfg)?,
+        }))
     }
 
     fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
-        Ok(Box::new(TcpRequester { set: self.connect_all(cfg)? }))
+        Ok(Box::new(TcpRequester {
+            set: self.connect_all(cfg)?,
+        }))
     }
 
     fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
-        Ok(Box::new(TcpResponder { set: self.listen(cfg)?, last: None }))
+        Ok(Box::new(TcpResponder {
+            set: self.listen(cfg)?,
+            last: None,
+        }))
     }
 
     fn open_bulk_sender(&self, cfg: &Config) -> Result<Box<dyn BulkSender>, DriverError> {
         let mut chunk = vec![0u8; self.opts.send_size.unwrap_or(DEFAULT_SEND_SIZE)];
         crate::message::fill_payload(&mut chunk);
-        Ok(Box::new(TcpBulkSender { set: self.connect_all(cfg)?, chunk }))
+        Ok(Box::new(TcpBulkSender {
+            set: self.connect_all(cfg)?,
+            chunk,
+        }))
     }
 
     fn open_bulk_receiver(&self, cfg: &Config) -> Result<Box<dyn BulkReceiver>, DriverError> {
-        Ok(Box::new(TcpBulkReceiver { set: self.listen(cfg)? }))
+        Ok(Box::new(TcpBulkReceiver {
+            set: self.listen(cfg)?,
+        }))
     }
 }
 
@@ -195,10 +258,21 @@ struct Conn {
 
 impl Conn {
     fn new(s: TcpStream, peer: SocketAddr, nodelay: bool) -> Result<Conn, DriverError> {
-        s.set_nodelay(nodelay).map_err(|e| DriverError::io("TCP_NODELAY on", peer, e))?;
-        s.set_read_timeout(Some(BLOCK_TIMEOUT)).map_err(|e| DriverError::io("SO_RCVTIMEO on", peer, e))?;
-        s.set_write_timeout(Some(SEND_TIMEOUT)).map_err(|e| DriverError::io("SO_SNDTIMEO on", peer, e))?;
-        Ok(Conn { fd: s.as_raw_fd(), s, peer, buf: vec![0u8; READ_BUF], start: 0, end: 0, open: true })
+        s.set_nodelay(nodelay)
+            .map_err(|e| DriverError::io("TCP_NODELAY on", peer, e))?;
+        s.set_read_timeout(Some(BLOCK_TIMEOUT))
+            .map_err(|e| DriverError::io("SO_RCVTIMEO on", peer, e))?;
+        s.set_write_timeout(Some(SEND_TIMEOUT))
+            .map_err(|e| DriverError::io("SO_SNDTIMEO on", peer, e))?;
+        Ok(Conn {
+            fd: s.as_raw_fd(),
+            s,
+            peer,
+            buf: vec![0u8; READ_BUF],
+            start: 0,
+            end: 0,
+            open: true,
+        })
     }
 
     fn pending_len(&self) -> Option<usize> {
@@ -234,8 +308,13 @@ impl Conn {
         if raw {
             return; // raw readers empty the buffer after every read
         }
-        let need = 4 + self.pending_len().unwrap_or(0).min(MAX_MESSAGE_BYTES as usize);
-        if self.start > 0 && (self.buf.len() - self.start < need || self.buf.len() - self.end < READ_BUF / 4) {
+        let need = 4 + self
+            .pending_len()
+            .unwrap_or(0)
+            .min(MAX_MESSAGE_BYTES as usize);
+        if self.start > 0
+            && (self.buf.len() - self.start < need || self.buf.len() - self.end < READ_BUF / 4)
+        {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
@@ -257,24 +336,47 @@ impl Conn {
     }
 
     /// Write `a` then `b` completely (writev, no copy), giving up on a signal or the timeout.
-    fn write_parts(&mut self, a: &[u8], b: &[u8], give_up_ns: u64, timeout_ms: u64) -> Result<(), DriverError> {
+    fn write_parts(
+        &mut self,
+        a: &[u8],
+        b: &[u8],
+        give_up_ns: u64,
+        timeout_ms: u64,
+    ) -> Result<(), DriverError> {
         let total = a.len() + b.len();
         let mut off = 0;
         while off < total {
             let r = if off < a.len() {
-                self.s.write_vectored(&[IoSlice::new(&a[off..]), IoSlice::new(b)])
+                self.s
+                    .write_vectored(&[IoSlice::new(&a[off..]), IoSlice::new(b)])
             } else {
                 self.s.write(&b[off - a.len()..])
             };
             match r {
-                Ok(0) => return Err(DriverError::io("write to", self.peer, io::ErrorKind::WriteZero.into())),
+                Ok(0) => {
+                    return Err(DriverError::io(
+                        "write to",
+                        self.peer,
+                        io::ErrorKind::WriteZero.into(),
+                    ))
+                }
                 Ok(n) => off += n,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
                     if stop_requested() {
                         return Err(DriverError::Interrupted);
                     }
                     if now_ns() >= give_up_ns {
-                        return Err(DriverError::GaveUp { what: format!("writing to {}", self.peer), timeout_ms });
+                        return Err(DriverError::GaveUp {
+                            what: format!("writing to {}", self.peer),
+                            timeout_ms,
+                        });
                     }
                 }
                 Err(e) => return Err(DriverError::io("write to", self.peer, e)),
@@ -300,7 +402,13 @@ struct ConnSet {
 }
 
 impl ConnSet {
-    fn new(listener: Option<TcpListener>, conns: Vec<Conn>, local: String, nodelay: bool, cfg: &Config) -> Self {
+    fn new(
+        listener: Option<TcpListener>,
+        conns: Vec<Conn>,
+        local: String,
+        nodelay: bool,
+        cfg: &Config,
+    ) -> Self {
         ConnSet {
             listener,
             conns,
@@ -351,15 +459,30 @@ impl ConnSet {
     /// deadline passed (or a signal arrived) with nothing new.
     fn pump(&mut self, deadline_ns: u64, raw: bool) -> Result<bool, DriverError> {
         let now = now_ns();
-        let mut open = self.conns.iter().enumerate().filter(|(_, c)| c.open).map(|(i, _)| i);
+        let mut open = self
+            .conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.open)
+            .map(|(i, _)| i);
         let first = open.next();
         let single = first.is_some() && open.next().is_none();
         // Fast path: one connection, deadline far: one blocking read (SO_RCVTIMEO bounded).
-        if single && deadline_ns > now + FAR_NS && (self.listener.is_none() || now < self.last_full_poll + LISTEN_CHECK_NS) {
+        if single
+            && deadline_ns > now + FAR_NS
+            && (self.listener.is_none() || now < self.last_full_poll + LISTEN_CHECK_NS)
+        {
             let c = &mut self.conns[first.expect("single")];
             return match c.read(0, raw) {
                 Ok(_) => Ok(true),
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Ok(true),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    Ok(true)
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
                 Err(e) => {
                     Self::closed_on_error(c, e);
@@ -368,20 +491,32 @@ impl ConnSet {
             };
         }
         if first.is_none() && self.listener.is_none() {
-            return Err(DriverError::Protocol { addr: self.local.clone(), msg: "every peer closed its connection".into() });
+            return Err(DriverError::Protocol {
+                addr: self.local.clone(),
+                msg: "every peer closed its connection".into(),
+            });
         }
         self.pfds.clear();
         self.pidx.clear();
         if let Some(l) = &self.listener {
-            self.pfds.push(libc::pollfd { fd: l.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+            self.pfds.push(libc::pollfd {
+                fd: l.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
             self.pidx.push(usize::MAX);
         }
         for (i, c) in self.conns.iter().enumerate().filter(|(_, c)| c.open) {
-            self.pfds.push(libc::pollfd { fd: c.fd, events: libc::POLLIN, revents: 0 });
+            self.pfds.push(libc::pollfd {
+                fd: c.fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
             self.pidx.push(i);
         }
         self.last_full_poll = now;
-        let ready = sys::poll_until(&mut self.pfds, deadline_ns).map_err(|e| DriverError::io("poll on", &self.local, e))?;
+        let ready = sys::poll_until(&mut self.pfds, deadline_ns)
+            .map_err(|e| DriverError::io("poll on", &self.local, e))?;
         if ready == 0 {
             return Ok(false);
         }
@@ -397,7 +532,11 @@ impl ConnSet {
             let c = &mut self.conns[i];
             match c.read(libc::MSG_DONTWAIT, raw) {
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) => Self::closed_on_error(c, e),
             }
         }
@@ -405,7 +544,11 @@ impl ConnSet {
     }
 
     /// Next framed message into `out`: (length, connection index).
-    fn recv_frame(&mut self, out: &mut [u8], deadline_ns: u64) -> Result<Option<(usize, usize)>, DriverError> {
+    fn recv_frame(
+        &mut self,
+        out: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError> {
         loop {
             let n = self.conns.len();
             for k in 0..n {
@@ -414,7 +557,9 @@ impl ConnSet {
                 if let Some((off, len)) = c.frame(out.len()).map_err(|e| match e {
                     DriverError::TooLarge { size, limit } => DriverError::Protocol {
                         addr: c.peer.to_string(),
-                        msg: format!("a frame of {size} bytes, larger than the {limit} bytes expected"),
+                        msg: format!(
+                            "a frame of {size} bytes, larger than the {limit} bytes expected"
+                        ),
                     },
                     other => other,
                 })? {
@@ -527,7 +672,11 @@ impl Requester for TcpRequester {
     }
 
     #[inline]
-    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<(usize, usize)>, DriverError> {
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError> {
         self.set.recv_frame(buf, deadline_ns)
     }
 
@@ -557,7 +706,10 @@ impl Responder for TcpResponder {
 
     #[inline]
     fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
-        let i = self.last.ok_or_else(|| DriverError::Protocol { addr: self.set.local.clone(), msg: "reply before any request".into() })?;
+        let i = self.last.ok_or_else(|| DriverError::Protocol {
+            addr: self.set.local.clone(),
+            msg: "reply before any request".into(),
+        })?;
         self.set.write_frame(i, msg)
     }
 
@@ -596,7 +748,13 @@ impl BulkSender for TcpBulkSender {
                 match c.s.read(&mut sink) {
                     Ok(0) => break,
                     Ok(_) => {}
-                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock
+                                | io::ErrorKind::TimedOut
+                                | io::ErrorKind::Interrupted
+                        ) => {}
                     Err(_) => break,
                 }
             }
@@ -617,7 +775,10 @@ impl BulkReceiver for TcpBulkReceiver {
     #[inline]
     fn recv_chunk(&mut self, deadline_ns: u64) -> Result<BulkEvent, DriverError> {
         match self.set.recv_raw(deadline_ns)? {
-            Some(n) => Ok(BulkEvent::Data { bytes: n, seq: None }),
+            Some(n) => Ok(BulkEvent::Data {
+                bytes: n,
+                seq: None,
+            }),
             None if self.set.peers_closed() => Ok(BulkEvent::Closed),
             None => Ok(BulkEvent::Idle),
         }

@@ -38,8 +38,9 @@ pub struct Udp {
 
 impl Udp {
     pub fn from_config(cfg: &Config) -> Result<Udp, ConfigError> {
-        let opts: UdpOptions = serde_json::from_value(serde_json::Value::Object(cfg.options.clone()))
-            .map_err(|e| options_error("udp", &KNOBS, e))?;
+        let opts: UdpOptions =
+            serde_json::from_value(serde_json::Value::Object(cfg.options.clone()))
+                .map_err(|e| options_error("udp", &KNOBS, e))?;
         Ok(Udp { opts })
     }
 
@@ -56,20 +57,29 @@ impl Udp {
     }
 
     fn bound(&self, cfg: &Config) -> Result<(UdpSocket, String), DriverError> {
-        let addr = cfg.listen.expect("checked by config: listening roles have `listen`");
+        let addr = cfg
+            .listen
+            .expect("checked by config: listening roles have `listen`");
         let s = self.socket(&addr)?;
-        s.bind(&addr.into()).map_err(|e| DriverError::io("bind", addr, e))?;
+        s.bind(&addr.into())
+            .map_err(|e| DriverError::io("bind", addr, e))?;
         let sock: UdpSocket = s.into();
-        sock.set_read_timeout(Some(BLOCK_TIMEOUT)).map_err(|e| DriverError::io("SO_RCVTIMEO on", addr, e))?;
-        let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| addr.to_string());
+        sock.set_read_timeout(Some(BLOCK_TIMEOUT))
+            .map_err(|e| DriverError::io("SO_RCVTIMEO on", addr, e))?;
+        let local = sock
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| addr.to_string());
         Ok((sock, local))
     }
 
     fn connected(&self, peer: &SocketAddr) -> Result<UdpSocket, DriverError> {
         let s = self.socket(peer)?;
-        s.connect(&(*peer).into()).map_err(|e| DriverError::io("connect", peer, e))?;
+        s.connect(&(*peer).into())
+            .map_err(|e| DriverError::io("connect", peer, e))?;
         let sock: UdpSocket = s.into();
-        sock.set_read_timeout(Some(BLOCK_TIMEOUT)).map_err(|e| DriverError::io("SO_RCVTIMEO on", peer, e))?;
+        sock.set_read_timeout(Some(BLOCK_TIMEOUT))
+            .map_err(|e| DriverError::io("SO_RCVTIMEO on", peer, e))?;
         Ok(sock)
     }
 }
@@ -84,13 +94,21 @@ impl Driver for Udp {
     }
 
     fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
-        let socks = cfg.peers.iter().map(|p| Ok((self.connected(p)?, *p))).collect::<Result<Vec<_>, DriverError>>()?;
+        let socks = cfg
+            .peers
+            .iter()
+            .map(|p| Ok((self.connected(p)?, *p)))
+            .collect::<Result<Vec<_>, DriverError>>()?;
         Ok(Box::new(UdpSender { socks }))
     }
 
     fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
         let (sock, local) = self.bound(cfg)?;
-        Ok(Box::new(UdpReceiver { fd: sock.as_raw_fd(), sock, local }))
+        Ok(Box::new(UdpReceiver {
+            fd: sock.as_raw_fd(),
+            sock,
+            local,
+        }))
     }
 
     fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
@@ -99,19 +117,37 @@ impl Driver for Udp {
         let sock = if cfg.peers.len() == 1 {
             self.connected(&cfg.peers[0])?
         } else {
-            let any: SocketAddr = if cfg.peers[0].is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal");
+            let any: SocketAddr = if cfg.peers[0].is_ipv4() {
+                "0.0.0.0:0"
+            } else {
+                "[::]:0"
+            }
+            .parse()
+            .expect("literal");
             let s = self.socket(&any)?;
-            s.bind(&any.into()).map_err(|e| DriverError::io("bind", any, e))?;
+            s.bind(&any.into())
+                .map_err(|e| DriverError::io("bind", any, e))?;
             let sock: UdpSocket = s.into();
-            sock.set_read_timeout(Some(BLOCK_TIMEOUT)).map_err(|e| DriverError::io("SO_RCVTIMEO on", any, e))?;
+            sock.set_read_timeout(Some(BLOCK_TIMEOUT))
+                .map_err(|e| DriverError::io("SO_RCVTIMEO on", any, e))?;
             sock
         };
-        Ok(Box::new(UdpRequester { fd: sock.as_raw_fd(), sock, peers: cfg.peers.clone(), refused: 0 }))
+        Ok(Box::new(UdpRequester {
+            fd: sock.as_raw_fd(),
+            sock,
+            peers: cfg.peers.clone(),
+            refused: 0,
+        }))
     }
 
     fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
         let (sock, local) = self.bound(cfg)?;
-        Ok(Box::new(UdpResponder { fd: sock.as_raw_fd(), sock, local, last: None }))
+        Ok(Box::new(UdpResponder {
+            fd: sock.as_raw_fd(),
+            sock,
+            local,
+            last: None,
+        }))
     }
 }
 
@@ -166,8 +202,10 @@ impl Receiver for UdpReceiver {
     #[inline]
     fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
         let fd = self.fd;
-        let r = sys::recv_with_deadline(fd, deadline_ns, |flags| sys::recv_flags(fd, buf, flags | libc::MSG_TRUNC))
-            .map_err(|e| DriverError::io("recv on", &self.local, e))?;
+        let r = sys::recv_with_deadline(fd, deadline_ns, |flags| {
+            sys::recv_flags(fd, buf, flags | libc::MSG_TRUNC)
+        })
+        .map_err(|e| DriverError::io("recv on", &self.local, e))?;
         match r {
             Some(n) if n > buf.len() => Err(too_large(n, buf.len())),
             other => Ok(other),
@@ -210,16 +248,25 @@ impl Requester for UdpRequester {
     }
 
     #[inline]
-    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<(usize, usize)>, DriverError> {
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError> {
         let fd = self.fd;
         loop {
             let r = if self.peers.len() == 1 {
-                sys::recv_with_deadline(fd, deadline_ns, |flags| sys::recv_flags(fd, buf, flags | libc::MSG_TRUNC).map(|n| (n, 0)))
+                sys::recv_with_deadline(fd, deadline_ns, |flags| {
+                    sys::recv_flags(fd, buf, flags | libc::MSG_TRUNC).map(|n| (n, 0))
+                })
             } else {
                 let peers = &self.peers;
                 sys::recv_with_deadline(fd, deadline_ns, |flags| {
                     let (n, src) = sys::recv_from_flags(fd, buf, flags | libc::MSG_TRUNC)?;
-                    Ok((n, peers.iter().position(|p| *p == src).unwrap_or(usize::MAX)))
+                    Ok((
+                        n,
+                        peers.iter().position(|p| *p == src).unwrap_or(usize::MAX),
+                    ))
                 })
             };
             match r {
@@ -267,8 +314,10 @@ impl Responder for UdpResponder {
     #[inline]
     fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
         let fd = self.fd;
-        let r = sys::recv_with_deadline(fd, deadline_ns, |flags| sys::recv_from_flags(fd, buf, flags | libc::MSG_TRUNC))
-            .map_err(|e| DriverError::io("recv on", &self.local, e))?;
+        let r = sys::recv_with_deadline(fd, deadline_ns, |flags| {
+            sys::recv_from_flags(fd, buf, flags | libc::MSG_TRUNC)
+        })
+        .map_err(|e| DriverError::io("recv on", &self.local, e))?;
         match r {
             Some((n, _)) if n > buf.len() => Err(too_large(n, buf.len())),
             Some((n, src)) => {
@@ -281,8 +330,14 @@ impl Responder for UdpResponder {
 
     #[inline]
     fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
-        let to = self.last.ok_or_else(|| DriverError::Protocol { addr: self.local.clone(), msg: "reply before any request".into() })?;
-        self.sock.send_to(msg, to).map(|_| ()).map_err(|e| DriverError::io("send to", to, e))
+        let to = self.last.ok_or_else(|| DriverError::Protocol {
+            addr: self.local.clone(),
+            msg: "reply before any request".into(),
+        })?;
+        self.sock
+            .send_to(msg, to)
+            .map(|_| ())
+            .map_err(|e| DriverError::io("send to", to, e))
     }
 
     fn local_addr(&self) -> String {

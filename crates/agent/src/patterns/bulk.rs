@@ -103,7 +103,9 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
             BulkEvent::Data { bytes: n, seq } => {
                 let rt = now_ns();
                 let counted = match seq {
-                    Some(s) => matches!(tracker.record(s, false), Arrival::New | Arrival::Reordered),
+                    Some(s) => {
+                        matches!(tracker.record(s, false), Arrival::New | Arrival::Reordered)
+                    }
                     None => true,
                 };
                 if counted {

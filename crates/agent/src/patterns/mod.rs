@@ -63,7 +63,11 @@ pub fn run(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         (Pattern::Ping, Role::Pinger) => ping::ping(cfg, driver, false),
         (Pattern::Ramp, Role::Pinger) => ramp::run(cfg, driver),
         (Pattern::Ping | Pattern::Ramp, Role::Ponger) => ping::pong(cfg, driver),
-        (p, r) => Err(PatternError::Protocol(format!("role {} does not belong to pattern {}", r.as_str(), p.as_str()))),
+        (p, r) => Err(PatternError::Protocol(format!(
+            "role {} does not belong to pattern {}",
+            r.as_str(),
+            p.as_str()
+        ))),
     }
 }
 
@@ -71,7 +75,10 @@ pub fn run(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
 /// signals are seen) and no later than any of `limits`.
 #[inline]
 pub(crate) fn next_deadline(now_ns: u64, limits: &[u64]) -> u64 {
-    limits.iter().copied().fold(now_ns.saturating_add(POLL_SLICE_NS), u64::min)
+    limits
+        .iter()
+        .copied()
+        .fold(now_ns.saturating_add(POLL_SLICE_NS), u64::min)
 }
 
 /// Seconds between two instants, and a rate in bit/s for `bytes` over them.

@@ -112,7 +112,9 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
     let mut buf = vec![0u8; max];
     fill_payload(&mut buf);
     let mut rbuf = vec![0u8; max.max(65_536).min(driver.max_message_bytes())];
-    let messages = cfg.messages.expect("checked by config: ping and ramp have `messages`");
+    let messages = cfg
+        .messages
+        .expect("checked by config: ping and ramp have `messages`");
     let total = messages + cfg.warmup;
     let t0 = now_ns();
     let schedule = Schedule::from_interval(t0, cfg.interval_ns);
@@ -146,7 +148,14 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
         let intended = schedule.intended_ns(i);
         if let Some(t) = intended {
             // Open loop: take replies until just before the send time, then spin to it.
-            reason = take_replies(rq.as_mut(), &mut st, &mut rbuf, t.saturating_sub(SPIN_NS), give_up, &|_| false)?;
+            reason = take_replies(
+                rq.as_mut(),
+                &mut st,
+                &mut rbuf,
+                t.saturating_sub(SPIN_NS),
+                give_up,
+                &|_| false,
+            )?;
             if reason.is_some() {
                 break;
             }
@@ -162,8 +171,17 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
             break;
         }
         let warm = i < cfg.warmup;
-        let size = if warm { cfg.payload_bytes } else { cfg.size_of_iteration(i - cfg.warmup) };
-        let h = Header { flags: if warm { FLAG_WARMUP } else { 0 }, seq: i, intended_ns: intended.unwrap_or(actual), actual_ns: actual };
+        let size = if warm {
+            cfg.payload_bytes
+        } else {
+            cfg.size_of_iteration(i - cfg.warmup)
+        };
+        let h = Header {
+            flags: if warm { FLAG_WARMUP } else { 0 },
+            seq: i,
+            intended_ns: intended.unwrap_or(actual),
+            actual_ns: actual,
+        };
         h.encode(&mut buf[..size]);
         st.round_seq = i;
         st.round_replies = 0;
@@ -192,7 +210,9 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
         if intended.is_none() {
             // Closed loop: wait for every peer's reply (or the reply timeout).
             let until = actual.saturating_add(cfg.reply_timeout_ns);
-            reason = take_replies(rq.as_mut(), &mut st, &mut rbuf, until, give_up, &|s| s.round_replies >= peers)?;
+            reason = take_replies(rq.as_mut(), &mut st, &mut rbuf, until, give_up, &|s| {
+                s.round_replies >= peers
+            })?;
             if reason.is_some() {
                 break;
             }
@@ -202,11 +222,19 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
         // Replies still in flight: wait for them up to the reply timeout after the last request.
         let want = sent * peers as u64;
         let until = last_send.saturating_add(cfg.reply_timeout_ns);
-        reason = take_replies(rq.as_mut(), &mut st, &mut rbuf, until, give_up, &|s| s.received() >= want)?;
+        reason = take_replies(rq.as_mut(), &mut st, &mut rbuf, until, give_up, &|s| {
+            s.received() >= want
+        })?;
     }
     let mut end = [0u8; HEADER_LEN];
     let now = now_ns();
-    Header { flags: FLAG_END, seq: i, intended_ns: now, actual_ns: now }.encode(&mut end);
+    Header {
+        flags: FLAG_END,
+        seq: i,
+        intended_ns: now,
+        actual_ns: now,
+    }
+    .encode(&mut end);
     if let Err(e) = rq.finish(&end) {
         tracing::warn!("sending the end marker: {e}");
     }
@@ -233,11 +261,17 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
 /// The ponger of ping and ramp: echo every request with the reply flag set.
 pub fn pong(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let mut rs = driver.open_responder(cfg)?;
-    let mut buf = vec![0u8; cfg.max_message_bytes().max(65_536).min(driver.max_message_bytes())];
+    let mut buf = vec![
+        0u8;
+        cfg.max_message_bytes()
+            .max(65_536)
+            .min(driver.max_message_bytes())
+    ];
     let start = now_ns();
     let give_up = cfg.give_up_ns();
     let mut intervals = Intervals::new("ponger", start, cfg.report_interval_ns);
-    let (mut received, mut warmup_received, mut bytes, mut reply_errors, mut bad) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut received, mut warmup_received, mut bytes, mut reply_errors, mut bad) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     output::ready("ponger", &rs.local_addr());
     let reason = loop {
         if stop_requested() {

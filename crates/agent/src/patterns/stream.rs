@@ -61,7 +61,12 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
             break;
         }
         let warm = i < cfg.warmup;
-        let h = Header { flags: if warm { FLAG_WARMUP } else { 0 }, seq: i, intended_ns: intended.unwrap_or(actual), actual_ns: actual };
+        let h = Header {
+            flags: if warm { FLAG_WARMUP } else { 0 },
+            seq: i,
+            intended_ns: intended.unwrap_or(actual),
+            actual_ns: actual,
+        };
         h.encode(&mut buf);
         match tx.send(&buf) {
             Ok(failed) => send_errors += failed as u64,
@@ -92,7 +97,13 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     }
     let mut end = [0u8; HEADER_LEN];
     let now = now_ns();
-    Header { flags: FLAG_END, seq: i, intended_ns: now, actual_ns: now }.encode(&mut end);
+    Header {
+        flags: FLAG_END,
+        seq: i,
+        intended_ns: now,
+        actual_ns: now,
+    }
+    .encode(&mut end);
     if let Err(e) = tx.finish(&end) {
         tracing::warn!("sending the end marker: {e}");
     }
@@ -112,7 +123,12 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
 
 pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let mut rx = driver.open_receiver(cfg)?;
-    let mut buf = vec![0u8; cfg.max_message_bytes().max(65_536).min(driver.max_message_bytes())];
+    let mut buf = vec![
+        0u8;
+        cfg.max_message_bytes()
+            .max(65_536)
+            .min(driver.max_message_bytes())
+    ];
     let mut tracker = SeqTracker::new(cfg.warmup);
     if let Some(m) = cfg.messages {
         tracker.reserve(m);
