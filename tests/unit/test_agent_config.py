@@ -32,3 +32,13 @@ def test_ping_and_ramp_use_pinger_and_ponger():
         specs = agent_specs(_run(pattern, interval_ns=10_000_000, step_bytes=1024), addr)
         assert [s.role for s in specs] == ["ponger", "pinger"]
         assert specs[1].config["interval_ns"] == 10_000_000
+
+
+def test_brokered_run_passes_broker_as_seen_from_each_host_and_topic():
+    run = _run("stream", ("b",))
+    seen = {"a": "198.18.1.3:1883", "b": "198.18.2.3:1883"}
+    specs = agent_specs(run, addr, broker_of=lambda host: seen[host], extra_options={"tls_ca": "/x/ca.pem"})
+    assert {s.host: s.config["broker"] for s in specs} == seen
+    assert all(s.config["topic"] == "roughnet/0123456789ab" for s in specs)
+    assert all(s.config["options"]["tls_ca"] == "/x/ca.pem" for s in specs)
+    assert run.workload.options == {"recv_buffer": 1 << 20}  # the run itself is not changed

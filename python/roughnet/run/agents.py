@@ -59,11 +59,18 @@ def _common_config(w: Workload, run: Run) -> dict[str, Any]:
     return cfg
 
 
-def agent_specs(run: Run, address_of) -> list[AgentSpec]:
+def topic_of(run: Run) -> str:
+    """The per-run topic / key expression every driver uses (Kafka maps "/" itself)."""
+    return f"roughnet/{run.run_id}"
+
+
+def agent_specs(run: Run, address_of, broker_of=None, extra_options=None) -> list[AgentSpec]:
     """The agents of a run, receivers first.
 
     ``address_of(host, seen_from)`` gives the address ``seen_from`` uses to
-    reach ``host`` (``Topology.address``).
+    reach ``host`` (``Topology.address``); ``broker_of(host)``, when the run
+    has a service, the service's ``IP:PORT`` as seen from ``host``.
+    ``extra_options`` are added to every agent's options (e.g. a TLS CA path).
     """
     w = run.workload
     if w.pattern in ("stream", "bulk"):
@@ -79,6 +86,12 @@ def agent_specs(run: Run, address_of) -> list[AgentSpec]:
         peers.append(f"{addr}:{AGENT_PORT}")
     cfg = _common_config(w, run) | {"role": tx_role, "peers": peers}
     specs.append(AgentSpec(w.sender, tx_role, cfg))
+    for spec in specs:
+        spec.config["topic"] = topic_of(run)
+        if broker_of is not None:
+            spec.config["broker"] = broker_of(spec.host)
+        if extra_options:
+            spec.config["options"] = spec.config["options"] | extra_options
     return specs
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import __version__, links, topo
 from ..binaries import agent_version, require_binary
-from ..errors import PreflightError, RoughnetError
+from ..errors import PreflightError, RoughnetError, ServiceError
 from ..runspec import Run, Sweep
 from . import collect
 from .agents import agent_specs, run_agents
@@ -74,6 +74,10 @@ def preflight(sweep: Sweep) -> Preflight:
         if w.pattern not in patterns:
             raise PreflightError(f"run {run.index}: this roughnet-agent has no pattern {w.pattern!r}")
         engines[run.run_id] = links.choose_engines(run, caps)
+    if any(r.services for r in sweep.runs):
+        from .. import services
+
+        services.preflight(sweep)
     return Preflight(agent_path, agent, caps, engines)
 
 
@@ -124,6 +128,7 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     ledger = topo.Ledger(run.run_id[:8], run.run_id)
     topology = topo.Topology(run, ledger, engines=engines)
     agents = []
+    handles: list = []
     try:
         topology.build()
         link_engines = {}
@@ -133,13 +138,26 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
             link_engines[link.index] = eng
         hosts = run.host_names()
         tcp_before = {h: tcp_counters(topology, h) for h in hosts}
+        broker_of = extra = None
+        if run.services:
+            from .. import services
+
+            handles = services.start_services(run, topology, artifacts)
+            broker_of = handles[0].address
+            extra = getattr(handles[0], "agent_options", None) or None
         cpu = CpuSampler()
         cpu.start()
         try:
-            specs = agent_specs(run, topology.address)
+            specs = agent_specs(run, topology.address, broker_of, extra)
             agents = run_agents(topology, pf.agent_path, run, artifacts, specs)
         finally:
             cpu_stats = cpu.stop()
+        if handles:
+            from .. import services
+
+            died = services.check_alive(handles)
+            if died:
+                raise ServiceError(died)
         tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in hosts}
         link_counters = {i: eng.counters(topology, run.links[i]) for i, eng in link_engines.items()}
         _fill_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
@@ -155,9 +173,26 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
         record["failure_reason"] = f"internal error: {type(e).__name__}: {e}"
         record["stderr_tail"] = traceback.format_exc()[-2000:]
     finally:
+        if handles:
+            _stop_services(handles, record)
         _teardown_shielded(topology)
         record["duration_s"] = round(time.monotonic() - t0, 3)
     return record
+
+
+def _stop_services(handles, record) -> None:
+    """Stop the run's services and keep their CPU and memory use with the run's metrics."""
+    from .. import services
+
+    try:
+        usage = services.stop_services(handles)
+    except (Interrupted, KeyboardInterrupt):
+        services.stop_services(handles)
+        raise
+    for name, u in (usage or {}).items():
+        key = name.replace("-", "_")
+        record["metrics"][f"service_{key}_cpu_s"] = u.get("cpu_s")
+        record["metrics"][f"service_{key}_rss_max_bytes"] = u.get("rss_max_bytes")
 
 
 def _teardown_shielded(topology) -> None:
