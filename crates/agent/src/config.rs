@@ -143,6 +143,10 @@ struct RawConfig {
     seed: u64,
     #[serde(default)]
     options: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    broker: Option<String>,
+    #[serde(default)]
+    topic: Option<String>,
 }
 
 /// A checked configuration.  Units are in the field names.
@@ -166,6 +170,10 @@ pub struct Config {
     pub reply_timeout_ns: u64,
     pub seed: u64,
     pub options: serde_json::Map<String, serde_json::Value>,
+    /// `IP:PORT` of the run's service (broker, zenoh router) as seen from this agent.
+    pub broker: Option<String>,
+    /// Per-run topic / key name given by the runner (drivers default it when absent).
+    pub topic: Option<String>,
     /// CLOCK_MONOTONIC when the configuration was read: `timeout_ms` counts from here.
     pub start_ns: u64,
 }
@@ -421,6 +429,8 @@ impl Config {
             reply_timeout_ns: ms(raw.reply_timeout_ms),
             seed: raw.seed,
             options: raw.options,
+            broker: raw.broker.filter(|b| !b.is_empty()),
+            topic: raw.topic.filter(|t| !t.is_empty()),
             start_ns: crate::clock::now_ns(),
         })
     }
