@@ -41,22 +41,31 @@ class Capabilities:
 def find_wire() -> tuple[Path | None, str]:
     """roughnet-wire, looked up as the agent is ($ROUGHNET_WIRE, <repo>/bin, cargo target, PATH).
 
-    Found means also working: ``roughnet-wire version`` exits 0 (the placeholder binary does not).
+    Usable means: the binary runs (``roughnet-wire --version`` exits 0) and the
+    engine's Python side (``roughnet.links.wire.WireEngine``) is there to drive it.
     """
+    import importlib
+
     from ..binaries import find_binary
 
     path = find_binary("roughnet-wire")
     if path is None:
         return None, "roughnet-wire is not built (run `make build`, or set $ROUGHNET_WIRE)"
     try:
-        proc = subprocess.run([str(path), "version"], capture_output=True, text=True, timeout=10, check=False,
+        proc = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=10, check=False,
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"{path} does not run: {e}"
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        return None, f"{path} version exited {proc.returncode}: {tail[0][:200]}"
-    return path, str(path)
+        return None, f"{path} --version exited {proc.returncode}: {tail[0][:200]}"
+    try:
+        mod = importlib.import_module("roughnet.links.wire")
+    except ImportError as e:
+        return None, f"{path} is built but the wire engine's Python side is missing (roughnet.links.wire: {e})"
+    if not hasattr(mod, "WireEngine"):
+        return None, f"{path} is built but roughnet.links.wire defines no WireEngine"
+    return path, f"{path} ({proc.stdout.strip()})"
 
 
 def _try(argv: list[str], what: str, input: str | None = None) -> tuple[bool, str]:
