@@ -16,6 +16,7 @@ one run namespace with its peer placed directly into another.
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -198,6 +199,7 @@ class Topology:
                 if iface.address is not None:
                     self._ip(iface.ns, ["addr", "add", f"{iface.address}/24", "dev", iface.ifname],
                              f"adding address {iface.address} to {iface.ifname}")
+            self._add_static_neighbours()
             for r in self._routes:
                 hns = self.ns(r.host)
                 self._ip(hns, ["route", "add", str(r.dest), "via", str(r.gateway), "dev", r.ifname],
@@ -213,6 +215,36 @@ class Topology:
 
     def _ip(self, ns: str, args: Sequence[str], what: str) -> None:
         run_cmd(["ip", "-n", ns, *args], what)
+
+    def _mac(self, ns: str, ifname: str) -> str:
+        out = subprocess.run(["ip", "-n", ns, "-j", "link", "show", "dev", ifname], capture_output=True,
+                             text=True, check=False)
+        try:
+            return json.loads(out.stdout)[0]["address"]
+        except (ValueError, LookupError) as e:
+            raise TopologyError(f"reading the MAC address of {ns}/{ifname} failed: {out.stderr.strip()}") from e
+
+    def _add_static_neighbours(self) -> None:
+        """Permanent ARP entries between the hosts of every link.
+
+        Without them the first packets of a run wait for ARP, and an impaired
+        link can drop the ARP request or reply: the kernel then retries only
+        after about a second, and a run measures that second instead of the
+        link.  Real links resolve once and keep the entry; so do we, up front.
+        """
+        by_link: dict[int, list[IfaceInfo]] = {}
+        for iface in self._ifaces:
+            if iface.address is not None:
+                by_link.setdefault(iface.link, []).append(iface)
+        for members in by_link.values():
+            macs = {m.ifname + "@" + m.ns: self._mac(m.ns, m.ifname) for m in members}
+            for me in members:
+                for peer in members:
+                    if peer is me:
+                        continue
+                    self._ip(me.ns, ["neigh", "replace", peer.address, "lladdr", macs[peer.ifname + "@" + peer.ns],
+                                     "dev", me.ifname, "nud", "permanent"],
+                             f"adding a static neighbour {peer.address} on {me.ns}/{me.ifname}")
 
     def _add_ns(self, ns: str) -> None:
         if ns_exists(ns):
