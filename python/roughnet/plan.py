@@ -6,13 +6,19 @@ the whole product repeated ``repeat`` times so that repetitions interleave),
 the per-run validation (every parameter point is substituted and checked
 again; errors name the sweep entry and the run; with a swept protocol each run
 keeps only its own protocol's knob table, and a knob table no run uses is an
-error), ``Run.params`` (one label per axis: the value, or a table entry's name
+error; so is a [[service]] no run uses), ``Run.params`` (one label per axis: the value, or a table entry's name
 or "k=v, k=v"), and the stable identifiers:
 
 - ``run_id``: first 12 hex of sha256 over the canonical JSON (sorted keys) of the
-  resolved run without ``index``, ``run_id`` and ``sweep_id``: the same content
-  gives the same id, whatever the order or the invocation;
-- ``sweep_id``: ``<name>-<first 8 hex of sha256 of the validated scenario>``.
+  resolved run without ``index``, ``run_id`` and ``sweep_id`` (and without
+  ``services`` when the run has none): the same content gives the same id,
+  whatever the order or the invocation;
+- ``sweep_id``: ``<name>-<first 8 hex of sha256 of the validated scenario>``
+  (keys added to the format later are left out of the hash while unset).
+
+Fields added to ``Run`` or to the format later are left out of these hashes while
+empty, so that the ids of existing scenarios do not change (results stores and
+``--resume`` find them by id).
 
 Pure: reads the file, creates nothing.
 """
@@ -48,16 +54,33 @@ def _sha256(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
+#: Run fields added after run ids were first stored: hashed only when not empty.
+_RUN_FIELDS_ADDED = ("services",)
+#: Scenario keys added after sweep ids were first stored: hashed only when set.
+_WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats")
+_SCENARIO_KEYS_ADDED = ("service",)
+
+
 def run_id_of(run: runspec.Run) -> str:
     """12 hex chars identifying the resolved content of ``run`` (not its position or sweep)."""
     content = dataclasses.asdict(run)
     for key in ("index", "run_id", "sweep_id"):
         content.pop(key, None)
+    for key in _RUN_FIELDS_ADDED:
+        if not content.get(key):
+            content.pop(key, None)
     return _sha256(content)[:12]
 
 
 def sweep_id_of(scenario: Scenario) -> str:
-    return f"{scenario.scenario.name}-{_sha256(scenario.model_dump(mode='json', by_alias=True))[:8]}"
+    content = scenario.model_dump(mode="json", by_alias=True)
+    for key in _SCENARIO_KEYS_ADDED:
+        if not content.get(key):
+            content.pop(key, None)
+    for key in _WORKLOAD_KEYS_ADDED:
+        if content["workload"].get(key) is None:
+            content["workload"].pop(key, None)
+    return f"{scenario.scenario.name}-{_sha256(content)[:8]}"
 
 
 def plan_sweep(path: str | Path) -> runspec.Sweep:
@@ -131,6 +154,28 @@ def _check_knob_tables(scenario: Scenario, protocols: set[str], source: str) -> 
         raise ScenarioError(source, problems)
 
 
+def _protocol_label(workload: runspec.Workload) -> str:
+    if workload.protocol == "zenoh":
+        return f"zenoh ({workload.options.get('mode', 'peer')} mode)"
+    return workload.protocol
+
+
+def _check_services_used(scenario: Scenario, runs: list[runspec.Run], source: str) -> None:
+    """Every declared [[service]] is used by some run (``Run.services``)."""
+    used = {svc.kind for run in runs for svc in run.services}
+    labels = list(dict.fromkeys(_protocol_label(run.workload) for run in runs))
+    problems = [
+        Problem(f"service[{i}]", f"service {svc.kind} on host {svc.host} is used by no run: the sweep's protocols "
+                f"are {', '.join(labels)}", "services only for the runs' protocols ("
+                + ", ".join(f"{p}: {k}" for p, k in runspec.PROTOCOL_SERVICE.items() if p != "zenoh")
+                + ', zenoh with mode = "client": zenoh-router)', svc.kind)
+        for i, svc in enumerate(scenario.service)
+        if svc.kind not in used
+    ]  # fmt: skip
+    if problems:
+        raise ScenarioError(source, problems)
+
+
 def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
     """Expand a loaded scenario (``spec.load_scenario``) into its runs; ``source`` names the file in errors."""
     raw = scenario.model_dump(by_alias=True, exclude_unset=True)
@@ -154,12 +199,12 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
             raise ScenarioError(source, _with_origins(problems, origins, data), _run_label(p, total, params))
         resolved.append((params, resolve(model)))
     if protocol_swept:
-        _check_knob_tables(scenario, {workload.protocol for _, (_, _, workload) in resolved}, source)
+        _check_knob_tables(scenario, {workload.protocol for _, (_, _, workload, _) in resolved}, source)
 
     runs: list[runspec.Run] = []
     seen: dict[str, int] = {}
     for rep in range(repeat):
-        for params, (hosts, links, workload) in resolved:
+        for params, (hosts, links, workload, services) in resolved:
             run = runspec.Run(
                 scenario=scenario.scenario.name,
                 sweep_id=sweep_id,
@@ -172,6 +217,7 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
                 links=links,
                 workload=workload,
                 engine=scenario.scenario.engine,
+                services=services,
             )
             run = dataclasses.replace(run, run_id=run_id_of(run))
             if run.run_id in seen:  # only if two sweep values resolve identically and are written the same
@@ -179,6 +225,7 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
                                 f"expected distinct parameter points (got run id {run.run_id} twice)")  # fmt: skip
             seen[run.run_id] = run.index
             runs.append(run)
+    _check_services_used(scenario, runs, source)
 
     report = scenario.report.model_dump(exclude_none=True) if scenario.report is not None else {}
     return runspec.Sweep(

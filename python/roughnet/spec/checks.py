@@ -5,8 +5,10 @@ and distinct hosts, jitter needing delay, what each workload pattern requires
 and forbids, payload limits, knob tables matching the protocol (a swept
 protocol: ``plan`` keeps each run's own table and checks that every table is
 some run's), sender and
-receivers connected through links, the run finishing within the timeout, and
-[report] hints naming sweep keys.  A value still holding a placeholder is
+receivers connected through links, the run finishing within the timeout,
+[[service]] rules (a known and connected host, one service per kind, the run's
+protocol finding its service, MQTT TLS on both sides; a service no run uses is
+``plan``'s) and [report] hints naming sweep keys.  A value still holding a placeholder is
 skipped here; the same checks run again on every expanded run, where none is
 left.  Machine-dependent checks (is there sch_netem?) are preflight's, not ours.
 """
@@ -20,6 +22,7 @@ from .. import units
 from .kinds import has_placeholder
 from .model import DIRECTION_KEYS, KNOB_TABLES, DirectionTable, Scenario
 from .problems import Problem
+from .services import needed_kind
 from .sweep import axes_of
 
 HEADER_BYTES = 32  # the agent's message header (docs/agent-protocol.md)
@@ -38,6 +41,7 @@ def check_scenario(s: Scenario) -> list[Problem]:
     hosts = _check_hosts(s, problems)
     _check_links(s, hosts, problems)
     _check_workload(s, hosts, problems)
+    _check_services(s, hosts, problems)
     _check_report(s, problems)
     return problems
 
@@ -210,6 +214,11 @@ def _check_knobs(s: Scenario, problems: list[Problem]) -> None:
         if not MSS_MIN <= mss <= MSS_MAX:
             problems.append(Problem("workload.tcp.mss", "out of range",
                                     f"from {MSS_MIN} B to {MSS_MAX} B", tcp.mss))  # fmt: skip
+    kafka = w.kafka
+    if kafka is not None and kafka.idempotence is True and kafka.acks is not None and _concrete(kafka.acks) \
+            and kafka.acks != "all":
+        problems.append(Problem("workload.kafka.acks", "an idempotent producer needs acks = \"all\"",
+                                "acks = \"all\" (or unset) with idempotence = true", kafka.acks))  # fmt: skip
     for proto in KNOB_TABLES:
         table = getattr(w, proto, None)
         if table is None:
@@ -240,6 +249,50 @@ def _check_timeout(s: Scenario, problems: list[Problem]) -> None:
                                 f"not less than the timeout ({s.scenario.timeout})",
                                 "a workload that ends before [scenario] timeout (raise the timeout or send less)",
                                 getattr(w, key)))  # fmt: skip
+
+
+def _check_services(s: Scenario, hosts: set[str] | None, problems: list[Problem]) -> None:
+    """Known hosts, one service per kind; the run's protocol finds its service (placeholders: later)."""
+    first: dict[str, int] = {}
+    for i, svc in enumerate(s.service):
+        if svc.kind in first:
+            problems.append(Problem(f"service[{i}].kind", f"a second service of kind \"{svc.kind}\" (service"
+                                    f"[{first[svc.kind]}] is one)", "at most one [[service]] of each kind",
+                                    svc.kind))  # fmt: skip
+        first.setdefault(svc.kind, i)
+        if hosts is not None and _concrete(svc.host) and svc.host not in hosts:
+            problems.append(Problem(f"service[{i}].host", "unknown host",
+                                    "one of the [[host]] names (" + ", ".join(sorted(hosts)) + ")", svc.host))
+    w = s.workload
+    mode = w.zenoh.mode if w.zenoh is not None else None
+    if not _concrete(w.protocol, mode):
+        return
+    kind = needed_kind(w.protocol, mode)
+    if kind is None:
+        return
+    if kind not in first:
+        path, got = ("workload.zenoh.mode", mode) if w.protocol == "zenoh" else ("workload.protocol", w.protocol)
+        who = f'protocol "{w.protocol}"' + (' with mode = "client"' if w.protocol == "zenoh" else "")
+        declared = ", ".join(f'"{k}"' for k in first) or "none"
+        problems.append(Problem(path, f"{who} needs a [[service]] of kind \"{kind}\" (declared: {declared})",
+                                f'a [[service]] table with kind = "{kind}" and host = "<a host>"', got))  # fmt: skip
+        return
+    i = first[kind]
+    svc = s.service[i]
+    mqtt = w.mqtt
+    if w.protocol == "mqtt" and mqtt is not None and mqtt.tls is True and _concrete(svc.tls) and svc.tls is not True:
+        problems.append(Problem("workload.mqtt.tls", f"TLS asked, but the mosquitto service (service[{i}]) "
+                                "listens without TLS", f"tls = true in service[{i}] too (or no tls here)",
+                                True))  # fmt: skip
+    if hosts is None or not _concrete(svc.host, w.from_, w.to) or svc.host not in hosts:
+        return
+    if not all(_concrete(link.between) for link in s.link):
+        return
+    for h in [w.from_, *([w.to] if isinstance(w.to, str) else w.to)]:
+        if h in hosts and h != svc.host and not _connected(s, svc.host, h):
+            problems.append(Problem(f"service[{i}].host", f"no path through links from the {kind} service's host "
+                                    f"{svc.host!r} to {h!r}", "a service host connected by [[link]]s to the sender "
+                                    "and every receiver (directly or over several hops)", svc.host))  # fmt: skip
 
 
 def _connected(s: Scenario, a: str, b: str) -> bool:

@@ -54,12 +54,33 @@ def describe(value: object) -> str:
     return str(value)
 
 
+class ToBase:
+    """Field metadata: how a checked value becomes base units (``"10 ms"`` -> 10_000_000 ns).
+
+    ``spec.knobs`` and ``spec.services`` read it to build options; values of kinds without
+    it (booleans, integers, names) are passed on as written.
+    """
+
+    def __init__(self, convert: Callable[[Any], Any]) -> None:
+        self.convert = convert
+
+
+def to_base(metadata: Sequence[Any], value: Any) -> Any:
+    """``value`` in base units, by the ``ToBase`` among a field's metadata (as is without one)."""
+    for m in metadata:
+        if isinstance(m, ToBase):
+            return m.convert(value)
+    return value
+
+
 class Kind:
     """One kind of value: a check, the 'expected' text and a JSON Schema."""
 
     def __init__(self, expected: str, check: Callable[[Any], None], schema: dict[str, Any],
-                 placeholders: bool = True, schema_placeholder: bool | None = None) -> None:  # fmt: skip
+                 placeholders: bool = True, schema_placeholder: bool | None = None,
+                 convert: Callable[[Any], Any] | None = None) -> None:  # fmt: skip
         self.expected = expected
+        self.convert = convert  # into base units (quantities); None: kept as written
         # Whether json_schema() adds the "${key}" alternative (default: when placeholders are allowed).
         self.schema_placeholder = placeholders if schema_placeholder is None else schema_placeholder
         self.check = check
@@ -83,6 +104,9 @@ class Kind:
 
     def type(self) -> Any:
         """The pydantic annotated type of this kind."""
+        if self.convert is not None:
+            return Annotated[Any, PlainValidator(self.validate), WithJsonSchema(self.json_schema()),
+                             ToBase(self.convert)]  # fmt: skip
         return Annotated[Any, PlainValidator(self.validate), WithJsonSchema(self.json_schema())]
 
 
@@ -98,7 +122,7 @@ def quantity(parser: Callable[[Any], Any], expected: str, examples: Sequence[str
         parser(value)  # its ValueError already says "...; expected ..."
 
     schema = {"type": "string", "examples": list(examples)}
-    return Kind(expected, check, schema, placeholders)
+    return Kind(expected, check, schema, placeholders, convert=parser)
 
 
 def integer(lo: int, hi: int | None, expected: str, *, placeholders: bool = True) -> Kind:
@@ -224,3 +248,45 @@ def queue() -> Kind:
 
 def msg_rate() -> Kind:
     return quantity(units.parse_msg_rate, MSG_RATE, ["200 msg/s", "max"])
+
+
+def _bounded(parser: Callable[[Any], int], fmt: Callable[[int], str], what: str, lo: int, hi: int | None,
+             examples: Sequence[str], multiple: tuple[int, str] | None = None) -> Kind:  # fmt: skip
+    """A quantity whose value in base units lies in [lo, hi] (and is a multiple of ``multiple[0]``)."""
+    expected = f"{what}, {fmt(lo)} to {fmt(hi)}" if hi is not None else f"{what}, at least {fmt(lo)}"
+    if multiple is not None:
+        expected += f", a whole number of {multiple[1]}"
+
+    def check(value: Any) -> None:
+        try:
+            n = parser(value)
+        except ValueError as e:
+            problem = str(e).split("; expected ", 1)[0]
+            raise ValueError(f"{problem}; expected {expected}") from None
+        if n < lo:
+            _fail(f"below {fmt(lo)}", expected)
+        if hi is not None and n > hi:
+            _fail(f"above {fmt(hi)}", expected)
+        if multiple is not None and n % multiple[0]:
+            _fail(f"not a whole number of {multiple[1]}", expected)
+
+    return Kind(expected, check, {"type": "string", "examples": list(examples)}, convert=parser)
+
+
+def _size_text(n: int) -> str:
+    """``"16 MiB"``, or ``"2147483647 B"`` where a unit would need many decimals."""
+    text = units.format_size_bytes(n)
+    return text if len(text) <= 10 else f"{n} B"
+
+
+def bounded_size(lo: int, hi: int | None, examples: Sequence[str] = ("1 KiB", "64 KiB", "1 MB")) -> Kind:
+    """A size (``SIZE``) from ``lo`` to ``hi`` bytes."""
+    return _bounded(units.parse_size_bytes, _size_text, SIZE, lo, hi, examples)
+
+
+def bounded_duration(lo: int, hi: int | None, examples: Sequence[str] = ("5 ms", "500 ms", "30 s"),
+                     whole_seconds: bool = False) -> Kind:  # fmt: skip
+    """A duration (``DURATION``) from ``lo`` to ``hi`` ns (``whole_seconds``: a multiple of 1 s)."""
+    multiple = (1_000_000_000, "seconds") if whole_seconds else None
+    return _bounded(units.parse_duration_ns, units.format_duration_ns, DURATION, lo, hi, examples, multiple)
+

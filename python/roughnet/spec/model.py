@@ -3,7 +3,8 @@
 This module owns the shape of a scenario file: which tables and keys exist,
 their kinds (``spec.kinds``), defaults and descriptions (the descriptions are
 the generated reference, docs/scenario-reference.md).  Every model forbids
-unknown keys.  Values are stored as written, placeholders unresolved; checks
+unknown keys.  The protocol knob tables are ``spec.knobs``', the [[service]]
+tables ``spec.services``'.  Values are stored as written, placeholders unresolved; checks
 that involve several keys live in ``spec.checks`` and the conversion into
 ``runspec`` types in ``spec.resolve``.
 """
@@ -16,9 +17,23 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import runspec
 from . import kinds
+from .knobs import (
+    KNOB_TABLES,
+    DdsKnobs,
+    KafkaKnobs,
+    MqttKnobs,
+    NatsKnobs,
+    TcpKnobs,
+    UdpKnobs,
+    ZenohKnobs,
+    ZmqKnobs,
+)
+from .services import SERVICE_TABLES, AnyService
+from .table import HOST, HOST_NAME, Table, field
+
+__all__ = ["HOST_NAME", "KNOB_TABLES", "REPORT_METRICS", "Scenario", "model_tables"]
 
 SCENARIO_NAME = r"^[a-z0-9][a-z0-9-]{0,39}$"
-HOST_NAME = r"^[a-z][a-z0-9]{0,7}$"
 SWEEP_KEY = r"^[a-z_][a-z0-9_]*$"
 
 #: Metric names accepted in ``[report] metrics`` (the report maps them to stored columns).
@@ -55,17 +70,10 @@ REPORT_METRICS = (
 
 _SCENARIO_NAME = kinds.name(SCENARIO_NAME, "a name of lowercase letters, digits and '-' (at most 40 characters, "
                             "not starting with '-'), like \"quickstart\"", placeholders=False)  # fmt: skip
-_HOST = kinds.name(HOST_NAME, "a host name of a lowercase letter then up to 7 lowercase letters or digits, like \"a\" "
-                   "or \"car1\"")  # fmt: skip
+_HOST = HOST
 _ENGINE = kinds.choice(runspec.ENGINES)
-
-
-class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=False)
-
-
-def _f(description: str, default: Any = ..., **kw: Any) -> Any:
-    return Field(default, description=description, **kw)
+_Table = Table
+_f = field
 
 
 class ScenarioTable(_Table):
@@ -122,27 +130,6 @@ class LinkTable(DirectionTable):
         None, description="Overrides for the other direction (a shared segment: from the segment to every host).")
 
 
-class TcpKnobs(_Table):
-    """``[workload.tcp]``: TCP socket options."""
-
-    nodelay: kinds.boolean().type() = _f("TCP_NODELAY (the agent's default: true).", None)
-    mss: kinds.size().type() = _f("TCP_MAXSEG: " + kinds.SIZE + ", 88 B to 65535 B.", None)
-    send_buffer: kinds.size().type() = _f("SO_SNDBUF (forced past rmem/wmem limits): " + kinds.SIZE + ".", None)
-    recv_buffer: kinds.size().type() = _f("SO_RCVBUF (forced past rmem/wmem limits): " + kinds.SIZE + ".", None)
-    send_size: kinds.size().type() = _f("Bytes per write call (bulk pattern): " + kinds.SIZE + ".", None)
-
-
-class UdpKnobs(_Table):
-    """``[workload.udp]``: UDP socket options."""
-
-    send_buffer: kinds.size().type() = _f("SO_SNDBUF: " + kinds.SIZE + ".", None)
-    recv_buffer: kinds.size().type() = _f("SO_RCVBUF: " + kinds.SIZE + ".", None)
-
-
-#: Knob table per protocol: the key under [workload] is the protocol's name.
-KNOB_TABLES: dict[str, type[_Table]] = {"tcp": TcpKnobs, "udp": UdpKnobs}
-
-
 class WorkloadTable(_Table):
     """``[workload]``: what the agents send, from which host to which."""
 
@@ -168,6 +155,13 @@ class WorkloadTable(_Table):
                                  "that is \"tcp\" in some run (the other runs ignore them).")
     udp: UdpKnobs | None = Field(None, description="UDP knobs; only with protocol = \"udp\", or a swept protocol "
                                  "that is \"udp\" in some run (the other runs ignore them).")
+    zenoh: ZenohKnobs | None = Field(None, description="Zenoh knobs; only with protocol = \"zenoh\" (or swept).")
+    zmq: ZmqKnobs | None = Field(None, description="ZeroMQ knobs; only with protocol = \"zmq\" (or swept).")
+    dds: DdsKnobs | None = Field(None, description="DDS knobs; only with protocol = \"dds\" (or swept).")
+    mqtt: MqttKnobs | None = Field(None, description="MQTT knobs; only with protocol = \"mqtt\" (or swept).")
+    kafka: KafkaKnobs | None = Field(None, description="Kafka knobs; only with protocol = \"kafka\" (or swept).")
+    nats: NatsKnobs | None = Field(None, description="NATS knobs (none yet); only with protocol = \"nats\" (or "
+                                   "swept).")  # fmt: skip
 
 
 _SWEEP_KEY = kinds.name(SWEEP_KEY, "a sweep key (lowercase letters, digits and '_')", placeholders=False)
@@ -211,7 +205,7 @@ class Scenario(_Table):
     sweep: dict[str, Any] = Field(
         default_factory=dict,
         description="Parameter axes: key = non-empty list of values (strings or numbers), used as ${key} in "
-        "[[host]], [[link]] and [workload]; or a list of inline tables with the same keys (a table axis: its "
+        "[[host]], [[link]], [workload] and [[service]]; or a list of inline tables with the same keys (a table axis: its "
         "fields change together, used as ${key.field}). Runs are the cartesian product in file order (last key "
         "fastest), less the combinations [[sweep.exclude]] lists.",
         json_schema_extra={"propertyNames": {"pattern": SWEEP_KEY},
@@ -220,6 +214,10 @@ class Scenario(_Table):
                                                     "anyOf": [{"items": _SWEEP_SCALAR},
                                                               {"items": _SWEEP_TABLE}]}},
     )  # fmt: skip
+    service: list[AnyService] = Field(
+        default_factory=list,
+        description="Managed services (brokers, routers), at most one per kind; each must be used by some run "
+        "(mqtt: mosquitto, kafka: kafka, nats: nats, zenoh with mode = \"client\": zenoh-router).")
     report: ReportTable | None = Field(None, description="Hints for the report.")
 
 
@@ -231,7 +229,7 @@ def model_tables() -> list[tuple[str, type[BaseModel]]]:
         ("[[link]]", LinkTable),
         ("[link.forward] / [link.reverse]", DirectionTable),
         ("[workload]", WorkloadTable),
-        ("[workload.tcp]", TcpKnobs),
-        ("[workload.udp]", UdpKnobs),
+        *((f"[workload.{proto}]", table) for proto, table in KNOB_TABLES.items()),
+        *((f'[[service]] kind = "{kind}"', table) for kind, table in SERVICE_TABLES.items()),
         ("[report]", ReportTable),
     ]

@@ -1,7 +1,7 @@
 """``${key}`` placeholders and the ``[sweep]`` table they refer to.
 
-This module owns: where placeholders may appear ([[host]], [[link]] and
-[workload]; not [scenario], [sweep] or [report]), their syntax (``${key}``;
+This module owns: where placeholders may appear ([[host]], [[link]],
+[workload] and [[service]]; not [scenario], [sweep] or [report]), their syntax (``${key}``;
 ``${key.field}`` for a field of a table axis), the rule that every placeholder
 names a sweep axis (and field) and every axis (every field but ``name``) is
 used, and substitution of one parameter point into the raw file data.  The
@@ -21,7 +21,7 @@ from .problems import Problem
 from .sweep import NAME_FIELD, axes_of, is_table_axis, table_fields
 
 #: Top-level tables whose strings may hold placeholders.
-SUBSTITUTED = ("host", "link", "workload")
+SUBSTITUTED = ("host", "link", "workload", "service")
 _SYNTAX = ("${name} where name is a [sweep] key (lowercase letters, digits and '_'), or ${name.field} for a "
            "field of a table axis")
 
@@ -58,7 +58,7 @@ def check_placeholders(data: dict[str, Any]) -> list[Problem]:
                 continue
             if table not in SUBSTITUTED:
                 problems.append(Problem(path, f"placeholders are not allowed in [{table}]",
-                                        "a literal value (placeholders go in [[host]], [[link]] and [workload])",
+                                        "a literal value (placeholders go in [[host]], [[link]], [workload] and [[service]])",
                                         text))  # fmt: skip
                 continue
             if _malformed(text):
@@ -76,16 +76,16 @@ def check_placeholders(data: dict[str, Any]) -> list[Problem]:
             continue
         if not any(k == key for k, _ in used):
             problems.append(Problem(f"sweep.{key}", "sweep key is never used",
-                                    f"a ${{{key}}} placeholder in [[host]], [[link]] or [workload]"
+                                    f"a ${{{key}}} placeholder in [[host]], [[link]], [workload] or [[service]]"
                                     if key not in fields else
-                                    f"${{{key}.<field>}} placeholders in [[host]], [[link]] or [workload]",
+                                    f"${{{key}.<field>}} placeholders in [[host]], [[link]], [workload] or [[service]]",
                                     values))  # fmt: skip
             continue
         for field in fields.get(key, []):
             if field != NAME_FIELD and (key, field) not in used:
                 first = next(i for i, v in enumerate(values) if isinstance(v, dict) and field in v)
                 problems.append(Problem(f"sweep.{key}[{first}].{field}", "field of a table axis is never used",
-                                        f"a ${{{key}.{field}}} placeholder in [[host]], [[link]] or [workload] "
+                                        f"a ${{{key}.{field}}} placeholder in [[host]], [[link]], [workload] or [[service]] "
                                         "(every field but `name` is used)", values[first][field]))  # fmt: skip
     return problems
 

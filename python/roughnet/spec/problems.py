@@ -12,7 +12,9 @@ A value that came from a sweep also names the sweep entry and the run::
     q.toml: link[0].loss = "150%" (from sweep.loss[2]): above 100%; expected ... (got "150%") [run 2: loss="150%"]
 
 ``from_validation_error`` turns pydantic's errors into problems, walking the
-models to name the keys a table accepts.
+models to name the keys a table accepts.  An array of tables told apart by a
+``kind`` key (``[[service]]``) is walked through the model of the entry's kind;
+pydantic's tag in the error location is dropped from the key path.
 """
 
 from __future__ import annotations
@@ -75,28 +77,54 @@ def path_text(loc: tuple[Any, ...] | list[Any]) -> str:
     return out
 
 
-def _field_model(annotation: Any) -> type[BaseModel] | None:
-    """The model inside ``Model``, ``Model | None`` or ``list[Model]``."""
+def _field_models(annotation: Any) -> list[type[BaseModel]]:
+    """The models inside ``Model``, ``Model | None``, ``list[Model]`` or ``list[A | B]`` (a tagged union)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
+        return [annotation]
+    found: list[type[BaseModel]] = []
     for arg in typing.get_args(annotation):
-        found = _field_model(arg)
-        if found is not None:
-            return found
-    return None
+        found += [m for m in _field_models(arg) if m not in found]
+    return found
 
 
-def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model class of the table at ``loc`` (walks fields by their TOML name)."""
+def _tag(model: type[BaseModel]) -> str | None:
+    """The value of ``kind`` that selects ``model`` in a tagged union (``Literal["kafka"]``)."""
+    info = model.model_fields.get("kind")
+    args = typing.get_args(info.annotation) if info is not None else ()
+    return args[0] if len(args) == 1 and isinstance(args[0], str) else None
+
+
+def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[type[BaseModel] | None, tuple[Any, ...]]:
+    """The model class of the table at ``loc`` (walks fields by their TOML name), and ``loc`` without
+    the tags pydantic puts in the locations of tagged-union members (``("service", 0, "kafka", "heap")``)."""
     model: type[BaseModel] | None = root
+    members: dict[str, type[BaseModel]] = {}
+    clean: list[Any] = []
     for part in loc:
-        if isinstance(part, int) or model is None:
+        if isinstance(part, int):
+            clean.append(part)
+            continue
+        if members and part in members:
+            model, members = members[part], {}
+            continue
+        clean.append(part)
+        if model is None:
             continue
         fields = {(f.alias or n): f for n, f in model.model_fields.items()}
         if part not in fields:
-            return None
-        model = _field_model(fields[part].annotation)
-    return model
+            model = None
+            continue
+        found = _field_models(fields[part].annotation)
+        tags = {_tag(m): m for m in found}
+        if len(found) > 1 and None not in tags:
+            model, members = None, {t: m for t, m in tags.items() if t is not None}
+        else:
+            model, members = (found[0] if found else None), {}
+    return model, tuple(clean)
+
+
+def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    return _walk(root, loc)[0]
 
 
 def _field_info(root: type[BaseModel], loc: tuple[Any, ...]) -> Any:
@@ -115,9 +143,14 @@ def _unknown_key(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, str]
         return "unknown key", "no other keys here"
     allowed = [f.alias or n for n, f in parent.model_fields.items()]
     problem = "unknown key"
+    noun, owner = getattr(parent, "key_noun", ""), getattr(parent, "key_owner", "")
+    if noun and owner:
+        problem += f": not a {noun} of {owner}"
     close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
     if close:
         problem += f" (did you mean '{close[0]}'?)"
+    if not allowed:
+        return problem, f"no {noun or 'key'}s here (an empty table, or none)"
     return problem, "one of: " + ", ".join(allowed)
 
 
@@ -144,7 +177,7 @@ def from_validation_error(root: type[BaseModel], error: ValidationError) -> list
         loc = tuple(err["loc"])
         kind = err["type"]
         value = err.get("input", _NOTHING)
-        path = path_text(loc)
+        path = path_text(_walk(root, loc)[1])
         if kind == "value_error":
             message = str(err["ctx"]["error"])
             entry = _ENTRY.match(message)
@@ -166,6 +199,15 @@ def from_validation_error(root: type[BaseModel], error: ValidationError) -> list
             what = f"at least {need} entries" + (f" ({_lower_first(info.description)})" if info else "")
             problems.append(Problem(path, f"too few entries ({len(value) if isinstance(value, list) else 0})",
                                     what, _NOTHING))  # fmt: skip
+        elif kind in ("union_tag_invalid", "union_tag_not_found"):
+            tag = err.get("ctx", {}).get("discriminator", "kind").strip("'")
+            expected = "one of " + err.get("ctx", {}).get("expected_tags", "").replace("'", '"') if (
+                kind == "union_tag_invalid") else _tags_expected(root, loc)  # fmt: skip
+            if kind == "union_tag_not_found":
+                problems.append(Problem(f"{path}.{tag}", "missing required key", expected))
+            else:
+                got = value.get(tag, _NOTHING) if isinstance(value, dict) else _NOTHING
+                problems.append(Problem(f"{path}.{tag}", "unknown value", expected, got))
         elif kind in _TYPE_EXPECTED:
             expected = _TYPE_EXPECTED[kind]
             if kind == "list_type" and loc and loc[-1] in ("host", "link"):
@@ -174,6 +216,15 @@ def from_validation_error(root: type[BaseModel], error: ValidationError) -> list
         else:  # pragma: no cover - every kind of field we declare is covered above
             problems.append(Problem(path, err["msg"], "", value))
     return problems
+
+
+def _tags_expected(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """``one of "mosquitto", "kafka", ...``: the tags of the tagged union at ``loc``."""
+    parent = _model_at(root, loc[:-1]) if loc and isinstance(loc[-1], int) else None
+    name = loc[-2] if len(loc) >= 2 else None
+    field = next((f for n, f in parent.model_fields.items() if (f.alias or n) == name), None) if parent else None
+    tags = [t for t in (_tag(m) for m in _field_models(field.annotation)) if t] if field is not None else []
+    return "one of " + ", ".join(f'"{t}"' for t in tags) if tags else "a kind"
 
 
 def _lower_first(text: str) -> str:

@@ -5,7 +5,8 @@ This module owns the conversion only: every value has already passed the model
 raises for bad input.  Direction fields come from the link's values overridden
 by its ``forward`` / ``reverse`` table (one function, ``direction``, so that new
 impairments are added in one place); protocol knobs become ``Workload.options``
-with the names of docs/agent-protocol.md.
+with the names of docs/agent-protocol.md (``spec.knobs.options``), and the run's
+services are the [[service]] entries its protocol uses (``spec.services``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import runspec, units
+from . import knobs, services
 from .checks import merged_direction
 from .kinds import parse_queue
 from .model import DIRECTION_KEYS, DirectionTable, LinkTable, Scenario
@@ -57,18 +59,6 @@ def link(index: int, table: LinkTable, default_engine: str) -> runspec.Link:
     )
 
 
-def _options(s: Scenario) -> dict[str, Any]:
-    knobs = getattr(s.workload, s.workload.protocol, None)
-    if knobs is None:
-        return {}
-    options: dict[str, Any] = {}
-    for key, value in knobs.model_dump().items():
-        if value is None:
-            continue
-        options[key] = value if isinstance(value, bool) else units.parse_size_bytes(value)
-    return options
-
-
 def workload(s: Scenario) -> runspec.Workload:
     w = s.workload
     return runspec.Workload(
@@ -84,12 +74,22 @@ def workload(s: Scenario) -> runspec.Workload:
         step_bytes=units.parse_size_bytes(w.step) if w.step is not None else None,
         warmup=w.warmup,
         timeout_ns=units.parse_duration_ns(s.scenario.timeout),
-        options=_options(s),
+        options=knobs.options(getattr(w, w.protocol, None)),
     )
 
 
-def resolve(s: Scenario) -> tuple[tuple[runspec.Host, ...], tuple[runspec.Link, ...], runspec.Workload]:
-    """Hosts, links and workload of one run (``s`` has no placeholders left)."""
+def run_services(s: Scenario) -> tuple[runspec.Service, ...]:
+    """The services this run's protocol uses (none, or the one of ``services.needed_kind``)."""
+    w = s.workload
+    kind = services.needed_kind(w.protocol, w.zenoh.mode if w.zenoh is not None else None)
+    return tuple(services.resolve(t) for t in s.service if t.kind == kind)
+
+
+Resolved = tuple[tuple[runspec.Host, ...], tuple[runspec.Link, ...], runspec.Workload, tuple[runspec.Service, ...]]
+
+
+def resolve(s: Scenario) -> Resolved:
+    """Hosts, links, workload and services of one run (``s`` has no placeholders left)."""
     hosts = tuple(runspec.Host(name=h.name) for h in s.host)
     links = tuple(link(i, t, s.scenario.engine) for i, t in enumerate(s.link))
-    return hosts, links, workload(s)
+    return hosts, links, workload(s), run_services(s)

@@ -1,0 +1,172 @@
+"""Protocol knob tables (``[workload.<protocol>]``) and their conversion into agent options.
+
+This module owns which knobs each protocol has (docs/protocols.md is the contract:
+the same names, values and defaults), the kind of each knob's value, and how a
+given knob becomes an agent option (``options`` in docs/agent-protocol.md): sizes in
+bytes, durations in nanoseconds, booleans, integers and strings as written.  A knob
+left out is not sent: the agent applies the protocol's default (the one the
+descriptions name).  Rules between keys (a table for another protocol than the
+run's, a knob that needs a service) are ``spec.checks``'.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from . import kinds
+from .table import Table, field
+
+INT32_MAX = 2**31 - 1
+SECOND_NS = 1_000_000_000
+
+
+class Knobs(Table):
+    """The base of a protocol's knob table (``protocol``: the table's name under [workload])."""
+
+    protocol: ClassVar[str] = ""
+    key_noun: ClassVar[str] = "knob"
+
+
+class TcpKnobs(Knobs):
+    """``[workload.tcp]``: TCP socket options."""
+
+    protocol: ClassVar[str] = "tcp"
+    key_owner: ClassVar[str] = 'protocol "tcp"'
+
+    nodelay: kinds.boolean().type() = field("TCP_NODELAY (the agent's default: true).", None)
+    mss: kinds.size().type() = field("TCP_MAXSEG: " + kinds.SIZE + ", 88 B to 65535 B.", None)
+    send_buffer: kinds.size().type() = field("SO_SNDBUF (forced past rmem/wmem limits): " + kinds.SIZE + ".", None)
+    recv_buffer: kinds.size().type() = field("SO_RCVBUF (forced past rmem/wmem limits): " + kinds.SIZE + ".", None)
+    send_size: kinds.size().type() = field("Bytes per write call (bulk pattern): " + kinds.SIZE + ".", None)
+
+
+class UdpKnobs(Knobs):
+    """``[workload.udp]``: UDP socket options."""
+
+    protocol: ClassVar[str] = "udp"
+    key_owner: ClassVar[str] = 'protocol "udp"'
+
+    send_buffer: kinds.size().type() = field("SO_SNDBUF: " + kinds.SIZE + ".", None)
+    recv_buffer: kinds.size().type() = field("SO_RCVBUF: " + kinds.SIZE + ".", None)
+
+
+_RELIABILITY = kinds.choice(("reliable", "best_effort"))
+
+
+class ZenohKnobs(Knobs):
+    """``[workload.zenoh]``: Zenoh session and publisher settings."""
+
+    protocol: ClassVar[str] = "zenoh"
+    key_owner: ClassVar[str] = 'protocol "zenoh"'
+
+    mode: kinds.choice(("peer", "client")).type() = field(
+        'Session mode, "peer" (default) or "client"; client mode needs a [[service]] of kind "zenoh-router" '
+        "(every agent connects to it).", None)
+    transport: kinds.choice(("tcp", "udp", "quic")).type() = field(
+        'Transport of the session links: "tcp" (default), "udp" or "quic".', None)
+    reliability: _RELIABILITY.type() = field('Publisher reliability: "reliable" (default) or "best_effort".', None)
+    congestion_control: kinds.choice(("block", "drop")).type() = field(
+        'What a publisher does when the queue is full: "block" (default) or "drop".', None)
+    express: kinds.boolean().type() = field("Send each message at once, without batching (default false).", None)
+    priority: kinds.integer(1, 7, "an integer from 1 to 7").type() = field(
+        'Publisher priority, 1 (real time) to 7 (background); default 5 ("data").', None)
+    multicast_scouting: kinds.boolean().type() = field(
+        "Discover peers by multicast scouting (default false: peers connect to the endpoints roughnet gives them).",
+        None)
+
+
+class ZmqKnobs(Knobs):
+    """``[workload.zmq]``: ZeroMQ socket options."""
+
+    protocol: ClassVar[str] = "zmq"
+    key_owner: ClassVar[str] = 'protocol "zmq"'
+
+    sndhwm: kinds.integer(0, INT32_MAX, "an integer >= 0 (messages; 0 = no limit)").type() = field(
+        "ZMQ_SNDHWM, in messages (default 1000, libzmq's; 0 = no limit).", None)
+    rcvhwm: kinds.integer(0, INT32_MAX, "an integer >= 0 (messages; 0 = no limit)").type() = field(
+        "ZMQ_RCVHWM, in messages (default 1000, libzmq's; 0 = no limit).", None)
+    transport: kinds.choice(("tcp",)).type() = field('ZeroMQ transport: "tcp" (the only one so far).', None)
+
+
+class DdsKnobs(Knobs):
+    """``[workload.dds]``: DDS QoS and discovery settings."""
+
+    protocol: ClassVar[str] = "dds"
+    key_owner: ClassVar[str] = 'protocol "dds"'
+
+    reliability: _RELIABILITY.type() = field('Reliability QoS: "reliable" (default) or "best_effort".', None)
+    history_depth: kinds.integer(0, INT32_MAX, "an integer >= 0 (0 = keep all)").type() = field(
+        "History QoS depth; 0 = keep all. Default: 0 with reliable, 1 with best effort.", None)
+    durability: kinds.choice(("volatile", "transient_local")).type() = field(
+        'Durability QoS: "volatile" (default) or "transient_local".', None)
+    multicast: kinds.boolean().type() = field(
+        "Use multicast discovery and data (default false: unicast peers from the topology's addresses).", None)
+    ros2: kinds.boolean().type() = field(
+        "ROS 2 naming: topic `rt/<name>`, type `<pkg>::msg::dds_::<Type>_` (default false).", None)
+    domain_id: kinds.integer(0, 232, "an integer from 0 to 232").type() = field("DDS domain id (default 0).", None)
+
+
+class MqttKnobs(Knobs):
+    """``[workload.mqtt]``: MQTT client settings (needs a [[service]] of kind "mosquitto")."""
+
+    protocol: ClassVar[str] = "mqtt"
+    key_owner: ClassVar[str] = 'protocol "mqtt"'
+
+    version: kinds.choice(("3.1.1", "5")).type() = field('Protocol version: "3.1.1" (default) or "5".', None)
+    qos: kinds.integer(0, 2, "0, 1 or 2").type() = field("QoS of publications and subscriptions: 0 (default), 1 "
+                                                         "or 2.", None)  # fmt: skip
+    clean_session: kinds.boolean().type() = field("Clean session (MQTT 5: clean start); default true.", None)
+    keep_alive: kinds.bounded_duration(0, 65535 * SECOND_NS, ("30 s", "60 s"), whole_seconds=True).type() = field(
+        "Keep-alive interval: " + kinds.DURATION + ", whole seconds, 0 s (off) to 65535 s; default 30 s.", None)
+    inflight: kinds.integer(1, 65535, "an integer from 1 to 65535").type() = field(
+        "Client's maximum of unacknowledged QoS 1/2 messages in flight (default 100).", None)
+    tls: kinds.boolean().type() = field(
+        'Connect over TLS (default false); needs `tls = true` on the "mosquitto" service.', None)
+
+
+class KafkaKnobs(Knobs):
+    """``[workload.kafka]``: Kafka producer and consumer settings (needs a [[service]] of kind "kafka")."""
+
+    protocol: ClassVar[str] = "kafka"
+    key_owner: ClassVar[str] = 'protocol "kafka"'
+
+    acks: kinds.choice(("0", "1", "all")).type() = field(
+        'Producer acks, a string: "0", "1" or "all" (default).', None)
+    linger: kinds.bounded_duration(0, 900 * SECOND_NS, ("0 ms", "5 ms", "100 ms")).type() = field(
+        "Producer linger.ms: " + kinds.DURATION + ", 0 to 15 min; default 5 ms (librdkafka's).", None)
+    batch_size: kinds.bounded_size(1, INT32_MAX, ("16 KiB", "1 MB")).type() = field(
+        "Producer batch.size: " + kinds.SIZE + ", 1 B to 2147483647 B; default 1 MB (librdkafka's).", None)
+    compression: kinds.choice(("none", "gzip", "snappy", "lz4", "zstd")).type() = field(
+        'Producer compression: "none" (default), "gzip", "snappy", "lz4" or "zstd".', None)
+    idempotence: kinds.boolean().type() = field(
+        'Idempotent producer (default false); needs acks = "all" (its default).', None)
+    partitions: kinds.integer(1, None, "an integer >= 1").type() = field(
+        "Partitions of the topic the runner creates (default 1).", None)
+    fetch_min_bytes: kinds.bounded_size(1, 100_000_000, ("1 B", "64 KiB")).type() = field(
+        "Consumer fetch.min.bytes: " + kinds.SIZE + ", 1 B to 100 MB; default 1 B.", None)
+    fetch_max_wait: kinds.bounded_duration(0, 300 * SECOND_NS, ("10 ms", "500 ms")).type() = field(
+        "Consumer fetch.wait.max.ms: " + kinds.DURATION + ", 0 to 5 min; default 500 ms.", None)
+
+
+class NatsKnobs(Knobs):
+    """``[workload.nats]``: NATS has no knobs yet (core publish/subscribe; request/reply for ping and ramp)."""
+
+    protocol: ClassVar[str] = "nats"
+    key_owner: ClassVar[str] = 'protocol "nats" (it has none yet)'
+
+
+#: Knob table per protocol: the key under [workload] is the protocol's name.
+KNOB_TABLES: dict[str, type[Knobs]] = {
+    t.protocol: t for t in (TcpKnobs, UdpKnobs, ZenohKnobs, ZmqKnobs, DdsKnobs, MqttKnobs, KafkaKnobs, NatsKnobs)
+}
+
+
+def options(table: BaseModel | None) -> dict[str, Any]:
+    """The knobs given in ``table`` (no placeholders left) as agent options, in base units."""
+    if table is None:
+        return {}
+    fields = type(table).model_fields
+    return {key: kinds.to_base(fields[key].metadata, value)
+            for key, value in table.model_dump().items() if value is not None}  # fmt: skip
