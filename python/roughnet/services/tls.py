@@ -1,0 +1,66 @@
+"""Certificates for services with TLS: a CA per sweep, a server certificate per run.
+
+Owns calling the ``openssl`` CLI (argument lists, no shell) to make an EC P-256
+CA in the sweep's folder (kept across its runs, so every agent of the sweep
+trusts one file, passed to agents as option ``tls_ca``) and a server
+certificate signed by it whose subjectAltName lists every address of the
+broker host (agents connect by IP address).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import ServiceError
+from .configs import TlsFiles
+
+log = logging.getLogger(__name__)
+
+CERT_DAYS = 30
+OPENSSL_TIMEOUT_S = 30
+OPENSSL_INSTALL = "apt-get install -y openssl"
+
+
+def _openssl(args: Sequence[str], what: str) -> None:
+    exe = shutil.which("openssl")
+    if exe is None:
+        raise ServiceError(f"{what}: openssl is not installed; install it with `{OPENSSL_INSTALL}`")
+    proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=OPENSSL_TIMEOUT_S, check=False)
+    if proc.returncode != 0:
+        raise ServiceError(f"{what} failed: openssl {' '.join(args[:2])} exited {proc.returncode}: "
+                           f"{proc.stderr.strip()[-500:]}")
+
+
+def ensure_ca(folder: Path) -> tuple[Path, Path]:
+    """(ca.pem, ca.key) in ``folder``, made once and reused by later calls."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ca, key = folder / "ca.pem", folder / "ca.key"
+    if ca.is_file() and key.is_file():
+        return ca, key
+    _openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+              "-keyout", str(key), "-out", str(ca), "-days", str(CERT_DAYS), "-subj", "/CN=roughnet test CA",
+              "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+             "creating the sweep's TLS CA")
+    key.chmod(0o600)
+    log.info("TLS CA created in %s", folder)
+    return ca, key
+
+
+def server_cert(ca: Path, ca_key: Path, folder: Path, name: str, addresses: Sequence[str]) -> TlsFiles:
+    """A server key and certificate for ``addresses`` (IP SANs) signed by the CA, in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    key, csr, cert = folder / f"{name}.key", folder / f"{name}.csr", folder / f"{name}.pem"
+    ext = folder / f"{name}.ext"
+    san = ",".join(f"IP:{a}" for a in addresses)
+    ext.write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+                   f"extendedKeyUsage=serverAuth\n")
+    _openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key),
+              "-out", str(csr), "-subj", f"/CN={addresses[0]}"], f"creating the {name} key")
+    _openssl(["x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+              "-out", str(cert), "-days", str(CERT_DAYS), "-extfile", str(ext)], f"signing the {name} certificate")
+    key.chmod(0o600)
+    return TlsFiles(ca=ca, cert=cert, key=key)
