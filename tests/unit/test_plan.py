@@ -420,3 +420,34 @@ def test_swept_protocol_from_a_table_field_with_knobs() -> None:
              '{ name = "u", proto = "udp", buf = "2 KiB" }]')  # fmt: skip
     s = sweep_of(make(protocol="${stack.proto}", workload_extra=knobs, sweep=sweep))
     assert [r.workload.options for r in s.runs] == [{"nodelay": True}, {"send_buffer": 2048}]
+
+
+#: Sweep ids and first run ids of the fixtures as computed before Run.services and the protocol knob
+#: tables existed (commit ec71e0b): fields added to the format must not change the ids of files that do
+#: not use them, or stored results and `roughnet run --resume` lose track of them.
+PINNED_IDS = {
+    "bulk-tcp.toml": ("bulk-tcp-71d2a312", ["bde2c9786149", "ac3dc21e0fb8"]),
+    "multihop.toml": ("multihop-5a645506", ["103c58f97918", "7b001c9bb51c", "330e3caa3b7f"]),
+    "quick.toml": ("quick-47e28245", ["185e35099f4e", "8976e8899ac0", "4c8b9661a0d3"]),
+    "ramp.toml": ("ramp-2c3d00d8", ["d97855ee72ef"]),
+    "s1-links.toml": ("s1-links-eb203b7c", ["c1c70a7423ca", "e0761da692d8", "fbfe879b6ab9"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_IDS))
+def test_ids_of_existing_fixtures_do_not_change(name: str) -> None:
+    sweep = plan_sweep(FIXTURES / name)
+    sweep_id, run_ids = PINNED_IDS[name]
+    assert sweep.sweep_id == sweep_id
+    assert [r.run_id for r in sweep.runs][: len(run_ids)] == run_ids
+    assert all(r.services == () for r in sweep.runs)
+
+
+def test_services_are_part_of_the_run_id() -> None:
+    import dataclasses
+
+    run = plan_sweep(FIXTURES / "quick.toml").runs[0]
+    with_service = dataclasses.replace(run, services=(runspec.Service(kind="nats", host="b"),))
+    assert run_id_of(with_service) != run.run_id
+    other = dataclasses.replace(run, services=(runspec.Service(kind="nats", host="b", options={"jetstream": True}),))
+    assert run_id_of(other) not in (run.run_id, run_id_of(with_service))

@@ -27,7 +27,8 @@ def test_schema_is_valid_json_schema() -> None:
     assert set(schema["required"]) == {"scenario", "host", "link", "workload"}
 
 
-@pytest.mark.parametrize("name", ["quick.toml", "multihop.toml", "bulk-tcp.toml", "ramp.toml", "s1-links.toml"])
+@pytest.mark.parametrize("name", ["quick.toml", "multihop.toml", "bulk-tcp.toml", "ramp.toml", "s1-links.toml",
+                                  "brokers.toml"])
 def test_valid_fixtures_match_the_schema(name: str) -> None:
     data = tomllib.loads((FIXTURES / name).read_text())
     assert list(validator().iter_errors(data)) == []
@@ -77,7 +78,8 @@ def test_committed_reference_is_current() -> None:
 
 def test_reference_lists_every_key() -> None:
     text = docs.render()
-    for key in ("`between`", "`queue`", "`payload`", "`warmup`", "`send_size`", "`metrics`", "`repeat`"):
+    for key in ("`between`", "`queue`", "`payload`", "`warmup`", "`send_size`", "`metrics`", "`repeat`",
+                "`congestion_control`", "`fetch_max_wait`", "`heap`", "`jetstream`", "`reuse`", "`domain_id`"):
         assert key in text
 
 

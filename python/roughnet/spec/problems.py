@@ -210,7 +210,7 @@ def from_validation_error(root: type[BaseModel], error: ValidationError) -> list
                 problems.append(Problem(f"{path}.{tag}", "unknown value", expected, got))
         elif kind in _TYPE_EXPECTED:
             expected = _TYPE_EXPECTED[kind]
-            if kind == "list_type" and loc and loc[-1] in ("host", "link"):
+            if kind == "list_type" and loc and loc[-1] in ("host", "link", "service"):
                 expected = f"an array of tables ([[{loc[-1]}]])"
             problems.append(Problem(path, "wrong type", expected, value))
         else:  # pragma: no cover - every kind of field we declare is covered above
@@ -220,7 +220,7 @@ def from_validation_error(root: type[BaseModel], error: ValidationError) -> list
 
 def _tags_expected(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """``one of "mosquitto", "kafka", ...``: the tags of the tagged union at ``loc``."""
-    parent = _model_at(root, loc[:-1]) if loc and isinstance(loc[-1], int) else None
+    parent = _model_at(root, loc[:-2]) if len(loc) >= 2 and isinstance(loc[-1], int) else None
     name = loc[-2] if len(loc) >= 2 else None
     field = next((f for n, f in parent.model_fields.items() if (f.alias or n) == name), None) if parent else None
     tags = [t for t in (_tag(m) for m in _field_models(field.annotation)) if t] if field is not None else []
