@@ -388,3 +388,25 @@ def test_brokers_fixture_matches_the_schema_and_the_schema_knows_services() -> N
         assert list(validator.iter_errors(dict(data, service=[bad]))) != [], bad
     data["workload"]["mqtt"]["bogus"] = 1
     assert list(validator.iter_errors(data)) != []
+
+
+def test_the_guide_examples_of_knob_tables_are_valid() -> None:
+    # docs/scenario-format.md shows one block per protocol; each must pass as written.
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "scenario-format.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in guide.split("```toml\n")[1:]]
+    checked = set()
+    for block in blocks:
+        try:
+            data = tomllib.loads(block)
+        except tomllib.TOMLDecodeError:
+            continue  # an excerpt with "..." in it
+        knobs = data.get("workload", {})
+        if set(data) - {"workload", "service"} or "pattern" in knobs or not knobs:
+            continue
+        for protocol in knobs:
+            table = block.split(f"[workload.{protocol}]", 1)[1].split("\n\n[", 1)[0]
+            services = "".join(f'[[service]]\nkind = "{s["kind"]}"\nhost = "brk"\n' for s in data.get("service", []))
+            run = sweep_of(make(protocol, f"[workload.{protocol}]{table}\n" + services, service=False)).runs[0]
+            assert set(run.workload.options) == set(knobs[protocol]), protocol
+            checked.add(protocol)
+    assert checked == {"tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka"}
