@@ -290,7 +290,8 @@ def test_swept_protocol_with_two_services_gives_each_run_only_its_own() -> None:
 
 
 def test_swept_zenoh_mode_gives_the_router_to_client_runs_only() -> None:
-    text = make("zenoh", '[workload.zenoh]\nmode = "${mode}"\n' + SERVICE["zenoh"] + '[sweep]\nmode = ["peer", "client"]\n')
+    sweep = '[sweep]\nmode = ["peer", "client"]\n'
+    text = make("zenoh", '[workload.zenoh]\nmode = "${mode}"\n' + SERVICE["zenoh"] + sweep)
     runs = sweep_of(text).runs
     assert [(r.params["mode"], [s.kind for s in r.services]) for r in runs] == [("peer", []),
                                                                                 ("client", ["zenoh-router"])]

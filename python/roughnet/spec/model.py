@@ -205,7 +205,8 @@ class Scenario(_Table):
     sweep: dict[str, Any] = Field(
         default_factory=dict,
         description="Parameter axes: key = non-empty list of values (strings or numbers), used as ${key} in "
-        "[[host]], [[link]], [workload] and [[service]]; or a list of inline tables with the same keys (a table axis: its "
+        "[[host]], [[link]], [workload] and [[service]]; or a list of inline tables with the same keys (a table "
+        "axis: its "
         "fields change together, used as ${key.field}). Runs are the cartesian product in file order (last key "
         "fastest), less the combinations [[sweep.exclude]] lists.",
         json_schema_extra={"propertyNames": {"pattern": SWEEP_KEY},

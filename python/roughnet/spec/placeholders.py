@@ -58,7 +58,8 @@ def check_placeholders(data: dict[str, Any]) -> list[Problem]:
                 continue
             if table not in SUBSTITUTED:
                 problems.append(Problem(path, f"placeholders are not allowed in [{table}]",
-                                        "a literal value (placeholders go in [[host]], [[link]], [workload] and [[service]])",
+                                        "a literal value (placeholders go in [[host]], [[link]], [workload] and "
+                                        "[[service]])",
                                         text))  # fmt: skip
                 continue
             if _malformed(text):
@@ -85,8 +86,8 @@ def check_placeholders(data: dict[str, Any]) -> list[Problem]:
             if field != NAME_FIELD and (key, field) not in used:
                 first = next(i for i, v in enumerate(values) if isinstance(v, dict) and field in v)
                 problems.append(Problem(f"sweep.{key}[{first}].{field}", "field of a table axis is never used",
-                                        f"a ${{{key}.{field}}} placeholder in [[host]], [[link]], [workload] or [[service]] "
-                                        "(every field but `name` is used)", values[first][field]))  # fmt: skip
+                                        f"a ${{{key}.{field}}} placeholder in [[host]], [[link]], [workload] or "
+                                        "[[service]] (every field but `name` is used)", values[first][field]))  # fmt: skip
     return problems
 
 
