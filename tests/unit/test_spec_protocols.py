@@ -334,7 +334,7 @@ def test_mqtt_tls_needs_a_tls_broker() -> None:
         ('kind = "zenoh-router"\nhost = "brk"\ntls = true', "service[1].tls",
          ['not a setting of service kind "zenoh-router" (it has no settings)']),
         ('kind = "nats"\nhost = "brk"\nheap = "1 GiB"', "service[1].heap", ['not a setting of service kind "nats"']),
-        ('kind = "kafka"\nhost = "brk"\nheap = "1 MiB"', "service[1].heap", ["below 64 MiB"]),
+        ('kind = "kafka"\nhost = "brk"\nheap = "1 MiB"', "service[1].heap", ["below 128 MiB"]),
         ('kind = "kafka"\nhost = "brk"\nheap = 512', "service[1].heap", ["missing unit"]),
         ('kind = "mosquitto"\nhost = "brk"\nmax_inflight = -1', "service[1].max_inflight", ["out of range"]),
         ('kind = "kafka"\nhost = "brk"\nreuse = "yes"', "service[1].reuse", ["not a boolean"]),
@@ -366,7 +366,7 @@ def test_placeholders_in_service_settings() -> None:
         ("brk", 512 * 2**20), ("brk", 2 * 2**30), ("b", 512 * 2**20), ("b", 2 * 2**30)]  # fmt: skip
     assert len({r.run_id for r in runs}) == 4
     message = error_of(text.replace('"2 GiB"', '"2 MiB"'))
-    assert 'service[0].heap = "2 MiB" (from sweep.heap[1]): below 64 MiB' in message
+    assert 'service[0].heap = "2 MiB" (from sweep.heap[1]): below 128 MiB' in message
     message = error_of(text.replace('where = ["brk", "b"]', 'where = ["brk", "z"]'))
     assert 'service[0].host = "z" (from sweep.where[1]): unknown host' in message
 

@@ -22,6 +22,8 @@ from . import kinds
 from .table import HOST, Table, field
 
 MIB = 1024 * 1024
+#: Smallest Kafka heap: Kafka 4 fails to allocate its buffers below this (roughnet.services measured it).
+KAFKA_MIN_HEAP = 128 * MIB
 #: Zenoh sessions need a router only in this mode.
 ZENOH_CLIENT = "client"
 
@@ -37,7 +39,7 @@ class ServiceTable(Table):
         "need not be `from` or `to`).")
     reuse: kinds.boolean().type() = field(
         "Let the runner reuse a running instance of this service across runs instead of starting a fresh one "
-        "for each run (default false).", False)
+        "for each run (default false; the runner refuses true for now).", False)
 
     key_noun: ClassVar[str] = "setting"
 
@@ -60,8 +62,8 @@ class KafkaService(ServiceTable):
     """``[[service]]`` with ``kind = "kafka"``: a single-node Apache Kafka in KRaft mode (for protocol "kafka")."""
 
     kind: Literal["kafka"] = field(_KIND)
-    heap: kinds.bounded_size(64 * MIB, 64 * 1024 * MIB, ("512 MiB", "1 GiB")).type() = field(
-        "JVM heap of the broker (-Xms and -Xmx): " + kinds.SIZE + ", 64 MiB to 64 GiB.", "512 MiB")
+    heap: kinds.bounded_size(KAFKA_MIN_HEAP, 64 * 1024 * MIB, ("512 MiB", "1 GiB")).type() = field(
+        "JVM heap of the broker (-Xms and -Xmx): " + kinds.SIZE + ", 128 MiB to 64 GiB.", "512 MiB")
 
     key_owner: ClassVar[str] = 'service kind "kafka"'
 
