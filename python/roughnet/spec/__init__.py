@@ -2,7 +2,10 @@
 
 Who does what inside:
   ``kinds``        one value: what it may be, its "expected ..." text, its JSON Schema
+  ``table``        the base of the table models, the host-name kind they share
   ``model``        the tables and keys (pydantic, unknown keys forbidden)
+  ``knobs``        [workload.<protocol>]: each protocol's knobs, and agent options in base units
+  ``services``     [[service]]: one model per kind, which kind a run needs, runspec.Service
   ``sweep``        the [sweep] table: scalar and table axes, labels, [[sweep.exclude]]
   ``placeholders`` ``${key}`` / ``${key.field}`` syntax and placement, substitution
   ``checks``       rules between keys (hosts exist, pattern needs, limits, connectivity)
