@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..binaries import find_binary
-from ..errors import PreflightError, ServiceError
+from ..binaries import agent_version, find_binary
+from ..errors import AgentError, PreflightError, ServiceError
 from ..runspec import SERVICE_KINDS, Run, Service
 from . import configs, probes, tls
 from .handle import ServiceHandle, UsageSampler
@@ -85,6 +85,14 @@ def _java_major(java: str) -> int | None:
     return None
 
 
+def _agent_has_zenoh(agent: Path) -> bool:
+    """The router command exists exactly when the agent speaks zenoh (the same cargo feature)."""
+    try:
+        return "zenoh" in agent_version(str(agent)).get("protocols", [])
+    except (AgentError, OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def missing_for(kind: str, tls_needed: bool = False) -> list[str]:
     """What this machine lacks to run a service of ``kind``, each with the command that installs it."""
     out = []
@@ -110,9 +118,13 @@ def missing_for(kind: str, tls_needed: bool = False) -> list[str]:
             out.append(f"the Kafka {KAFKA_VERSION} jars are not in {kafka_libs()} (expected {jar.name}; "
                        f"fetch them with `{KAFKA_FETCH}`, or set ROUGHNET_KAFKA_HOME)")
     elif kind == "zenoh-router":
-        if find_binary("roughnet-agent") is None:
+        agent = find_binary("roughnet-agent")
+        if agent is None:
             out.append(f"roughnet-agent (its `router` command is the Zenoh router) is not built "
                        f"(build it: `{INSTALL_HINT['roughnet-agent']}`)")
+        elif not _agent_has_zenoh(agent):
+            out.append(f"{agent} was built without zenoh, so it has no `router` command (rebuild it: "
+                       f"`{INSTALL_HINT['roughnet-agent']}`)")
     else:
         out.append(f"unknown service kind {kind!r}; expected one of {', '.join(SERVICE_KINDS)}")
     return out
@@ -170,7 +182,6 @@ class _Prepared:
         self.log_path = log_path
         self.probe = probe  # probe(deadline) -> description; raises on a failed attempt
         self.port = port
-        self.stdout_path: Path | None = None  # set when stdout is kept apart from the log
         self.agent_options: dict[str, Any] = {}
         self.topic: str | None = None
 
@@ -258,16 +269,14 @@ def _prepare_zenoh_router(svc: Service, run: Run, topology, artifacts: Path) -> 
     addrs = host_addresses(topology, svc.host)
     port = PORTS["zenoh-router"]
     ns, ip = topology.ns(svc.host), addrs[0]
-    out_path = artifacts / "zenoh-router.out"
+    log_path = artifacts / "zenoh-router.log"  # its JSON lines (stdout) and its logs (stderr)
 
     def probe(_deadline: float) -> str:
-        if not ready_line_seen(out_path):
-            raise probes.ProbeFailed(f"no {{\"type\":\"ready\"}} line in {out_path.name} yet")
+        if not ready_line_seen(log_path):
+            raise probes.ProbeFailed(f"no {{\"type\":\"ready\"}} line in {log_path.name} yet")
         return "ready line, " + probes.probe_tcp(ns, ip, port, PROBE_IO_TIMEOUT_S)
 
-    prep = _Prepared(configs.zenoh_router_argv(str(agent), addrs, port), artifacts / "zenoh-router.log", probe, port)
-    prep.stdout_path = out_path
-    return prep
+    return _Prepared(configs.zenoh_router_argv(str(agent), addrs, port), log_path, probe, port)
 
 
 def ready_line_seen(path: Path) -> bool:
@@ -313,12 +322,7 @@ def start_service(svc: Service, run: Run, topology, artifacts: Path) -> ServiceH
     t_start = time.monotonic()
     # Append mode: a service may also write its log file itself (mosquitto does).
     with open(prep.log_path, "ab") as logf:
-        if prep.stdout_path is not None:
-            with open(prep.stdout_path, "wb") as outf:
-                proc = topology.popen(svc.host, prep.argv, stdin=subprocess.DEVNULL, stdout=outf, stderr=logf)
-        else:
-            proc = topology.popen(svc.host, prep.argv, stdin=subprocess.DEVNULL, stdout=logf,
-                                  stderr=subprocess.STDOUT)
+        proc = topology.popen(svc.host, prep.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
     handle = ServiceHandle(kind=svc.kind, host=svc.host, port=prep.port, proc=proc, log_path=prep.log_path,
                            topology=topology, setup_s=t_start - t0, agent_options=dict(prep.agent_options),
                            topic=prep.topic)

@@ -74,7 +74,9 @@ def _assert_kill_detected_and_stopped(handles, kind: str) -> None:
         time.sleep(0.05)
     reason = services.check_alive(handles)
     assert reason is not None and reason.startswith(f"{kind} on host b died"), reason
-    assert len(reason.splitlines()) > 1, f"expected log lines in the reason: {reason!r}"
+    log_lines = [ln for ln in h.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    assert log_lines, f"{h.log_path} is empty; expected the service's log"
+    assert reason.splitlines()[-1] == log_lines[-1], f"expected the log's last line in the reason: {reason!r}"
     usage = services.stop_services(handles)  # never raises for a dead service
     assert usage[f"{kind}@b"]["stopped"] is True
     assert process_start_time(pid) is None
@@ -291,3 +293,44 @@ def test_socket_in_ns_stays_out_of_root_namespace(two_hosts):
     s.close()
     assert os.readlink("/proc/thread-self/ns/net") == before
     assert read_proc_usage(os.getpid()) is not None
+
+
+# ---- zenoh router --------------------------------------------------------------------------
+
+ZENOH_CLIENT = r"""
+import sys, time
+import zenoh
+def session(endpoint):
+    c = zenoh.Config()
+    c.insert_json5("mode", '"client"')
+    c.insert_json5("connect/endpoints", '["%s"]' % endpoint)
+    c.insert_json5("scouting/multicast/enabled", "false")
+    return zenoh.open(c)
+sub_s, pub_s = session(sys.argv[1]), session(sys.argv[1])  # two clients: data must pass the router
+got = []
+sub = sub_s.declare_subscriber("roughnet/test", lambda s: got.append(s.payload.to_bytes()))
+deadline = time.monotonic() + 20
+while not got and time.monotonic() < deadline:
+    pub_s.put("roughnet/test", b"hello-from-a")
+    time.sleep(0.1)
+print(got[0].decode() if got else "nothing")
+sub_s.close(); pub_s.close()
+"""
+
+
+def test_zenoh_router(two_hosts, tmp_path):
+    _skip_unless("zenoh-router")
+    pytest.importorskip("zenoh", reason="eclipse-zenoh is not installed in the venv (pip install eclipse-zenoh)")
+    run, t = two_hosts(Service("zenoh-router", "b"), protocol="zenoh")
+    art = _artifacts(tmp_path)
+    handles = services.start_services(run, t, art)
+    try:
+        h = handles[0]
+        assert h.probe.startswith("ready line") and h.port == 7447
+        r = t.run("a", [sys.executable, "-c", ZENOH_CLIENT, f"tcp/{h.address('a')}"], capture_output=True,
+                  text=True, timeout=60)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stdout.strip() == "hello-from-a"
+        _assert_kill_detected_and_stopped(handles, "zenoh-router")
+    finally:
+        services.stop_services(handles)
