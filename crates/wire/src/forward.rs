@@ -26,10 +26,49 @@ const KERNEL_DROPS_CHECK_NS: u64 = 100_000_000;
 /// Receive batches taken from one socket before the loop sends what is due (bounds the added latency
 /// under a flood while keeping batches full).
 const MAX_RX_ROUNDS: usize = 4;
+/// Window over which the spin budget is counted.
+pub const SPIN_WINDOW_NS: u64 = 10_000_000;
+
+/// Accounts the time spent busy-waiting, per window.
+#[derive(Default)]
+struct SpinBudget {
+    window_start: u64,
+    used: u64,
+    /// `now` of the previous loop turn if that turn was spinning.
+    prev_turn: Option<u64>,
+}
+
+impl SpinBudget {
+    /// A spin turn at `now`: may the loop keep spinning?
+    fn spin(&mut self, now: u64, budget: u64) -> bool {
+        if now.saturating_sub(self.window_start) >= SPIN_WINDOW_NS {
+            self.window_start = now;
+            self.used = 0;
+        }
+        if let Some(prev) = self.prev_turn {
+            self.used += now.saturating_sub(prev);
+        }
+        if self.used >= budget {
+            self.prev_turn = None;
+            return false;
+        }
+        self.prev_turn = Some(now);
+        true
+    }
+
+    fn not_spinning(&mut self) {
+        self.prev_turn = None;
+    }
+}
 
 pub struct Options {
     /// Spin (busy-wait) instead of sleeping when the next departure is closer than this.
     pub spin_ns: u64,
+    /// Most of the time spent spinning, in ns per SPIN_WINDOW_NS; past it the loop sleeps until the due time
+    /// instead (under heavy traffic spinning would take the CPU the endpoints' stacks need).
+    pub spin_budget_ns: u64,
+    /// Which sides' sockets are read (both, except in the one-process-per-direction experiment).
+    pub receive: [bool; 2],
 }
 
 pub struct Wire {
@@ -90,6 +129,9 @@ impl Wire {
         let now = now_ns();
         let offset = if self.info.rx_timestamps { realtime_offset_ns() } else { 0 };
         for (i, side) in [(0usize, Side::A), (1usize, Side::B)] {
+            if !self.opts.receive[i] {
+                continue;
+            }
             for _ in 0..MAX_RX_ROUNDS {
                 let n = match self.rx[i].recv(&self.socks[i], now, offset, &mut self.inbuf) {
                     Ok(n) => n,
@@ -222,7 +264,8 @@ impl Wire {
         let mut fds: Vec<libc::pollfd> = self
             .socks
             .iter()
-            .map(|s| libc::pollfd { fd: s.raw_fd(), events: libc::POLLIN, revents: 0 })
+            .zip(self.opts.receive)
+            .map(|(s, rx)| libc::pollfd { fd: if rx { s.raw_fd() } else { -1 }, events: libc::POLLIN, revents: 0 })
             .collect();
         if let Some(ctl) = &self.control {
             ctl.poll_fds(&mut fds);
@@ -248,6 +291,7 @@ impl Wire {
         self.emu.start(t0);
         let mut last_control = 0u64;
         let mut last_drops = 0u64;
+        let mut spin = SpinBudget::default();
         while !stopping() {
             let n = self.receive()?;
             self.transmit();
@@ -257,6 +301,7 @@ impl Wire {
                 last_drops = now;
             }
             if n > 0 {
+                spin.not_spinning();
                 // More may be waiting; the control socket still gets its turn every few ms.
                 if now.saturating_sub(last_control) > CONTROL_CHECK_NS {
                     self.service_control();
@@ -267,14 +312,20 @@ impl Wire {
             let due = self.emu.next_due();
             match due {
                 Some(due) if due <= now + self.opts.spin_ns => {
-                    // Close to a departure: spin (the receive calls above are the spin's body).
                     if now.saturating_sub(last_control) > CONTROL_CHECK_NS {
                         self.service_control();
                         last_control = now;
                     }
-                    std::hint::spin_loop();
+                    if spin.spin(now, self.opts.spin_budget_ns) {
+                        // Close to a departure: spin (the receive calls above are the spin's body).
+                        std::hint::spin_loop();
+                    } else {
+                        // Spin budget spent: sleep until the due time itself (the wakeup comes late).
+                        self.wait(Some(Duration::from_nanos(due.saturating_sub(now))))?;
+                    }
                 }
                 _ => {
+                    spin.not_spinning();
                     // Sleep until the spin window before the next departure, or a scheduled change (applied
                     // by the next egress), whichever is first; a frame or a command wakes us earlier.
                     let wake = [due.map(|d| d - self.opts.spin_ns), self.emu.next_change()].into_iter().flatten().min();

@@ -50,10 +50,19 @@ struct Args {
     /// 45-180 us late on small VMs).
     #[arg(long = "spin-us", value_name = "US", default_value_t = 100, help_heading = "Timing")]
     spin_us: u64,
+    /// Most of the wall time the loop may spend spinning, in percent (counted per 10 ms); past it the loop
+    /// sleeps until each due time instead, leaving the CPU to the endpoints under heavy traffic.
+    #[arg(long = "spin-budget", value_name = "PERCENT", default_value_t = 20, help_heading = "Timing")]
+    spin_budget: u64,
     /// Take arrival times from the kernel's RX timestamps (SO_TIMESTAMPNS) rather than the loop's clock.
     #[arg(long = "rx-timestamps", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
           help_heading = "Timing")]
     rx_timestamps: bool,
+    /// Experiment only (threading-model measurements, docs/wire.md): receive from one side only, so that two
+    /// processes, one per direction, stand in for one thread per direction. Default: both.
+    #[arg(long = "receive-from", value_name = "SIDE", default_value = "both", hide = true,
+          value_parser = ["a", "b", "both"])]
+    receive_from: String,
 }
 
 fn load_config(path: &PathBuf) -> Result<LinkConfig, WireError> {
@@ -93,13 +102,18 @@ fn run(args: Args) -> Result<(), WireError> {
             args.spin_us
         )));
     }
+    if args.spin_budget > 100 {
+        return Err(WireError::Config(format!("--spin-budget {} too large (maximum = 100 percent)", args.spin_budget)));
+    }
     clock::install_stop_handlers().map_err(|e| WireError::Io(format!("installing signal handlers: {e}")))?;
     let cfg = load_config(&args.config)?;
     let emu = Emulator::new(cfg, args.seed).map_err(|e| {
         WireError::Config(format!("--config {}: link configuration rejected: {e}", args.config.display()))
     })?;
-    let a = packet::PacketSocket::open(&args.if_a, args.rx_timestamps)?;
-    let b = packet::PacketSocket::open(&args.if_b, args.rx_timestamps)?;
+    let rx_a = args.receive_from != "b";
+    let rx_b = args.receive_from != "a";
+    let a = packet::PacketSocket::open(&args.if_a, args.rx_timestamps, rx_a)?;
+    let b = packet::PacketSocket::open(&args.if_b, args.rx_timestamps, rx_b)?;
     let control = args.control.as_deref().map(control::ControlServer::bind).transpose()?;
     let info = WireInfo {
         if_a: args.if_a.clone(),
@@ -114,7 +128,7 @@ fn run(args: Args) -> Result<(), WireError> {
     emit(&ready_line(&info));
     tracing::info!(if_a = %args.if_a, if_b = %args.if_b, "forwarding");
     clock::tighten_timer_slack();
-    let mut wire = forward::Wire::new(emu, [a, b], control, info, forward::Options { spin_ns: args.spin_us * 1000 });
+    let mut wire = forward::Wire::new(emu, [a, b], control, info, forward::Options { spin_ns: args.spin_us * 1000, spin_budget_ns: forward::SPIN_WINDOW_NS * args.spin_budget / 100, receive: [rx_a, rx_b] });
     let result = wire.run();
     // Whatever ended the loop, report what was counted up to then.
     let stats = match &result {

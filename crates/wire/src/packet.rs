@@ -72,7 +72,8 @@ fn interface_mtu(fd: RawFd, ifname: &str) -> io::Result<usize> {
 
 impl PacketSocket {
     /// Open a raw packet socket on `ifname`: bound, promiscuous, ignoring its own sends, large buffers.
-    pub fn open(ifname: &str, rx_timestamps: bool) -> Result<Self, WireError> {
+    /// With `receive == false` the socket only sends (bound with protocol 0: the kernel queues nothing to it).
+    pub fn open(ifname: &str, rx_timestamps: bool, receive: bool) -> Result<Self, WireError> {
         let io_err = |what: &str, e: io::Error| WireError::Io(format!("interface {ifname}: {what}: {e}"));
         if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
             return Err(WireError::Config(format!(
@@ -121,7 +122,7 @@ impl PacketSocket {
         unsafe {
             let mut addr: libc::sockaddr_ll = std::mem::zeroed();
             addr.sll_family = libc::AF_PACKET as u16;
-            addr.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+            addr.sll_protocol = if receive { (libc::ETH_P_ALL as u16).to_be() } else { 0 };
             addr.sll_ifindex = ifindex;
             cvt(libc::bind(
                 raw,
@@ -130,6 +131,9 @@ impl PacketSocket {
             ))
             .map_err(|e| io_err("bind", e))?;
 
+            if !receive {
+                return Ok(Self { fd, ifname: ifname.to_string(), ifindex, mtu, frame_room, rx_timestamps });
+            }
             // Promiscuous: forward every frame, whatever its destination MAC (broadcast, multicast, the far host).
             let mut mreq: libc::packet_mreq = std::mem::zeroed();
             mreq.mr_ifindex = ifindex;
