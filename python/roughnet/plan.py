@@ -69,7 +69,34 @@ def run_id_of(run: runspec.Run) -> str:
     for key in _RUN_FIELDS_ADDED:
         if not content.get(key):
             content.pop(key, None)
+    for link in content.get("links", ()):
+        _drop_added_defaults(link, runspec.Link, _LINK_FIELDS_V1)
+        for side in ("forward", "reverse"):
+            _drop_added_defaults(link[side], runspec.Direction, _DIRECTION_FIELDS_V1)
     return _sha256(content)[:12]
+
+
+#: Fields of Link and Direction that run ids were first computed with.  Fields added
+#: later take part in the id only when they differ from their default, so adding a
+#: field (a new impairment) does not change the ids of runs that do not use it.
+_LINK_FIELDS_V1 = frozenset({"index", "hosts", "mtu", "engine", "forward", "reverse", "capture"})
+_DIRECTION_FIELDS_V1 = frozenset({"rate_bps", "delay_ns", "jitter_ns", "loss", "queue_packets", "queue_bytes"})
+
+
+def _drop_added_defaults(content: dict, cls, v1_fields: frozenset[str]) -> None:
+    defaults = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            defaults[f.name] = f.default_factory()
+    for key in list(content):
+        if key in v1_fields or key not in defaults:
+            continue
+        default = defaults[key]
+        value = content[key]
+        if value == default or (isinstance(default, tuple) and list(value) == list(default)):
+            content.pop(key)
 
 
 def sweep_id_of(scenario: Scenario) -> str:

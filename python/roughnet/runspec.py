@@ -43,6 +43,16 @@ class Direction:
     loss: float = 0.0  # random (Bernoulli) loss, a fraction in [0, 1]
     queue_packets: int | None = None  # drop-tail limit; None: engine default sized from rate
     queue_bytes: int | None = None
+    # --- beyond rate/delay/loss: what the userspace emulator (wire) adds; defaults mean "off" ---
+    jitter_dist: str = "uniform"  # uniform | normal | pareto | paretonormal
+    jitter_correlation: float = 0.0  # fraction in [0, 1]
+    allow_reorder: bool = False  # jitter may reorder frames (netem's behaviour); off: departures keep order
+    reorder: float = 0.0  # fraction of frames sent at once, ahead of the queue (netem "reorder")
+    reorder_gap: int = 0
+    loss_model: dict[str, Any] | None = None  # a non-Bernoulli loss model, wire-core's LossModel JSON
+    duplicate: float = 0.0  # fraction
+    corrupt: float = 0.0  # fraction (one bit flipped; the receiver's checksum drops the frame)
+    overhead_bytes: int = 0  # per-frame overhead counted by the rate (serialisation delay)
 
     def needs(self) -> frozenset[str]:
         """Capabilities an engine must have to apply this direction."""
@@ -57,6 +67,18 @@ class Direction:
             caps.add("loss")
         if self.queue_packets is not None or self.queue_bytes is not None:
             caps.add("queue")
+        if self.jitter_ns and (self.jitter_dist != "uniform" or self.jitter_correlation):
+            caps.add("jitter_shape")
+        if self.allow_reorder or self.reorder:
+            caps.add("reorder")
+        if self.loss_model is not None:
+            caps.add("loss_model")
+        if self.duplicate:
+            caps.add("duplicate")
+        if self.corrupt:
+            caps.add("corrupt")
+        if self.overhead_bytes:
+            caps.add("overhead")
         return frozenset(caps)
 
     @property
@@ -75,13 +97,25 @@ class Link:
     forward: Direction = field(default_factory=Direction)
     reverse: Direction = field(default_factory=Direction)
     capture: bool = False
+    # --- wire-only link features (wire-core's LinkConfig JSON shapes); defaults mean "off" ---
+    profile: str | None = None  # a named wire profile the directions started from (recorded for reports)
+    half_duplex: dict[str, Any] | None = None  # wire-core HalfDuplex JSON
+    schedule: tuple[dict[str, Any], ...] = ()  # wire-core ScheduledChange JSON objects
+    distance_trace: tuple[dict[str, Any], ...] = ()  # wire-core DistancePoint JSON objects
 
     @property
     def shared(self) -> bool:
         return len(self.hosts) > 2
 
     def needs(self) -> frozenset[str]:
-        return self.forward.needs() | self.reverse.needs()
+        caps = set(self.forward.needs() | self.reverse.needs())
+        if self.half_duplex is not None:
+            caps.add("half_duplex")
+        if self.schedule:
+            caps.add("schedule")
+        if self.distance_trace:
+            caps.add("distance_trace")
+        return frozenset(caps)
 
 
 @dataclass(frozen=True)
