@@ -109,6 +109,8 @@ class Link:
 
     def needs(self) -> frozenset[str]:
         caps = set(self.forward.needs() | self.reverse.needs())
+        if self.profile is not None:
+            caps.add("profile")
         if self.half_duplex is not None:
             caps.add("half_duplex")
         if self.schedule:
