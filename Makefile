@@ -10,11 +10,11 @@ export CARGO_TARGET_DIR
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 BINARIES := roughnet-agent roughnet-wire
 
-.PHONY: all setup system-deps python-deps build demo test test-rust test-python bench clean-runs
+.PHONY: all setup system-deps python-deps kafka build demo test test-rust test-python bench clean-runs
 
 all: setup
 
-setup: system-deps python-deps build
+setup: system-deps python-deps kafka build
 
 system-deps:
 	@bash scripts/install-system-deps.sh
@@ -26,6 +26,10 @@ $(VENV)/.stamp: pyproject.toml
 	@touch $@
 
 python-deps: $(VENV)/.stamp
+
+# Apache Kafka 4.3.1 jars from Maven Central into /var/cache/roughnet (only when missing).
+kafka: system-deps
+	@bash scripts/fetch-kafka.sh
 
 build:
 	@test -x "$(CARGO)" || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
