@@ -226,7 +226,7 @@ def test_kafka_properties_one_listener_per_address(tmp_path):
 def test_kafka_java_argv_bounds_heap():
     argv = configs.kafka_java_argv("/usr/bin/java", Path("/k/libs"), 512 * configs.MIB, Path("/a/l.yaml"),
                                    "kafka.Kafka", "/a/server.properties")
-    assert argv[:2] == ["/usr/bin/java", "-Xmx512m"]
+    assert argv[:3] == ["/usr/bin/java", "-Xms512m", "-Xmx512m"]  # as Kafka's own scripts: both bounds
     assert argv[-4:] == ["-cp", "/k/libs/*", "kafka.Kafka", "/a/server.properties"]
     assert "-Dlog4j2.configurationFile=/a/l.yaml" in argv
 

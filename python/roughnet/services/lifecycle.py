@@ -238,7 +238,8 @@ def _prepare_kafka(svc: Service, run: Run, topology, artifacts: Path) -> _Prepar
     log4j.write_text(configs.kafka_log4j2())
     libs = kafka_libs()
     fmt = configs.kafka_java_argv(java, libs, configs.KAFKA_MIN_HEAP, log4j, "kafka.tools.StorageTool",
-                                  *configs.kafka_format_args(configs.kafka_cluster_id(), props))
+                                  *configs.kafka_format_args(configs.kafka_cluster_id(), props),
+                                  jvm_flags=configs.KAFKA_TOOL_JVM_FLAGS)
     with open(artifacts / "kafka-format.log", "wb") as out:
         try:
             res = topology.run(svc.host, fmt, stdout=out, stderr=subprocess.STDOUT, timeout=KAFKA_FORMAT_TIMEOUT_S)
