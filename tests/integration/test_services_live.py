@@ -93,15 +93,15 @@ def _stop_and_check_gone(handles) -> dict:
 # ---- mosquitto ----------------------------------------------------------------------------
 
 
-def _mqtt_roundtrip(t, addr: str, extra: list[str]) -> str:
-    """mosquitto_sub in a waits for one message that mosquitto_pub in a sends through the broker on b."""
+def _mqtt_roundtrip(t, addr: str, extra: list[str], client: str = "a") -> str:
+    """mosquitto_sub on ``client`` waits for one message that mosquitto_pub there sends through the broker."""
     ip, port = addr.split(":")
     common = ["-h", ip, "-p", port, "-t", "roughnet/test", "-q", "1", *extra]
-    sub = t.popen("a", ["mosquitto_sub", *common, "-C", "1", "-W", "20"], stdout=subprocess.PIPE,
+    sub = t.popen(client, ["mosquitto_sub", *common, "-C", "1", "-W", "20"], stdout=subprocess.PIPE,
                   stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(100):  # publish until the subscriber got it (it may subscribe after the first publish)
-            t.run("a", ["mosquitto_pub", *common, "-m", "hello-from-a"], capture_output=True, timeout=10)
+            t.run(client, ["mosquitto_pub", *common, "-m", "hello-from-a"], capture_output=True, timeout=10)
             try:
                 out, err = sub.communicate(timeout=0.2)
                 break
@@ -334,3 +334,68 @@ def test_zenoh_router(two_hosts, tmp_path):
         _assert_kill_detected_and_stopped(handles, "zenoh-router")
     finally:
         services.stop_services(handles)
+
+
+# ---- a broker between two links: each side must be given an address it can reach ------------
+
+KAFKA_ROUNDTRIP = r"""
+import sys, time
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+bootstrap, topic, tag = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+print("brokers", ",".join(f"{b.host}:{b.port}" for b in md.brokers.values()))
+p = Producer({"bootstrap.servers": bootstrap})
+p.produce(topic, value=tag)
+assert p.flush(15) == 0
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": tag.decode(), "auto.offset.reset": "earliest"})
+c.subscribe([topic])
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    m = c.poll(0.5)
+    if m is not None and m.error() is None and m.value() == tag:
+        print("consumed", tag.decode())
+        break
+c.close()
+"""
+
+
+@pytest.mark.parametrize("kind", ["mosquitto", "nats", "kafka"])
+def test_broker_between_two_links(make_run, tmp_path, kind):
+    """Hosts a - b - c: the broker on b has two addresses; clients on a and on c both get through."""
+    _skip_unless(kind)
+    if kind == "kafka":
+        pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed in the venv")
+    if kind == "nats":
+        pytest.importorskip("nats", reason="nats-py is not installed in the venv (pip install nats-py)")
+    if kind == "mosquitto" and _which("mosquitto_pub") is None:
+        pytest.skip("mosquitto_pub/mosquitto_sub are not installed (apt-get install -y mosquitto-clients)")
+    protocol = {"mosquitto": "mqtt", "nats": "nats", "kafka": "kafka"}[kind]
+    run = make_run(["a", "b", "c"], [("a", "b"), ("b", "c")], protocol=protocol)
+    run = dataclasses.replace(run, services=(Service(kind, "b"),))
+    t = topo.Topology(run, topo.Ledger(run.run_id[:8], run.run_id))
+    handles = []
+    try:
+        t.build()
+        handles = services.start_services(run, t, _artifacts(tmp_path))
+        h = handles[0]
+        assert h.address("a") != h.address("c")  # one address on each link
+        for client in ("a", "c"):
+            addr = h.address(client)
+            if kind == "mosquitto":
+                assert _mqtt_roundtrip(t, addr, [], client) == "hello-from-a"
+            elif kind == "nats":
+                r = t.run(client, [sys.executable, "-c", NATS_CLIENT, f"nats://{addr}"], capture_output=True,
+                          text=True, timeout=30)
+                assert r.returncode == 0 and r.stdout.startswith("hello-from-a"), r.stderr
+            else:
+                r = t.run(client, [sys.executable, "-c", KAFKA_ROUNDTRIP, addr, h.topic, f"from-{client}"],
+                          capture_output=True, text=True, timeout=120)
+                assert r.returncode == 0, r.stderr[-2000:]
+                # the broker advertises, to each client, the address on that client's link
+                assert f"brokers {addr}" in r.stdout and f"consumed from-{client}" in r.stdout, r.stdout
+        _stop_and_check_gone(handles)
+    finally:
+        services.stop_services(handles)
+        t.teardown()
+        assert not t.teardown_errors, t.teardown_errors

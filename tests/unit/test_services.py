@@ -214,8 +214,10 @@ def test_mosquitto_conf_settings_and_tls(tmp_path):
 def test_kafka_properties_one_listener_per_address(tmp_path):
     text = configs.kafka_properties(["198.18.0.2", "198.18.3.1"], 9092, tmp_path / "data")
     props = dict(ln.split("=", 1) for ln in text.splitlines() if ln and not ln.startswith("#"))
-    assert props["listeners"] == "RN0://198.18.0.2:9092,RN1://198.18.3.1:9092,CONTROLLER://127.0.0.1:9093"
-    assert props["advertised.listeners"] == "RN0://198.18.0.2:9092,RN1://198.18.3.1:9092"
+    # Kafka refuses two IPv4 listeners on one port: the second address gets 9094 (9093 is the controller's)
+    assert props["listeners"] == "RN0://198.18.0.2:9092,RN1://198.18.3.1:9094,CONTROLLER://127.0.0.1:9093"
+    assert props["advertised.listeners"] == "RN0://198.18.0.2:9092,RN1://198.18.3.1:9094"
+    assert configs.kafka_listener_ports(["x", "y", "z"], 9092) == [9092, 9094, 9095]
     assert props["listener.security.protocol.map"] == "RN0:PLAINTEXT,RN1:PLAINTEXT,CONTROLLER:PLAINTEXT"
     assert props["inter.broker.listener.name"] == "RN0"
     assert props["process.roles"] == "broker,controller"

@@ -141,16 +141,27 @@ def kafka_listener_names(addresses: Sequence[str]) -> list[str]:
     return [f"RN{i}" for i in range(len(addresses))]
 
 
+def kafka_listener_ports(addresses: Sequence[str], port: int) -> list[int]:
+    """Port of each address's listener: ``port`` for the first, then port+2, port+3, ...
+
+    Kafka refuses two IPv4 listeners on one port even on different addresses
+    ("If you have two listeners on the same port then one needs to be IPv4 and
+    the other IPv6"), and port+1 is the controller's.
+    """
+    return [port if i == 0 else port + 1 + i for i in range(len(addresses))]
+
+
 def kafka_properties(addresses: Sequence[str], port: int, data_dir: Path) -> str:
     """server.properties of a single-node KRaft broker+controller.
 
     One listener per address (RN0, RN1, ...), each advertising its own
     address, so that a client reaching the broker over link i is told to use
-    the address on link i.  The controller listens on the host's loopback.
+    the address on link i; each on its own port (``kafka_listener_ports``).
+    The controller listens on the host's loopback.
     """
     names = kafka_listener_names(addresses)
     ctrl = f"{KAFKA_CONTROLLER_HOST}:{KAFKA_CONTROLLER_PORT}"
-    listeners = [f"{n}://{a}:{port}" for n, a in zip(names, addresses)]
+    listeners = [f"{n}://{a}:{p}" for n, a, p in zip(names, addresses, kafka_listener_ports(addresses, port))]
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",

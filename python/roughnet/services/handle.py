@@ -119,6 +119,7 @@ class ServiceHandle:
     sampler: UsageSampler | None = None
     stopped: bool = False
     exit_code: int | None = None
+    ports: dict[str, int] = field(default_factory=dict)  # address -> port where it differs from ``port`` (kafka)
 
     @property
     def pid(self) -> int:
@@ -126,7 +127,8 @@ class ServiceHandle:
 
     def address(self, seen_from: str) -> str:
         """``IP:PORT`` of this service as seen from host ``seen_from``."""
-        return f"{self.topology.address(self.host, seen_from)}:{self.port}"
+        ip = self.topology.address(self.host, seen_from)
+        return f"{ip}:{self.ports.get(ip, self.port)}"
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -184,6 +184,7 @@ class _Prepared:
         self.port = port
         self.agent_options: dict[str, Any] = {}
         self.topic: str | None = None
+        self.ports: dict[str, int] = {}  # address -> port, where a service listens on several ports
 
 
 def _prepare_mosquitto(svc: Service, run: Run, topology, artifacts: Path) -> _Prepared:
@@ -260,6 +261,7 @@ def _prepare_kafka(svc: Service, run: Run, topology, artifacts: Path) -> _Prepar
 
     prep = _Prepared(argv, artifacts / "kafka.log", probe, port)
     prep.topic = topic
+    prep.ports = dict(zip(addrs, configs.kafka_listener_ports(addrs, port)))
     return prep
 
 
@@ -326,7 +328,7 @@ def start_service(svc: Service, run: Run, topology, artifacts: Path) -> ServiceH
         proc = topology.popen(svc.host, prep.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
     handle = ServiceHandle(kind=svc.kind, host=svc.host, port=prep.port, proc=proc, log_path=prep.log_path,
                            topology=topology, setup_s=t_start - t0, agent_options=dict(prep.agent_options),
-                           topic=prep.topic)
+                           topic=prep.topic, ports=dict(prep.ports))
     deadline = t_start + READY_TIMEOUT_S[svc.kind]
     last = "no attempt finished"
     try:
