@@ -161,6 +161,7 @@ def test_mosquitto_stop_is_clean(two_hosts, tmp_path):
     handles = services.start_services(run, t, _artifacts(tmp_path))
     usage = _stop_and_check_gone(handles)
     assert usage["mosquitto@b"]["exit_code"] == 0  # SIGTERM: mosquitto exits cleanly
+    assert services.check_alive(handles) is None  # stopped on purpose is not "died"
     assert not [p for p in topo.system.netns_pids(t.ns("b"))], "a process is left in b's namespace"
     assert services.stop_services(handles)["mosquitto@b"]["stopped"] is True  # again: harmless
 

@@ -387,9 +387,10 @@ def stop_services(handles: Iterable[ServiceHandle]) -> dict[str, dict]:
 
 
 def check_alive(handles: Iterable[ServiceHandle]) -> str | None:
-    """None when every service still runs; else "<kind> on host <host> died (exit N): <last log lines>"."""
+    """None when every service still runs; else "<kind> on host <host> died (exit N): <last log lines>".
+    Services stopped by ``stop_services`` are not counted as dead."""
     for h in handles:
-        if not h.alive():
+        if not h.stopped and not h.alive():
             return (f"{h.kind} on host {h.host} died (exit {h.proc.returncode}); last lines of "
                     f"{h.log_path.name}:\n{h.log_tail(LOG_LINES)}")
     return None

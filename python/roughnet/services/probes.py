@@ -117,10 +117,10 @@ def probe_nats(ns: str | None, ip: str, port: int, timeout_s: float) -> str:
     """Read INFO, send CONNECT + PING, expect PONG.  Returns a short description of the server."""
     sock = connect_in_ns(ns, ip, port, timeout_s)
     try:
-        f = sock.makefile("rb")
-        info = parse_nats_info(f.readline(NATS_MAX_LINE))
-        sock.sendall(NATS_CONNECT)
-        line = f.readline(NATS_MAX_LINE).strip()
+        with sock.makefile("rb") as f:
+            info = parse_nats_info(f.readline(NATS_MAX_LINE))
+            sock.sendall(NATS_CONNECT)
+            line = f.readline(NATS_MAX_LINE).strip()
         if line != b"PONG":
             raise ProbeFailed(f"NATS answered {line[:80]!r} to PING; expected PONG")
         return f"nats-server {info.get('version', '?')} PONG (jetstream={bool(info.get('jetstream'))})"
