@@ -400,3 +400,15 @@ def test_broker_between_two_links(make_run, tmp_path, kind):
         services.stop_services(handles)
         t.teardown()
         assert not t.teardown_errors, t.teardown_errors
+
+
+def test_kafka_restart_in_same_artifacts(two_hosts, tmp_path):
+    """A run retried into the same artifacts folder (resume) formats fresh storage and starts again."""
+    _skip_unless("kafka")
+    art = _artifacts(tmp_path)
+    for _ in range(2):
+        run, t = two_hosts(Service("kafka", "b", options={"heap": 256 * 1024 * 1024}), protocol="kafka")
+        handles = services.start_services(run, t, art)
+        _stop_and_check_gone(handles)
+        t.teardown()
+    assert (art / "kafka.log").read_text().count("Kafka Server started") == 1  # the log is the last attempt's

@@ -169,6 +169,14 @@ def host_addresses(topology, host: str) -> list[str]:
     return list(dict.fromkeys(addrs))
 
 
+def _fresh_dir(path: Path) -> Path:
+    """An empty ``path`` (inside the run's artifacts): a retried run must not find the last attempt's data."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
 def kafka_topic(run: Run) -> str:
     """The run's Kafka topic; the agent uses the same rule ("/" is not allowed in Kafka topic names)."""
     return f"roughnet-{run.run_id}"
@@ -200,7 +208,7 @@ def _prepare_mosquitto(svc: Service, run: Run, topology, artifacts: Path) -> _Pr
         tls_files = tls.server_cert(ca, ca_key, artifacts / "tls", "mosquitto", addrs)
     data = artifacts / "mosquitto-data"
     if s["persistence"]:
-        data.mkdir(parents=True, exist_ok=True)
+        _fresh_dir(data)
     conf = artifacts / "mosquitto.conf"
     log_path = artifacts / "mosquitto.log"
     conf.write_text(configs.mosquitto_conf(addrs, port, s, data, log_path, tls_files))
@@ -219,7 +227,10 @@ def _prepare_nats(svc: Service, run: Run, topology, artifacts: Path) -> _Prepare
         raise ServiceError(f"nats-server is not installed (install: `{INSTALL_HINT['nats-server']}`)")
     addrs = host_addresses(topology, svc.host)
     port = PORTS["nats"]
-    argv = configs.nats_argv(binary, addrs, port, svc.options, artifacts / "nats-data")
+    data = artifacts / "nats-data"
+    if configs.settings("nats", svc.options)["jetstream"]:
+        _fresh_dir(data)
+    argv = configs.nats_argv(binary, addrs, port, svc.options, data)
     ns, ip = topology.ns(svc.host), addrs[0]
     return _Prepared(argv, artifacts / "nats.log", lambda _d: probes.probe_nats(ns, ip, port, PROBE_IO_TIMEOUT_S),
                      port)
@@ -232,7 +243,7 @@ def _prepare_kafka(svc: Service, run: Run, topology, artifacts: Path) -> _Prepar
     s = configs.settings("kafka", svc.options)
     addrs = host_addresses(topology, svc.host)
     port = PORTS["kafka"]
-    data = artifacts / "kafka-data"
+    data = _fresh_dir(artifacts / "kafka-data")  # StorageTool refuses an already formatted folder
     props = artifacts / "server.properties"
     props.write_text(configs.kafka_properties(addrs, port, data))
     log4j = artifacts / "kafka-log4j2.yaml"
@@ -323,7 +334,9 @@ def start_service(svc: Service, run: Run, topology, artifacts: Path) -> ServiceH
     t0 = time.monotonic()
     prep = _PREPARE[svc.kind](svc, run, topology, artifacts)
     t_start = time.monotonic()
-    # Append mode: a service may also write its log file itself (mosquitto does).
+    # Emptied first (a retried run starts a new log), then opened in append mode: a service
+    # may also write its log file itself (mosquitto does).
+    prep.log_path.write_bytes(b"")
     with open(prep.log_path, "ab") as logf:
         proc = topology.popen(svc.host, prep.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
     handle = ServiceHandle(kind=svc.kind, host=svc.host, port=prep.port, proc=proc, log_path=prep.log_path,
