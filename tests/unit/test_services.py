@@ -333,3 +333,101 @@ def test_preflight_names_missing_kafka_jars(monkeypatch, tmp_path):
 
 def test_preflight_passes_without_services():
     lifecycle.preflight(_sweep(_run(), dataclasses.replace(_run(), index=1)))
+
+
+# ---- start/stop logic with a stand-in process (no namespace, no network) -----------------
+
+class _LocalTopology:
+    """Starts processes in this namespace: enough for the lifecycle's logic (no sockets are used)."""
+
+    def __init__(self):
+        import subprocess
+        self._sp = subprocess
+        self.started = []
+
+    def popen(self, host, argv, **kw):
+        p = self._sp.Popen(argv, **kw)
+        self.started.append(p)
+        return p
+
+    def address(self, host, seen_from):
+        return "198.18.0.2"
+
+
+def _fake_kind(monkeypatch, tmp_path, script, probe, timeout_s=5.0):
+    import sys
+    monkeypatch.setitem(lifecycle.READY_TIMEOUT_S, "mosquitto", timeout_s)
+
+    def prepare(svc, run, topology, artifacts):
+        return lifecycle._Prepared([sys.executable, "-c", script], artifacts / "fake.log", probe, 1883)
+
+    monkeypatch.setitem(lifecycle._PREPARE, "mosquitto", prepare)
+    return _run((Service("mosquitto", "b"),)), _LocalTopology(), tmp_path / "run"
+
+
+def test_start_retries_probe_until_ready_then_stops(monkeypatch, tmp_path):
+    attempts = []
+
+    def probe(deadline):
+        attempts.append(deadline)
+        if len(attempts) < 3:
+            raise probes.ProbeFailed("not yet")
+        return "fine"
+
+    run, t, art = _fake_kind(monkeypatch, tmp_path, "import time; print('up', flush=True); time.sleep(60)", probe)
+    handles = lifecycle.start_services(run, t, art)
+    h = handles[0]
+    assert len(attempts) == 3 and h.probe == "fine" and h.alive()
+    assert h.address("a") == "198.18.0.2:1883"
+    assert lifecycle.check_alive(handles) is None
+    usage = lifecycle.stop_services(handles)["mosquitto@b"]
+    assert usage["stopped"] is True and usage["exit_code"] == -15 and not h.alive()  # SIGTERM ended it
+    assert usage["samples"] >= 1
+
+
+def test_start_failure_when_process_exits_quotes_log(monkeypatch, tmp_path):
+    def probe(deadline):
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    script = "import sys; print('line one'); print('fatal: cannot bind', flush=True); sys.exit(3)"
+    run, t, art = _fake_kind(monkeypatch, tmp_path, script, probe)
+    with pytest.raises(ServiceError) as ei:
+        lifecycle.start_services(run, t, art)
+    msg = str(ei.value)
+    assert "exited with code 3 before it was ready" in msg and msg.endswith("line one\nfatal: cannot bind")
+    assert "Connection refused" in msg
+
+
+def test_start_timeout_stops_the_process(monkeypatch, tmp_path):
+    def probe(deadline):
+        raise probes.ProbeFailed("still nothing")
+
+    run, t, art = _fake_kind(monkeypatch, tmp_path, "import time; print('waiting', flush=True); time.sleep(60)",
+                             probe, timeout_s=0.3)
+    with pytest.raises(ServiceError, match=r"not ready within 0.3 s \(last probe: still nothing\)"):
+        lifecycle.start_services(run, t, art)
+    assert all(p.poll() is not None for p in t.started)  # no process left running
+
+
+def test_fatal_probe_answer_is_not_retried(monkeypatch, tmp_path):
+    attempts = []
+
+    def probe(deadline):
+        attempts.append(1)
+        raise probes.ProbeFatal("topic exists with 2 partitions; expected 3")
+
+    run, t, art = _fake_kind(monkeypatch, tmp_path, "import time; time.sleep(60)", probe)
+    with pytest.raises(ServiceError, match="mosquitto on host b: topic exists"):
+        lifecycle.start_services(run, t, art)
+    assert len(attempts) == 1 and all(p.poll() is not None for p in t.started)
+
+
+def test_check_alive_names_dead_service(monkeypatch, tmp_path):
+    run, t, art = _fake_kind(monkeypatch, tmp_path,
+                             "import time; print('serving', flush=True); time.sleep(0.5); print('oops', flush=True)",
+                             lambda d: "ok")
+    handles = lifecycle.start_services(run, t, art)
+    handles[0].proc.wait(timeout=10)
+    reason = lifecycle.check_alive(handles)
+    assert reason == "mosquitto on host b died (exit 0); last lines of fake.log:\nserving\noops"
+    assert lifecycle.stop_services(handles)["mosquitto@b"]["stopped"] is True  # already dead: no error

@@ -353,11 +353,13 @@ def start_service(svc: Service, run: Run, topology, artifacts: Path) -> ServiceH
             try:
                 handle.probe = prep.probe(deadline)
                 break
+            except probes.ProbeFatal as e:
+                raise ServiceError(f"{svc.kind} on host {svc.host}: {e}") from e
             except (OSError, ServiceError) as e:
                 last = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
             if time.monotonic() > deadline:
                 raise ServiceError(f"{svc.kind} on host {svc.host} was not ready within "
-                                   f"{READY_TIMEOUT_S[svc.kind]:.0f} s (last probe: {last}); its log "
+                                   f"{READY_TIMEOUT_S[svc.kind]:g} s (last probe: {last}); its log "
                                    f"({prep.log_path}):\n{handle.log_tail(LOG_LINES)}")
             time.sleep(PROBE_INTERVAL_S)
     except BaseException:

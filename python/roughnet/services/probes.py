@@ -42,6 +42,10 @@ class ProbeFailed(ServiceError):
     """One probe attempt did not get the expected answer (the caller may retry)."""
 
 
+class ProbeFatal(ServiceError):
+    """The service answered, and the answer cannot change by waiting (the caller must not retry)."""
+
+
 # ---- MQTT -------------------------------------------------------------------------------
 
 
@@ -157,7 +161,7 @@ def probe_kafka(ns: str | None, ip: str, port: int, timeout_s: float, topic: str
             tm = conn.metadata([topic]).topics.get(topic)
             if tm is not None and tm.ready:
                 if len(tm.partitions) != partitions:
-                    raise ServiceError(f"Kafka topic {topic!r} exists with {len(tm.partitions)} partitions; "
+                    raise ProbeFatal(f"Kafka topic {topic!r} exists with {len(tm.partitions)} partitions; "
                                        f"expected {partitions}")
                 return KafkaReady(meta.cluster_id, meta.brokers, topic, len(tm.partitions))
             if time.monotonic() > deadline:
