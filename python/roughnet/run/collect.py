@@ -19,6 +19,16 @@ BEHIND_MAX_LIMIT_US = 50_000.0
 #: than this fraction of the run.
 SATURATED_FRACTION_LIMIT = 0.2
 
+#: roughnet-wire fell behind when the p99 of its scheduling error (actual minus
+#: intended departure) exceeds the larger of these: 1 ms is about 5x the p90
+#: lateness of a kernel timer wakeup on these machines (clock_nanosleep wakes
+#: 45 us late at p50, 180 us at p90; MEASUREMENTS.md, "A throwaway userspace L2
+#: relay"), so only a loop that could not keep up (a queue inside the relay:
+#: frames left 73 ms late under overload there) gets past it; 10 % of the
+#: configured delay keeps long delays from being judged on a sub-ms scale.
+WIRE_SCHED_P99_LIMIT_US = 1000.0
+WIRE_SCHED_P99_DELAY_FRACTION = 0.10
+
 _LAT_FIELDS = ("min", "mean", "std", "p50", "p90", "p99", "p999", "p9999", "p999999", "max")
 
 
@@ -100,13 +110,53 @@ def tcp_metrics(tcp_deltas: dict[str, dict[str, int]]) -> dict[str, int]:
     }
 
 
+def wire_sched_limit_us(configured_delay_ns: int) -> float:
+    """The scheduling-error p99 above which a wire direction counts as fallen behind."""
+    return max(WIRE_SCHED_P99_LIMIT_US, WIRE_SCHED_P99_DELAY_FRACTION * configured_delay_ns / 1000.0)
+
+
+def wire_reasons(link_counters: dict[Any, dict[str, Any]] | None) -> list[str]:
+    """Suspect reasons from the ``wire`` engine's counters (other engines' counters are ignored).
+
+    - a direction whose departures were late by more than ``wire_sched_limit_us`` at p99;
+    - frames dropped as ``overrun`` (the half-duplex modem's buffer) on a link that is
+      not half duplex: that cannot happen, so the counters (or the engine) are wrong.
+    """
+    reasons: list[str] = []
+    for index, c in sorted((link_counters or {}).items(), key=lambda kv: str(kv[0])):
+        if not isinstance(c, dict) or c.get("engine") != "wire":
+            continue
+        for direction in ("forward", "reverse"):
+            d = c.get(direction)
+            if not isinstance(d, dict):
+                continue
+            p99 = d.get("sched_error_p99_us")
+            limit = wire_sched_limit_us(int(d.get("configured_delay_ns", 0) or 0))
+            if isinstance(p99, (int, float)) and p99 > limit:
+                reasons.append(
+                    f"emulator fell behind on link {index} {direction}: departures late by {p99 / 1000:.2f} ms "
+                    f"at p99 (max {float(d.get('sched_error_max_us') or 0) / 1000:.2f} ms; limit {limit / 1000:.2f} ms)"
+                )
+            overrun = int(d.get("drops_overrun", 0) or 0)
+            if overrun and not c.get("half_duplex"):
+                reasons.append(
+                    f"link {index} {direction}: {overrun} frame(s) dropped as modem overrun on a link that is not "
+                    f"half duplex (expected none)"
+                )
+    return reasons
+
+
 def verdict(
     pattern: str,
     receivers: list[tuple[str, dict[str, Any]]],
     sender_res: dict[str, Any] | None,
     cpu: dict[str, Any],
+    link_counters: dict[Any, dict[str, Any]] | None = None,
 ) -> tuple[str, list[str]]:
-    """Validity v1: ``valid``, ``suspect`` (numbers usable with care) or ``invalid``, with reasons."""
+    """Validity v1: ``valid``, ``suspect`` (numbers usable with care) or ``invalid``, with reasons.
+
+    ``link_counters`` (link index -> engine counters) adds the wire engine's reasons.
+    """
     invalid: list[str] = []
     suspect: list[str] = []
     for host, res in receivers:
@@ -126,6 +176,7 @@ def verdict(
     sat = cpu.get("saturated_fraction") or 0.0
     if sat > SATURATED_FRACTION_LIMIT:
         suspect.append(f"machine CPU saturated during {100 * sat:.0f} % of the run (max {100 * (cpu.get('max') or 0):.0f} %)")
+    suspect.extend(wire_reasons(link_counters))
     if invalid:
         return "invalid", invalid + suspect
     if suspect:

@@ -248,7 +248,7 @@ def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats)
     record["tcp_counters"] = tcp_deltas
     record["validity"], record["validity_reasons"] = collect.verdict(
         w.pattern, [(a.spec.host, a.result) for a in receivers if w.pattern in ("stream", "bulk")],
-        sender.result, cpu_stats,
+        sender.result, cpu_stats, link_counters,
     )
     record["status"] = "ok"
 

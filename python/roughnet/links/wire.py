@@ -1,0 +1,414 @@
+"""The ``wire`` engine: roughnet-wire, the userspace link emulator, on a relayed link.
+
+Owns turning a ``runspec.Link`` into roughnet-wire's LinkConfig JSON (both
+directions, a named profile merged under the explicit values), starting one
+roughnet-wire per link inside the link namespace (``Topology.link_ns(i)``,
+between ``Topology.relay_ifaces(i)``), waiting for its ``ready`` line, asking
+its control socket for counters, and turning its ``stats`` line into the
+engine counters the runner records.  It does not decide which links get the
+wire (``links.choose``), build the relayed topology (``topo.build``) or stop
+the process at the end of a run (``Topology.teardown`` stops every ledgered
+process; ``counters`` is called before that).
+
+Direction mapping: ``forward`` (hosts[0] -> hosts[1]) is the wire's
+``a_to_b``: ``--if-a`` is the relay interface towards hosts[0].
+
+Profiles: ``roughnet-wire --print-profile NAME`` prints the profile's
+LinkConfig; a direction field the scenario sets to something other than its
+default replaces the profile's value for that field (so "loss 0 %" cannot
+switch off a profile's loss: leave the profile out instead).
+
+The config goes to the wire on its stdin (``--config -``), so no file is left
+behind; the control socket lives next to the run's ledger
+(``<ledger dir>/../wire/<token>-l<i>.sock``) and the wire removes it at exit.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import queue
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..binaries import find_binary
+from ..errors import LinkError
+from ..runspec import Direction, Link
+from ..topo.build import ROLE_A, ROLE_B, ROLE_RELAY_A, ROLE_RELAY_B, Topology
+from ..topo.system import ns_exec, run_cmd
+
+log = logging.getLogger(__name__)
+
+#: How long roughnet-wire may take from start to its ready line (it opens two sockets and binds one).
+READY_TIMEOUT_S = 10.0
+#: How long a control-socket request may take (the loop answers between frames, within a few ms).
+CONTROL_TIMEOUT_S = 5.0
+#: Drop reasons roughnet-wire counts (wire-core's DropReason, snake_case).
+DROP_REASONS = ("loss", "frame_error", "queue_full", "too_large", "overrun", "link_down")
+#: Unix socket paths are limited to 108 bytes (sun_path); past this we fall back to the temp dir.
+MAX_SOCKET_PATH = 100
+
+#: ethtool features turned off on a relayed link's interfaces (see WireEngine._checksums_in_software).
+CHECKSUM_OFFLOADS_OFF = ("tx", "off", "rx", "off")
+
+_DEFAULT = Direction()
+
+
+def wire_binary() -> Path:
+    path = find_binary("roughnet-wire")
+    if path is None:
+        raise LinkError("roughnet-wire is not built; expected it in $ROUGHNET_WIRE, <repo>/bin, the cargo target "
+                        "or PATH (run `make build`)")
+    return path
+
+
+@lru_cache(maxsize=None)
+def _profile_json(binary: str, name: str) -> str:
+    try:
+        proc = subprocess.run([binary, "--print-profile", name], capture_output=True, text=True, timeout=10,
+                              check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise LinkError(f"{binary} --print-profile {name}: {e}") from e
+    for line in proc.stdout.splitlines():
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if obj.get("type") == "error":
+            raise LinkError(f"wire profile {name!r}: {obj.get('message')}")
+        if "a_to_b" in obj:
+            return line
+    raise LinkError(f"{binary} --print-profile {name} printed no profile (exit {proc.returncode}): "
+                    f"{(proc.stderr or proc.stdout).strip()[-300:]}; expected a roughnet-wire with --print-profile")
+
+
+def load_profile(name: str, binary: Path | None = None) -> dict[str, Any]:
+    """The named profile's LinkConfig (a fresh dict), as roughnet-wire defines it."""
+    return json.loads(_profile_json(str(binary or wire_binary()), name))
+
+
+def direction_config(d: Direction) -> dict[str, Any]:
+    """The explicit (non-default) fields of ``d`` as wire-core DirectionConfig keys."""
+    out: dict[str, Any] = {}
+    if d.rate_bps is not None:
+        out["rate_bps"] = int(d.rate_bps)
+    simple = ("delay_ns", "jitter_ns", "jitter_dist", "jitter_correlation", "allow_reorder", "reorder",
+              "reorder_gap", "duplicate", "corrupt", "overhead_bytes")
+    for key in simple:
+        value = getattr(d, key)
+        if value != getattr(_DEFAULT, key):
+            out[key] = value
+    if d.loss_model is not None:
+        out["loss"] = dict(d.loss_model)
+    elif d.loss:
+        out["loss"] = {"model": "bernoulli", "p": float(d.loss)}
+    if d.queue_packets is not None:
+        out["queue_packets"] = int(d.queue_packets)
+    if d.queue_bytes is not None:
+        out["queue_bytes"] = int(d.queue_bytes)
+    return out
+
+
+def link_config(link: Link, profile: dict[str, Any] | None = None) -> dict[str, Any]:
+    """roughnet-wire's LinkConfig for ``link``: ``profile`` (a LinkConfig) under the explicit values.
+
+    ``mtu`` is the link's MTU in both directions (the interfaces carry the same
+    MTU, so only a frame the kernel would not send is refused).
+    """
+    base: dict[str, Any] = json.loads(json.dumps(profile)) if profile else {}
+    cfg: dict[str, Any] = {}
+    for wire_dir, d in (("a_to_b", link.forward), ("b_to_a", link.reverse)):
+        merged = dict(base.get(wire_dir) or {})
+        merged = {k: v for k, v in merged.items() if v is not None}
+        merged.update(direction_config(d))
+        merged["mtu"] = int(link.mtu)
+        cfg[wire_dir] = merged
+    if link.half_duplex is not None:
+        cfg["half_duplex"] = dict(link.half_duplex)
+    elif base.get("half_duplex") is not None:
+        cfg["half_duplex"] = base["half_duplex"]
+    if link.schedule:
+        cfg["schedule"] = [dict(c) for c in link.schedule]
+    elif base.get("schedule"):
+        cfg["schedule"] = base["schedule"]
+    if link.distance_trace:
+        cfg["distance_trace"] = [dict(p) for p in link.distance_trace]
+    elif base.get("distance_trace"):
+        cfg["distance_trace"] = base["distance_trace"]
+    return cfg
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) else 0.0
+
+
+def direction_counters(d: dict[str, Any], configured: dict[str, Any]) -> dict[str, Any]:
+    """One direction of a ``stats`` line as engine counters (the keys every engine has, then the wire's own)."""
+    drops = d.get("drops") or {}
+    sched = d.get("sched_error") or {}
+    io = d.get("io") or {}
+    send_errors = io.get("send_errors") or {}
+    out: dict[str, Any] = {
+        # What a random decision of the link model dropped (loss models and frame-error models).
+        "drops_loss": int(drops.get("loss", 0)) + int(drops.get("frame_error", 0)),
+        # What a full buffer dropped (the drop-tail queue, the half-duplex modem's buffer).
+        "drops_queue": int(drops.get("queue_full", 0)) + int(drops.get("overrun", 0)),
+        "tx_packets": int(d.get("packets_out", 0)),
+        "tx_bytes": int(d.get("bytes_out", 0)),
+        "rx_packets": int(d.get("packets_in", 0)),
+        "rx_bytes": int(d.get("bytes_in", 0)),
+    }
+    for reason in DROP_REASONS:
+        out[f"drops_{reason}"] = int(drops.get(reason, 0))
+    for key in ("duplicated", "corrupted", "reordered", "queue_high_packets", "queue_high_bytes", "held_packets"):
+        out[key] = int(d.get(key, 0))
+    out["sched_error_count"] = int(sched.get("count", 0))
+    for q in ("p50", "p99", "max"):
+        out[f"sched_error_{q}_us"] = _num(sched.get(f"{q}_us"))
+    out["sched_late_fraction"] = _num(sched.get("late_fraction"))
+    out["rx_kernel_drops"] = int(io.get("rx_kernel_drops", 0))
+    out["rx_truncated"] = int(io.get("rx_truncated", 0))
+    out["send_errors"] = sum(int(v) for v in send_errors.values() if isinstance(v, int))
+    out["up"] = bool(d.get("up", True))
+    # What was asked, so the validity verdict can judge the scheduling error against it.
+    out["configured_delay_ns"] = int(configured.get("delay_ns", 0) or 0)
+    out["configured_jitter_ns"] = int(configured.get("jitter_ns", 0) or 0)
+    return out
+
+
+def counters_from_stats(stats: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """The engine counters of a whole ``stats`` line (``forward`` = a_to_b, ``reverse`` = b_to_a)."""
+    return {
+        "engine": "wire",
+        "forward": direction_counters(stats.get("a_to_b") or {}, config.get("a_to_b") or {}),
+        "reverse": direction_counters(stats.get("b_to_a") or {}, config.get("b_to_a") or {}),
+        "half_duplex": config.get("half_duplex") is not None,
+        "uptime_s": _num(stats.get("uptime_s")),
+        "seed": stats.get("seed"),
+    }
+
+
+@dataclass
+class WireProcess:
+    """One running roughnet-wire: its process, config, control socket and output."""
+
+    link: int
+    proc: subprocess.Popen
+    config: dict[str, Any]
+    control: Path
+    seed: int
+    lines: queue.Queue = field(default_factory=queue.Queue)
+    stderr_tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=40))
+    ready: dict[str, Any] | None = None
+    final_stats: dict[str, Any] | None = None
+
+    def start_readers(self) -> None:
+        def read_out() -> None:
+            assert self.proc.stdout is not None
+            for raw in self.proc.stdout:
+                try:
+                    obj = json.loads(raw)
+                except json.JSONDecodeError:
+                    log.debug("roughnet-wire link %d: not JSON: %r", self.link, raw[:200])
+                    continue
+                if obj.get("type") == "stats":
+                    self.final_stats = obj
+                self.lines.put(obj)
+            self.lines.put(None)
+
+        def read_err() -> None:
+            assert self.proc.stderr is not None
+            for raw in self.proc.stderr:
+                self.stderr_tail.append(raw.rstrip("\n"))
+
+        for target in (read_out, read_err):
+            threading.Thread(target=target, name=f"wire-l{self.link}-{target.__name__}", daemon=True).start()
+
+    def describe_exit(self) -> str:
+        tail = " | ".join(list(self.stderr_tail)[-5:]) or "(no stderr)"
+        return f"roughnet-wire of link {self.link} (pid {self.proc.pid}, exit {self.proc.poll()}): {tail}"
+
+    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LinkError(f"roughnet-wire of link {self.link} printed no ready line within {timeout_s:.0f} s; "
+                                f"{self.describe_exit()}")
+            try:
+                obj = self.lines.get(timeout=min(left, 0.2))
+            except queue.Empty:
+                continue
+            if obj is None:
+                self.proc.wait(timeout=5)
+                time.sleep(0.05)  # let the stderr reader catch up
+                raise LinkError(f"roughnet-wire of link {self.link} exited before it was ready; {self.describe_exit()}")
+            if obj.get("type") == "error":
+                raise LinkError(f"roughnet-wire of link {self.link} refused to start ({obj.get('kind')}): "
+                                f"{obj.get('message')}")
+            if obj.get("type") == "ready":
+                self.ready = obj
+                return obj
+
+    def request(self, cmd: dict[str, Any], timeout_s: float = CONTROL_TIMEOUT_S) -> dict[str, Any]:
+        """One command on the control socket; its one-line JSON reply."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout_s)
+            s.connect(str(self.control))
+            s.sendall((json.dumps(cmd) + "\n").encode())
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                buf += chunk
+        try:
+            reply = json.loads(buf)
+        except json.JSONDecodeError as e:
+            raise LinkError(f"roughnet-wire of link {self.link}: control reply is not JSON ({e}): {buf[:200]!r}") from e
+        if reply.get("type") == "error":
+            raise LinkError(f"roughnet-wire of link {self.link} refused {cmd}: {reply.get('message')}")
+        return reply
+
+    def stats(self) -> dict[str, Any]:
+        """The current ``stats`` (from the control socket), or the final line if the wire has exited."""
+        if self.proc.poll() is not None:
+            self.proc.wait()
+            deadline = time.monotonic() + 2
+            while self.final_stats is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if self.final_stats is None:
+                raise LinkError(f"roughnet-wire of link {self.link} exited without a stats line; {self.describe_exit()}")
+            return self.final_stats
+        try:
+            return self.request({"cmd": "stats"})
+        except OSError as e:
+            raise LinkError(f"roughnet-wire of link {self.link}: control socket {self.control}: {e}; "
+                            f"{self.describe_exit()}") from e
+
+    def stop(self, timeout_s: float = 10.0) -> dict[str, Any] | None:
+        """SIGTERM (our own child, by pid), wait, and return the final stats line."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("roughnet-wire of link %d ignored SIGTERM for %.0f s; killing pid %d", self.link,
+                            timeout_s, self.proc.pid)
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        deadline = time.monotonic() + 2
+        while self.final_stats is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.final_stats
+
+
+def control_path(topo: Topology, link: Link) -> Path:
+    """Where link ``link``'s control socket goes: next to the run's ledger, else the temp dir."""
+    name = f"{topo.token}-l{link.index}.sock"
+    candidates = [Path(topo.ledger.root).parent / "wire"]
+    candidates.append(Path(tempfile.gettempdir()) / "roughnet-wire")
+    for folder in candidates:
+        path = folder / name
+        if len(str(path)) <= MAX_SOCKET_PATH:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return path
+    raise LinkError(f"no short enough folder for the control socket {name} (tried {candidates}); "
+                    f"expected a path under {MAX_SOCKET_PATH} bytes")
+
+
+class WireEngine:
+    """roughnet-wire per relayed link; counters from its control socket."""
+
+    name = "wire"
+
+    def __init__(self, binary: Path | None = None, extra_args: list[str] | None = None):
+        self._binary = binary
+        self.extra_args = list(extra_args or [])
+        self.processes: dict[int, WireProcess] = {}
+
+    @property
+    def binary(self) -> Path:
+        if self._binary is None:
+            self._binary = wire_binary()
+        return self._binary
+
+    def config_for(self, link: Link) -> dict[str, Any]:
+        profile = load_profile(link.profile, self.binary) if link.profile else None
+        return link_config(link, profile)
+
+    def seed_for(self, topo: Topology, link: Link) -> int:
+        """The run's seed plus the link index (two links of one run decide independently)."""
+        return (int(topo.spec.seed) + link.index) % (1 << 64)
+
+    def _checksums_in_software(self, topo: Topology, link: Link) -> None:
+        """Checksum offload off on the link's four interfaces (host ends and relay ends).
+
+        With tx checksumming on, a veth hands its peer frames whose TCP/UDP
+        checksum is not filled in yet (CHECKSUM_PARTIAL); the relay reads them
+        with AF_PACKET and sends them on as plain bytes, and the receiving host
+        then drops every one as a checksum error.  So the senders compute them.
+        """
+        for info in topo.interfaces():
+            if info.link != link.index or info.role not in (ROLE_A, ROLE_B, ROLE_RELAY_A, ROLE_RELAY_B):
+                continue
+            run_cmd(ns_exec(info.ns, ["ethtool", "-K", info.ifname, *CHECKSUM_OFFLOADS_OFF]),
+                    f"turning checksum offload off on {info.ns}/{info.ifname} (link {link.index})", error=LinkError)
+
+    def apply(self, topo: Topology, link: Link) -> None:
+        if link.index in self.processes and self.processes[link.index].proc.poll() is None:
+            raise LinkError(f"link {link.index} already has a running roughnet-wire (pid "
+                            f"{self.processes[link.index].proc.pid}); expected apply() once per link")
+        config = self.config_for(link)
+        self._checksums_in_software(topo, link)
+        ns = topo.link_ns(link.index)
+        if_a, if_b = topo.relay_ifaces(link.index)
+        ctl = control_path(topo, link)
+        seed = self.seed_for(topo, link)
+        argv = [str(self.binary), "--if-a", if_a, "--if-b", if_b, "--config", "-", "--seed", str(seed),
+                "--control", str(ctl), *self.extra_args]
+        proc = topo.popen_ns(ns, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, bufsize=1)
+        wp = WireProcess(link=link.index, proc=proc, config=config, control=ctl, seed=seed)
+        self.processes[link.index] = wp
+        wp.start_readers()
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(config))
+            proc.stdin.close()
+        except OSError as e:  # it died before reading its config: wait_ready says why
+            log.debug("writing the config of link %d: %s", link.index, e)
+        wp.wait_ready(READY_TIMEOUT_S)
+        log.info("wire engine on link %d: pid %d in %s (%s <-> %s), seed %d, config %s", link.index, proc.pid, ns,
+                 if_a, if_b, seed, json.dumps(config))
+
+    def process(self, link: Link) -> WireProcess:
+        wp = self.processes.get(link.index)
+        if wp is None:
+            raise LinkError(f"link {link.index} has no roughnet-wire; expected apply() before counters()")
+        return wp
+
+    def stats(self, link: Link) -> dict[str, Any]:
+        """The raw ``stats`` line of link ``link``'s wire."""
+        return self.process(link).stats()
+
+    def counters(self, topo: Topology, link: Link) -> dict[str, Any]:
+        wp = self.process(link)
+        return counters_from_stats(wp.stats(), wp.config)
+
+    def control(self, link: Link, cmd: dict[str, Any]) -> dict[str, Any]:
+        """Send a run-time command (``{"cmd": "down"}``, ``{"cmd": "set", "config": {...}}``) to a link's wire."""
+        return self.process(link).request(cmd)
+
+    def stop(self, link: Link) -> dict[str, Any] | None:
+        """Stop link ``link``'s wire now and return its final stats line (teardown would stop it anyway)."""
+        return self.process(link).stop()
+
