@@ -35,8 +35,12 @@ struct Args {
     #[arg(long = "if-b", value_name = "IFNAME", help_heading = "Link")]
     if_b: String,
     /// Link configuration, one JSON object (roughnet-wire-core's LinkConfig); "-" reads stdin.
-    #[arg(long, value_name = "FILE", help_heading = "Link")]
-    config: PathBuf,
+    #[arg(long, value_name = "FILE", help_heading = "Link", required_unless_present = "profile",
+          conflicts_with = "profile")]
+    config: Option<PathBuf>,
+    /// A named link profile of roughnet-wire-core instead of --config (ethernet-1g, wifi-good, ...).
+    #[arg(long, value_name = "NAME", help_heading = "Link")]
+    profile: Option<String>,
     /// Seed of every random decision (same seed and same frames give the same decisions).
     #[arg(long, value_name = "N", help_heading = "Link")]
     seed: u64,
@@ -106,10 +110,21 @@ fn run(args: Args) -> Result<(), WireError> {
         return Err(WireError::Config(format!("--spin-budget {} too large (maximum = 100 percent)", args.spin_budget)));
     }
     clock::install_stop_handlers().map_err(|e| WireError::Io(format!("installing signal handlers: {e}")))?;
-    let cfg = load_config(&args.config)?;
-    let emu = Emulator::new(cfg, args.seed).map_err(|e| {
-        WireError::Config(format!("--config {}: link configuration rejected: {e}", args.config.display()))
-    })?;
+    let (cfg, origin) = match (&args.config, &args.profile) {
+        (Some(path), _) => (load_config(path)?, format!("--config {}", path.display())),
+        (None, Some(name)) => {
+            let cfg = roughnet_wire_core::profile(name).ok_or_else(|| {
+                WireError::Config(format!(
+                    "--profile {name:?} is unknown; expected one of {}",
+                    roughnet_wire_core::PROFILES.join(", ")
+                ))
+            })?;
+            (cfg, format!("--profile {name}"))
+        }
+        (None, None) => return Err(WireError::Config("one of --config FILE or --profile NAME is needed".into())),
+    };
+    let emu = Emulator::new(cfg, args.seed)
+        .map_err(|e| WireError::Config(format!("{origin}: link configuration rejected: {e}")))?;
     let rx_a = args.receive_from != "b";
     let rx_b = args.receive_from != "a";
     let a = packet::PacketSocket::open(&args.if_a, args.rx_timestamps, rx_a)?;
@@ -143,7 +158,36 @@ fn run(args: Args) -> Result<(), WireError> {
     result.map(|_| ())
 }
 
+/// `roughnet-wire --print-profile NAME`: the named profile's LinkConfig as one JSON line (for the Python side,
+/// which merges a scenario's explicit values over it), then exit 0; an unknown name is exit 2 with the list.
+/// Checked before the main parser because the link arguments are not needed for it.
+fn print_profile(argv: &[String]) -> Option<i32> {
+    if argv.len() != 3 || argv[1] != "--print-profile" {
+        return None;
+    }
+    match roughnet_wire_core::profile(&argv[2]) {
+        Some(cfg) => {
+            emit(&serde_json::to_value(&cfg).expect("a LinkConfig serialises"));
+            Some(0)
+        }
+        None => {
+            let msg = format!(
+                "--print-profile {:?}: unknown profile; expected one of {}",
+                argv[2],
+                roughnet_wire_core::PROFILES.join(", ")
+            );
+            emit(&error_line("config", &msg));
+            eprintln!("roughnet-wire: {msg}");
+            Some(2)
+        }
+    }
+}
+
 fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(code) = print_profile(&argv) {
+        std::process::exit(code);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
