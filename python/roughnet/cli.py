@@ -346,6 +346,44 @@ def doctor() -> None:
     raise typer.Exit(1 if bad else 0)
 
 
+@app.command()
+def calibrate(
+    file: Optional[Path] = typer.Argument(None, help="Scenario file: calibrate each two-host link of its first run."),
+    profile: list[str] = typer.Option([], "--profile", "-p", help="A wire profile to calibrate (repeatable)."),
+    ci: bool = typer.Option(False, "--ci", help="Calibrate the small CI profile set (lte, wifi-noisy)."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the wire's random decisions."),
+    full: bool = typer.Option(False, "--full", help="Longer probes (tighter figures, about 3x the time)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON lines instead of a table."),
+) -> None:
+    """Send probe traffic through wire-emulated links; print configured against realised figures (exit 1 if any fails)."""
+    from .binaries import require_binary
+    from .calibrate import CI_PROFILES, calibrate as run_calibration
+
+    if os.geteuid() != 0:
+        _fail(RoughnetError("roughnet calibrate needs root (it creates network namespaces); run it as root"))
+    names = list(profile) + (list(CI_PROFILES) if ci else [])
+    try:
+        agent = require_binary("roughnet-agent")
+        checks = run_calibration(names, file, agent, seed=seed, quick=not full)
+    except RoughnetError as e:
+        _fail(e)
+    failed = [c for c in checks if c.passed is False]
+    if as_json:
+        for c in checks:
+            console.print_json(json.dumps(c.to_dict()))
+    else:
+        table = Table(title="calibration (forward direction, through roughnet-wire)")
+        for col in ("link", "metric", "configured", "realised", "unit", "tolerance", "result", "note"):
+            table.add_column(col, justify="right" if col in ("configured", "realised") else "left")
+        for c in checks:
+            verdict = "[green]pass[/]" if c.passed else ("[red]FAIL[/]" if c.passed is False else "-")
+            num = ["-" if v is None else f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.6g}" for v in (c.configured, c.realised)]
+            table.add_row(c.target, c.metric, *num, c.unit, c.tolerance, verdict, c.note)
+        console.print(table)
+    console.print(f"{len(checks) - len(failed)} of {len(checks)} checks passed or not judged, {len(failed)} failed")
+    raise typer.Exit(1 if failed else 0)
+
+
 def main() -> None:
     app()
 
