@@ -20,7 +20,7 @@ Fields added to ``Run`` or to the format later are left out of these hashes whil
 empty, so that the ids of existing scenarios do not change (results stores and
 ``--resume`` find them by id).
 
-Pure: reads the file, creates nothing.
+Pure: reads the file (and the distance trace files its links name, relative to it), creates nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from .spec.placeholders import substitute
 from .spec.problems import NOTHING, Problem, ScenarioError
 from .spec.resolve import resolve
 from .spec.sweep import EXCLUDE, axes_of, excludes_of, excluded, label
+from .spec.timeline import read_trace_files
 
 __all__ = ["plan_sweep", "sweep_from_scenario", "run_id_of", "sweep_id_of", "canonical_json"]
 
@@ -59,6 +60,10 @@ _RUN_FIELDS_ADDED = ("services",)
 #: Scenario keys added after sweep ids were first stored: hashed only when set.
 _WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats")
 _SCENARIO_KEYS_ADDED = ("service",)
+#: [[link]] keys (and keys of its direction tables) added after sweep ids were first stored: hashed only when set.
+_LINK_KEYS_ADDED = ("jitter_distribution", "jitter_correlation", "reorder_by_jitter", "reorder", "reorder_gap",
+                    "loss_model", "duplicate", "corrupt", "overhead", "profile", "half_duplex", "schedule",
+                    "distance_trace", "distance")  # fmt: skip
 
 
 def run_id_of(run: runspec.Run) -> str:
@@ -107,6 +112,11 @@ def sweep_id_of(scenario: Scenario) -> str:
     for key in _WORKLOAD_KEYS_ADDED:
         if content["workload"].get(key) is None:
             content["workload"].pop(key, None)
+    for link in content.get("link", []):
+        for table in (link, link.get("forward"), link.get("reverse")):
+            for key in _LINK_KEYS_ADDED:
+                if isinstance(table, dict) and table.get(key) is None:
+                    table.pop(key, None)
     return f"{scenario.scenario.name}-{_sha256(content)[:8]}"
 
 
@@ -214,6 +224,7 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
     repeat = scenario.scenario.repeat
     total = len(points) * repeat
     sweep_id = sweep_id_of(scenario)
+    base = Path(source).parent  # distance trace files are relative to the scenario file
 
     resolved = []
     for p, point in enumerate(points):
@@ -222,9 +233,12 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
         if protocol_swept:
             data = _own_knobs_only(data)
         model, problems = check_data(data, expanded=True)
+        traces: dict[int, Any] = {}
+        if model is not None and not problems:
+            traces, problems = read_trace_files(model, base)
         if problems or model is None:
             raise ScenarioError(source, _with_origins(problems, origins, data), _run_label(p, total, params))
-        resolved.append((params, resolve(model)))
+        resolved.append((params, resolve(model, traces)))
     if protocol_swept:
         _check_knob_tables(scenario, {workload.protocol for _, (_, _, workload, _) in resolved}, source)
 

@@ -20,10 +20,12 @@ from typing import Any
 
 from .. import units
 from .kinds import has_placeholder
-from .model import DIRECTION_KEYS, KNOB_TABLES, DirectionTable, Scenario
+from .directions import merged_direction
+from .model import KNOB_TABLES, DirectionTable, Scenario
 from .problems import Problem
 from .services import needed_kind
 from .sweep import axes_of
+from .wirechecks import check_wire_link
 
 HEADER_BYTES = 32  # the agent's message header (docs/agent-protocol.md)
 UDP_MAX_PAYLOAD = 65507  # largest UDP datagram over IPv4
@@ -77,16 +79,7 @@ def _check_links(s: Scenario, hosts: set[str] | None, problems: list[Problem]) -
             seen.add(name)
         for side in ("forward", "reverse"):
             _check_direction(link, getattr(link, side), path, side, problems)
-
-
-def merged_direction(link: DirectionTable, override: DirectionTable | None) -> dict[str, Any]:
-    """The impairment keys of one direction: the link's values overridden by the direction table's."""
-    values = {key: getattr(link, key) for key in DIRECTION_KEYS}
-    if override is not None:
-        for key in DIRECTION_KEYS:
-            if getattr(override, key) is not None:
-                values[key] = getattr(override, key)
-    return values
+        check_wire_link(link, path, problems)
 
 
 def _check_direction(link: DirectionTable, override: DirectionTable | None, path: str, side: str,

@@ -21,6 +21,8 @@ DEFAULT_OUTPUT = Path(__file__).resolve().parents[3] / "docs" / "scenario-refere
 def _type_text(node: dict[str, Any], defs: dict[str, Any]) -> str:
     if "$ref" in node:
         return "table"
+    if "oneOf" in node:  # a tagged union (loss_model): one table per tag
+        return "inline table (one of the tables below)"
     if "anyOf" in node:
         parts = [p for p in node["anyOf"] if p.get("type") != "null"]
         placeholder = [p for p in parts if p.get("pattern", "").startswith(r"^\$\{")]
@@ -29,6 +31,8 @@ def _type_text(node: dict[str, Any], defs: dict[str, Any]) -> str:
         return text + (" or `${key}`" if placeholder else "")
     kind = node.get("type")
     if "const" in node:
+        if isinstance(node["const"], bool):
+            return f"`{str(node['const']).lower()}`"
         return f'`"{node["const"]}"`'
     if "enum" in node:
         if len(node["enum"]) > 8:

@@ -30,6 +30,19 @@ from .knobs import (
 )
 from .services import SERVICE_TABLES, AnyService
 from .table import HOST, HOST_NAME, Table, field
+from .wire import (
+    CORRELATION,
+    DIRECTION_CHOICE,
+    JITTER_DISTRIBUTION,
+    OVERHEAD,
+    PROFILE,
+    REORDER_GAP,
+    TRUE,
+    AnyLossModel,
+    DistanceTable,
+    HalfDuplexTable,
+    LOSS_MODEL_TABLES,
+)
 
 __all__ = ["HOST_NAME", "KNOB_TABLES", "REPORT_METRICS", "Scenario", "model_tables"]
 
@@ -109,10 +122,45 @@ class DirectionTable(_Table):
     loss: kinds.percent().type() = _f("Random (Bernoulli) loss: " + kinds.PERCENT + ". Unset: 0%.", None)
     queue: kinds.queue().type() = _f(
         "Drop-tail queue limit: " + kinds.QUEUE + ". Unset: the engine sizes it from the rate.", None)
+    # --- what the userspace emulator (wire) adds; docs/scenario-format.md "Beyond netem" ---
+    jitter_distribution: JITTER_DISTRIBUTION.type() = _f(
+        "Shape of the jitter: " + JITTER_DISTRIBUTION.expected + " (`jitter` is the half-width of uniform, the "
+        "standard deviation of the others). Needs `jitter`. Unset: uniform.", None)
+    jitter_correlation: CORRELATION.type() = _f(
+        "Correlation of successive jitter draws (netem's): " + CORRELATION.expected + ". Needs `jitter`.", None)
+    reorder_by_jitter: kinds.boolean().type() = _f(
+        "Let jitter reorder frames (netem's behaviour). Unset or false: a frame never leaves before the one "
+        "sent before it, jitter only stretches gaps. Needs `jitter`.", None)
+    reorder: kinds.percent().type() = _f(
+        "Fraction of frames sent at once, without the delay, ahead of the others (netem's `reorder`): "
+        + kinds.PERCENT + ". Needs a delay above 0.", None)
+    reorder_gap: REORDER_GAP.type() = _f(
+        "Only every n-th frame may be reordered (netem's `gap`): " + REORDER_GAP.expected + ". Needs `reorder`.",
+        None)
+    loss_model: AnyLossModel | None = Field(
+        None, description="A loss model other than random loss, an inline table chosen by `model` (see the "
+        "`loss_model` tables below); not together with `loss`.")
+    duplicate: kinds.percent().type() = _f("Fraction of frames sent twice: " + kinds.PERCENT + ".", None)
+    corrupt: kinds.percent().type() = _f(
+        "Fraction of frames with one bit flipped after the Ethernet header; the receiver's checksum drops "
+        "them, as on a real link: " + kinds.PERCENT + ".", None)
+    overhead: OVERHEAD.type() = _f(
+        "Bytes added to every frame when computing its serialisation time at `rate` (24 B for Ethernet: "
+        "preamble, SFD, FCS, inter-frame gap): " + OVERHEAD.expected + ". Needs `rate`.", None)
 
 
 #: The impairment keys a link and its direction tables share (see spec.resolve.direction).
 DIRECTION_KEYS = tuple(DirectionTable.model_fields)
+
+
+class ScheduleTable(DirectionTable):
+    """``[[link.schedule]]``: from `at` on, the keys given replace their current values; the others keep theirs."""
+
+    at: kinds.duration().type() = _f("Time after the start of the run: " + kinds.DURATION + ".")
+    direction: DIRECTION_CHOICE.type() = _f(
+        "Which direction the impairment keys of this entry change: " + DIRECTION_CHOICE.expected + ".", "both")
+    down: TRUE.type() = _f("`down = true` takes the link down (both directions; frames in flight are lost).", None)
+    up: TRUE.type() = _f("`up = true` brings the link back up.", None)
 
 
 class LinkTable(DirectionTable):
@@ -128,6 +176,19 @@ class LinkTable(DirectionTable):
         None, description="Overrides for traffic from between[0] to between[1] (a shared segment: into the segment).")
     reverse: DirectionTable | None = Field(
         None, description="Overrides for the other direction (a shared segment: from the segment to every host).")
+    profile: PROFILE.type() = _f(
+        "A named link profile of the wire engine (docs/wire-models.md): " + PROFILE.expected + ". The keys "
+        "given on the link and its direction tables override the profile's values.", None)
+    half_duplex: HalfDuplexTable | None = Field(
+        None, description="Make the link a half-duplex shared medium (an inline table, see `half_duplex` below).")
+    schedule: list[ScheduleTable] | None = Field(
+        None, description="Changes over time (`[[link.schedule]]` entries, see below), in time order.")
+    distance_trace: kinds.text("a path to a CSV file of 'time_s,metres' lines").type() = _f(
+        "Distance between the ends over time, for the `ieee80211p` loss model: a CSV file of `time_s,metres` "
+        "lines, relative to the scenario file. Not together with `[[link.distance]]`.", None)
+    distance: list[DistanceTable] | None = Field(
+        None, description="Distance between the ends over time, inline (`[[link.distance]]` entries: `at`, "
+        "`distance`); not together with `distance_trace`.")
 
 
 class WorkloadTable(_Table):
@@ -229,6 +290,10 @@ def model_tables() -> list[tuple[str, type[BaseModel]]]:
         ("[[host]]", HostTable),
         ("[[link]]", LinkTable),
         ("[link.forward] / [link.reverse]", DirectionTable),
+        *((f'loss_model = {{ model = "{name}", ... }}', table) for name, table in LOSS_MODEL_TABLES.items()),
+        ("half_duplex = { ... }", HalfDuplexTable),
+        ("[[link.schedule]]", ScheduleTable),
+        ("[[link.distance]]", DistanceTable),
         ("[workload]", WorkloadTable),
         *((f"[workload.{proto}]", table) for proto, table in KNOB_TABLES.items()),
         *((f'[[service]] kind = "{kind}"', table) for kind, table in SERVICE_TABLES.items()),

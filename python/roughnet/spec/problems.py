@@ -13,7 +13,7 @@ A value that came from a sweep also names the sweep entry and the run::
 
 ``from_validation_error`` turns pydantic's errors into problems, walking the
 models to name the keys a table accepts.  An array of tables told apart by a
-``kind`` key (``[[service]]``) is walked through the model of the entry's kind;
+``kind`` key (``[[service]]``) or a ``model`` key (``loss_model``) is walked through the model of the entry's kind;
 pydantic's tag in the error location is dropped from the key path.
 """
 
@@ -87,11 +87,18 @@ def _field_models(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
+#: The keys that tell the members of a tagged union apart: [[service]] ``kind``, ``loss_model``'s ``model``.
+TAG_KEYS = ("kind", "model")
+
+
 def _tag(model: type[BaseModel]) -> str | None:
-    """The value of ``kind`` that selects ``model`` in a tagged union (``Literal["kafka"]``)."""
-    info = model.model_fields.get("kind")
-    args = typing.get_args(info.annotation) if info is not None else ()
-    return args[0] if len(args) == 1 and isinstance(args[0], str) else None
+    """The value of ``kind`` (or ``model``) that selects ``model`` in a tagged union (``Literal["kafka"]``)."""
+    for key in TAG_KEYS:
+        info = model.model_fields.get(key)
+        args = typing.get_args(info.annotation) if info is not None else ()
+        if len(args) == 1 and isinstance(args[0], str):
+            return args[0]
+    return None
 
 
 def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[type[BaseModel] | None, tuple[Any, ...]]:
@@ -220,8 +227,12 @@ def from_validation_error(root: type[BaseModel], error: ValidationError) -> list
 
 def _tags_expected(root: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """``one of "mosquitto", "kafka", ...``: the tags of the tagged union at ``loc``."""
-    parent = _model_at(root, loc[:-2]) if len(loc) >= 2 and isinstance(loc[-1], int) else None
-    name = loc[-2] if len(loc) >= 2 else None
+    if loc and isinstance(loc[-1], int):  # an entry of an array of tables ([[service]])
+        parent = _model_at(root, loc[:-2]) if len(loc) >= 2 else None
+        name = loc[-2] if len(loc) >= 2 else None
+    else:  # a single table (loss_model = { model = ... })
+        parent = _model_at(root, loc[:-1]) if loc else None
+        name = loc[-1] if loc else None
     field = next((f for n, f in parent.model_fields.items() if (f.alias or n) == name), None) if parent else None
     tags = [t for t in (_tag(m) for m in _field_models(field.annotation)) if t] if field is not None else []
     return "one of " + ", ".join(f'"{t}"' for t in tags) if tags else "a kind"

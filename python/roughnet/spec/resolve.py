@@ -11,43 +11,20 @@ services are the [[service]] entries its protocol uses (``spec.services``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from .. import runspec, units
 from . import knobs, services
-from .checks import merged_direction
-from .kinds import parse_queue
-from .model import DIRECTION_KEYS, DirectionTable, LinkTable, Scenario
+from .directions import DIRECTION_FIELDS, direction
+from .model import LinkTable, Scenario
+from .timeline import distance_trace, half_duplex, schedule
+
+__all__ = ["DIRECTION_FIELDS", "Resolved", "direction", "link", "resolve", "run_services", "workload"]
 
 
-def _queue(value: str) -> dict[str, Any]:
-    packets, size = parse_queue(value)
-    return {"queue_packets": packets, "queue_bytes": size}
-
-
-#: Scenario key -> Direction fields.  A key missing here would be silently ignored, so
-#: the assertion below ties this table to the model's direction keys.
-DIRECTION_FIELDS: dict[str, Callable[[str], dict[str, Any]]] = {
-    "rate": lambda v: {"rate_bps": units.parse_rate_bps(v)},
-    "delay": lambda v: {"delay_ns": units.parse_duration_ns(v)},
-    "jitter": lambda v: {"jitter_ns": units.parse_duration_ns(v)},
-    "loss": lambda v: {"loss": units.parse_fraction(v)},
-    "queue": _queue,
-}
-assert set(DIRECTION_FIELDS) == set(DIRECTION_KEYS), "spec.resolve.DIRECTION_FIELDS is out of date"
-
-
-def direction(link: DirectionTable, override: DirectionTable | None) -> runspec.Direction:
-    """One direction of a link: the link's impairments, overridden key by key by ``override``."""
-    fields: dict[str, Any] = {}
-    for key, value in merged_direction(link, override).items():
-        if value is not None:
-            fields.update(DIRECTION_FIELDS[key](value))
-    return runspec.Direction(**fields)
-
-
-def link(index: int, table: LinkTable, default_engine: str) -> runspec.Link:
+def link(index: int, table: LinkTable, default_engine: str,
+         trace: tuple[dict[str, Any], ...] | None = None) -> runspec.Link:  # fmt: skip
+    """One link; ``trace``: the points of its distance trace file (``timeline.read_trace_files``)."""
     return runspec.Link(
         index=index,
         hosts=tuple(table.between),
@@ -56,6 +33,10 @@ def link(index: int, table: LinkTable, default_engine: str) -> runspec.Link:
         forward=direction(table, table.forward),
         reverse=direction(table, table.reverse),
         capture=table.capture,
+        profile=table.profile,
+        half_duplex=half_duplex(table),
+        schedule=schedule(table),
+        distance_trace=distance_trace(table, trace),
     )
 
 
@@ -88,8 +69,12 @@ def run_services(s: Scenario) -> tuple[runspec.Service, ...]:
 Resolved = tuple[tuple[runspec.Host, ...], tuple[runspec.Link, ...], runspec.Workload, tuple[runspec.Service, ...]]
 
 
-def resolve(s: Scenario) -> Resolved:
-    """Hosts, links, workload and services of one run (``s`` has no placeholders left)."""
+def resolve(s: Scenario, traces: dict[int, tuple[dict[str, Any], ...]] | None = None) -> Resolved:
+    """Hosts, links, workload and services of one run (``s`` has no placeholders left).
+
+    ``traces``: the distance trace files of its links, read by ``timeline.read_trace_files``
+    (a link with ``distance_trace`` and no entry here gets no points).
+    """
     hosts = tuple(runspec.Host(name=h.name) for h in s.host)
-    links = tuple(link(i, t, s.scenario.engine) for i, t in enumerate(s.link))
+    links = tuple(link(i, t, s.scenario.engine, (traces or {}).get(i)) for i, t in enumerate(s.link))
     return hosts, links, workload(s), run_services(s)

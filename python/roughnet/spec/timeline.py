@@ -1,0 +1,156 @@
+"""Links that change over time: ``[[link.schedule]]``, distance traces, and their wire-core JSON.
+
+This module owns what a schedule means (entries in time order; each entry's
+impairment keys patch the direction(s) it names as the entries before it left
+them, so ``loss = "5%"`` at 10 s keeps the delay of the link; ``down = true`` /
+``up = true`` switch the whole link), its translation into wire-core's
+``ScheduledChange`` JSON (``{at_ns, a_to_b?, b_to_a?, up?}``: the core replaces a
+direction's whole configuration, so every change carries the complete patched
+direction, sparse: only what differs from the defaults), reading a distance trace
+file (``time_s,metres`` lines, relative to the scenario file) or inline
+``[[link.distance]]`` points into wire-core's ``DistancePoint`` JSON, and the
+``half_duplex`` table's JSON.  The checks of these keys are ``spec.wirechecks``'.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from .. import runspec, units
+from .directions import direction_config_json, fields_of, merged_direction, patch
+from .model import DIRECTION_KEYS, LinkTable, Scenario, ScheduleTable
+from .problems import Problem
+from .wire import distance_point_json, half_duplex_json, parse_distance_m
+
+#: Which runspec sides a schedule entry's ``direction`` names, and wire-core's name of each.
+SIDES = {"forward": ("forward",), "reverse": ("reverse",), "both": ("forward", "reverse")}
+WIRE_SIDE = {"forward": "a_to_b", "reverse": "b_to_a"}
+TRACE_EXPECTED = ("a CSV file of 'time_s,metres' lines (seconds and metres as plain numbers, times "
+                  "non-decreasing; '#' comments, blank lines and one header line allowed)")  # fmt: skip
+#: Largest distance trace file read (a memory bound; 10 MB hold about a million points).
+TRACE_MAX_BYTES = 10_000_000
+
+
+def sets_direction_keys(entry: ScheduleTable) -> bool:
+    return any(getattr(entry, key) is not None for key in DIRECTION_KEYS)
+
+
+def schedule_states(table: LinkTable) -> list[dict[str, dict[str, Any]]]:
+    """The impairment keys of each direction after each schedule entry (as written, merged)."""
+    state = {side: merged_direction(table, getattr(table, side)) for side in ("forward", "reverse")}
+    out = []
+    for entry in table.schedule or []:
+        for side in SIDES[entry.direction]:
+            state[side] = patch(state[side], entry)
+        out.append(dict(state))
+    return out
+
+
+def schedule(table: LinkTable) -> tuple[dict[str, Any], ...]:
+    """wire-core ``ScheduledChange`` JSON objects of a checked link (no placeholders left)."""
+    changes = []
+    for entry, state in zip(table.schedule or [], schedule_states(table)):
+        change: dict[str, Any] = {"at_ns": units.parse_duration_ns(entry.at)}
+        if sets_direction_keys(entry):
+            for side in SIDES[entry.direction]:
+                d = runspec.Direction(**fields_of(state[side]))
+                change[WIRE_SIDE[side]] = direction_config_json(d, table.mtu)
+        if entry.down:
+            change["up"] = False
+        if entry.up:
+            change["up"] = True
+        changes.append(change)
+    return tuple(changes)
+
+
+def half_duplex(table: LinkTable) -> dict[str, Any] | None:
+    return half_duplex_json(table.half_duplex) if table.half_duplex is not None else None
+
+
+def distance_trace(table: LinkTable, from_file: tuple[dict[str, Any], ...] | None) -> tuple[dict[str, Any], ...]:
+    """The link's distance points: inline ``[[link.distance]]`` or those read from its trace file."""
+    if table.distance is not None:
+        return tuple(distance_point_json(units.parse_duration_ns(p.at), parse_distance_m(p.distance))
+                     for p in table.distance)  # fmt: skip
+    return from_file or ()
+
+
+# ----------------------------------------------------------------------------- trace files
+
+
+def _number(text: str) -> Decimal | None:
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
+
+
+def parse_distance_csv(text: str, name: str) -> tuple[dict[str, Any], ...]:
+    """``time_s,metres`` lines into ``DistancePoint`` JSON; ValueError naming the line otherwise."""
+    points: list[dict[str, Any]] = []
+    header_allowed = True
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        values = [_number(f) for f in fields]
+        if header_allowed and len(fields) == 2 and values[0] is None:
+            header_allowed = False  # a header such as "time_s,metres"
+            continue
+        header_allowed = False
+        where = f"{name} line {n}"
+        if len(fields) != 2:
+            raise ValueError(f"{where}: {len(fields)} fields in {raw.strip()!r}; expected {TRACE_EXPECTED}")
+        t, d = values
+        if t is None or d is None:
+            bad = fields[0] if t is None else fields[1]
+            raise ValueError(f"{where}: {bad!r} is not a number; expected {TRACE_EXPECTED}")
+        if t < 0 or d < 0:
+            raise ValueError(f"{where}: negative {'time' if t < 0 else 'distance'}; expected {TRACE_EXPECTED}")
+        at_ns = int((t * 1_000_000_000).to_integral_value())
+        if points and at_ns < points[-1]["at_ns"]:
+            raise ValueError(f"{where}: time {fields[0]} s is before the line above; expected {TRACE_EXPECTED}")
+        distance = float(d)
+        if not math.isfinite(distance):  # pragma: no cover - Decimal already refused infinities
+            raise ValueError(f"{where}: not a finite distance; expected {TRACE_EXPECTED}")
+        points.append(distance_point_json(at_ns, distance))
+    if not points:
+        raise ValueError(f"{name}: no points; expected {TRACE_EXPECTED}")
+    return tuple(points)
+
+
+def read_distance_trace(path: Path) -> tuple[dict[str, Any], ...]:
+    try:
+        size = path.stat().st_size
+        if size > TRACE_MAX_BYTES:
+            raise ValueError(f"{path}: {size} bytes, more than {TRACE_MAX_BYTES}; expected a smaller trace file")
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"cannot read {path} ({e.strerror or e}); expected {TRACE_EXPECTED}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text; expected {TRACE_EXPECTED}") from None
+    return parse_distance_csv(text, str(path))
+
+
+def read_trace_files(s: Scenario, base: Path) -> tuple[dict[int, tuple[dict[str, Any], ...]], list[Problem]]:
+    """The distance trace files of a checked scenario (no placeholders left), by link index.
+
+    Paths are relative to ``base`` (the scenario file's folder).  Problems name the key.
+    """
+    traces: dict[int, tuple[dict[str, Any], ...]] = {}
+    problems: list[Problem] = []
+    for i, table in enumerate(s.link):
+        if table.distance_trace is None:
+            continue
+        path = Path(table.distance_trace)
+        try:
+            traces[i] = read_distance_trace(path if path.is_absolute() else base / path)
+        except ValueError as e:
+            problem, _, expected = str(e).partition("; expected ")
+            problems.append(Problem(f"link[{i}].distance_trace", problem, expected, table.distance_trace))
+    return traces, problems
