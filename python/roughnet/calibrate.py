@@ -178,17 +178,22 @@ def loss_runs(seqs: list[int], count: int) -> list[int]:
 # ---- the UDP probe (child processes) ---------------------------------------------------------
 
 _HDR = struct.Struct("<4sIQQ")
+_TIMESPEC = struct.Struct("@qq")
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 _MAGIC = b"RNCP"
 
 
-def probe_recv(bind: str, count: int, timeout_s: float, linger_s: float) -> dict[str, Any]:
+def probe_recv(bind: str, count: int, timeout_s: float, linger_s: float, times: bool = False) -> dict[str, Any]:
     host, _, port = bind.rpartition(":")
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     s.bind((host, int(port)))
+    if times:  # the kernel's receive time (CLOCK_REALTIME), free of this process's wakeup latency
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sys.stdout.write(json.dumps({"type": "ready"}) + "\n")
     sys.stdout.flush()
     seqs: list[int] = []
+    arrivals: list[int] = []
     deadline = time.monotonic() + timeout_s
     got_any = False
     while len(seqs) < count:
@@ -197,7 +202,7 @@ def probe_recv(bind: str, count: int, timeout_s: float, linger_s: float) -> dict
             break
         s.settimeout(min(left, linger_s) if got_any else left)
         try:
-            data = s.recv(65536)
+            data, anc, _flags, _addr = s.recvmsg(65536, 256)
         except socket.timeout:
             if got_any:
                 break
@@ -207,7 +212,14 @@ def probe_recv(bind: str, count: int, timeout_s: float, linger_s: float) -> dict
             if magic == _MAGIC:
                 got_any = True
                 seqs.append(seq)
-    return {"type": "result", "received": len(seqs), "seqs": seqs}
+                if times:
+                    stamp = [c for c in anc if c[0] == socket.SOL_SOCKET and c[1] == SO_TIMESTAMPNS]
+                    sec, nsec = _TIMESPEC.unpack_from(stamp[0][2]) if stamp else divmod(time.time_ns(), 10**9)
+                    arrivals.append(sec * 1_000_000_000 + nsec)
+    out: dict[str, Any] = {"type": "result", "received": len(seqs), "seqs": seqs}
+    if times:
+        out["arrivals_ns"] = arrivals
+    return out
 
 
 def probe_send(to: str, count: int, rate: float, size: int) -> dict[str, Any]:
@@ -236,6 +248,7 @@ def _probe_main(argv: list[str]) -> int:
     r.add_argument("--count", type=int, required=True)
     r.add_argument("--timeout", type=float, required=True)
     r.add_argument("--linger", type=float, default=2.0)
+    r.add_argument("--times", action="store_true", help="also report each kernel receive time (CLOCK_REALTIME ns)")
     t = sub.add_parser("probe-send")
     t.add_argument("--to", required=True)
     t.add_argument("--count", type=int, required=True)
@@ -243,7 +256,7 @@ def _probe_main(argv: list[str]) -> int:
     t.add_argument("--size", type=int, default=200)
     a = p.parse_args(argv)
     if a.role == "probe-recv":
-        out = probe_recv(a.bind, a.count, a.timeout, a.linger)
+        out = probe_recv(a.bind, a.count, a.timeout, a.linger, a.times)
     else:
         out = probe_send(a.to, a.count, a.rate, a.size)
     sys.stdout.write(json.dumps(out) + "\n")

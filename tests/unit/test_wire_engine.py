@@ -134,3 +134,21 @@ def test_other_engines_counters_are_ignored_and_verdict_defaults_unchanged():
     assert collect.wire_reasons({0: kernel}) == []
     assert collect.wire_reasons(None) == []
     assert collect.verdict("stream", [], {}, {}) == ("valid", [])
+
+
+def test_expected_loss_models():
+    from roughnet.calibrate import expected_loss, loss_runs
+
+    assert expected_loss(None, 100) == (0.0, 0.0)
+    p, b = expected_loss({"model": "bernoulli", "p": 0.1}, 100)
+    assert p == pytest.approx(0.1) and b == pytest.approx(1 / 0.9)
+    # Simple Gilbert (h = 0, k = 1): loss p / (p + r), mean burst 1 / r.
+    p, b = expected_loss({"model": "gilbert_elliott", "p": 0.05, "r": 0.3}, 100)
+    assert p == pytest.approx(0.05 / 0.35) and b == pytest.approx(1 / 0.3)
+    # Markov4 with only isolated losses (p14): bursts of exactly one frame, loss p14 / (1 + p14).
+    p, b = expected_loss({"model": "markov4", "p13": 0.0, "p14": 0.2}, 100)
+    assert b == pytest.approx(1.0) and p == pytest.approx(0.2 / 1.2)
+    p, _ = expected_loss({"model": "size_dependent", "ber": 1e-5}, 1000)
+    assert p == pytest.approx(1 - (1 - 1e-5) ** 8000)
+    assert expected_loss({"model": "ieee80211p"}, 100) is None
+    assert loss_runs([0, 3, 4, 8], 10) == [2, 3, 1]

@@ -222,12 +222,14 @@ class WireProcess:
                 if obj.get("type") == "stats":
                     self.final_stats = obj
                 self.lines.put(obj)
+            self.proc.stdout.close()
             self.lines.put(None)
 
         def read_err() -> None:
             assert self.proc.stderr is not None
             for raw in self.proc.stderr:
                 self.stderr_tail.append(raw.rstrip("\n"))
+            self.proc.stderr.close()
 
         for target in (read_out, read_err):
             threading.Thread(target=target, name=f"wire-l{self.link}-{target.__name__}", daemon=True).start()
