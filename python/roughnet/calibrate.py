@@ -94,13 +94,14 @@ def _hmm(states: list[str], trans: dict[str, dict[str, float]], lossy: dict[str,
     """
     n = len(states)
     idx = {s: i for i, s in enumerate(states)}
-    # Stationary distribution by power iteration (the chains here are small and ergodic).
-    pi = [1.0 / n] * n
-    for _ in range(20_000):
-        nxt = [0.0] * n
+    # Stationary distribution reached from the first state (where wire-core starts), by power iteration on the
+    # lazy chain (P + I) / 2: same stationary distribution, never periodic.
+    pi = [1.0] + [0.0] * (n - 1)
+    for _ in range(200_000):
+        nxt = [0.5 * x for x in pi]
         for s in states:
             for t, p in trans[s].items():
-                nxt[idx[t]] += pi[idx[s]] * p
+                nxt[idx[t]] += 0.5 * pi[idx[s]] * p
         if max(abs(a - b) for a, b in zip(nxt, pi)) < 1e-15:
             pi = nxt
             break
