@@ -397,3 +397,18 @@ def test_wire_keys_change_the_run_id_and_the_sweep_id() -> None:
         other = sweep_from_scenario(loads(scenario('rate = "1 Mbit/s"\n' + extra), "p.toml"), "p.toml")
         assert other.runs[0].run_id != plain.runs[0].run_id, extra
         assert other.sweep_id != plain.sweep_id, extra
+
+
+def test_the_guide_examples_of_wire_keys_are_valid() -> None:
+    # docs/scenario-format.md "Beyond netem": every [[link]] block, given hosts and a workload, plans as written.
+    guide = (REPO / "docs" / "scenario-format.md").read_text(encoding="utf-8")
+    section = guide.split("## Beyond netem", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in section.split("```toml\n")[1:]]
+    assert len(blocks) >= 5
+    for block in blocks:
+        link = tomllib.loads(block)["link"][0]
+        hosts = "".join(f'[[host]]\nname = "{h}"\n' for h in link["between"])
+        text = (f'[scenario]\nname = "guide"\n{hosts}\n{block}\n[workload]\npattern = "stream"\nprotocol = "udp"\n'
+                f'from = "{link["between"][0]}"\nto = "{link["between"][1]}"\npayload = "200 B"\nmessages = 10\n')
+        run = runs(text)[0]
+        assert run.links[0].needs() - {"rate", "delay", "loss"}, block  # each uses a key beyond rate, delay, loss

@@ -4,6 +4,10 @@ Who does what inside:
   ``kinds``        one value: what it may be, its "expected ..." text, its JSON Schema
   ``table``        the base of the table models, the host-name kind they share
   ``model``        the tables and keys (pydantic, unknown keys forbidden)
+  ``wire``         the wire-only link tables (loss models, half duplex, distances), profile names, units
+  ``directions``   one direction's keys: link + [link.forward]/[link.reverse] merge, runspec fields
+  ``timeline``     [[link.schedule]] and distance traces (files, inline) into wire-core JSON
+  ``wirechecks``   rules between the wire-only keys (needs, profile overrides, schedule, distance)
   ``knobs``        [workload.<protocol>]: each protocol's knobs, and agent options in base units
   ``services``     [[service]]: one model per kind, which kind a run needs, runspec.Service
   ``sweep``        the [sweep] table: scalar and table axes, labels, [[sweep.exclude]]

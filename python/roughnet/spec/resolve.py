@@ -3,8 +3,9 @@
 This module owns the conversion only: every value has already passed the model
 (``spec.model``) and the cross-key checks (``spec.checks``), so nothing here
 raises for bad input.  Direction fields come from the link's values overridden
-by its ``forward`` / ``reverse`` table (one function, ``direction``, so that new
-impairments are added in one place); protocol knobs become ``Workload.options``
+by its ``forward`` / ``reverse`` table (``spec.directions``, so that new
+impairments are added in one place); half duplex, schedules and distance traces
+become wire-core's JSON shapes (``spec.timeline``); protocol knobs become ``Workload.options``
 with the names of docs/agent-protocol.md (``spec.knobs.options``), and the run's
 services are the [[service]] entries its protocol uses (``spec.services``).
 """
