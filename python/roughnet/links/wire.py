@@ -136,7 +136,15 @@ def link_config(link: Link, profile: dict[str, Any] | None = None) -> dict[str, 
     elif base.get("half_duplex") is not None:
         cfg["half_duplex"] = base["half_duplex"]
     if link.schedule:
-        cfg["schedule"] = [dict(c) for c in link.schedule]
+        # Each change replaces a direction's whole configuration: the profile goes under it as under the link.
+        cfg["schedule"] = []
+        for change in link.schedule:
+            c = dict(change)
+            for wire_dir in ("a_to_b", "b_to_a"):
+                if isinstance(c.get(wire_dir), dict):
+                    under = {k: v for k, v in (base.get(wire_dir) or {}).items() if v is not None}
+                    c[wire_dir] = {**under, **c[wire_dir], "mtu": int(link.mtu)}
+            cfg["schedule"].append(c)
     elif base.get("schedule"):
         cfg["schedule"] = base["schedule"]
     if link.distance_trace:
