@@ -98,10 +98,10 @@ def _check_table(table: DirectionTable, where: str, problems: list[Problem]) -> 
         p13, p14 = units.parse_fraction(m.p13), units.parse_fraction(m.p14)
         p31 = units.parse_fraction(m.p31) if m.p31 is not None else 1.0 - p13
         p32 = units.parse_fraction(m.p32)
-        if p13 + p14 > 1.0 + 1e-12:
+        if p13 + p14 > 1.0:  # the same float test as wire-core (config.rs)
             problems.append(Problem(f"{where}.loss_model.p14", "p13 + p14 above 100%",
                                     "p13 + p14 at most 100% (both leave state 1)", m.p14))  # fmt: skip
-        if p31 + p32 > 1.0 + 1e-12:
+        if p31 + p32 > 1.0:  # the same float test as wire-core (config.rs)
             problems.append(Problem(f"{where}.loss_model.p32", "p31 + p32 above 100%" +
                                     (" (p31 unset: 100% - p13)" if m.p31 is None else ""),
                                     "p31 + p32 at most 100% (both leave state 3)", m.p32))  # fmt: skip
