@@ -31,6 +31,17 @@ enum Cmd {
     Version,
     /// Run one role of one pattern, configured by a JSON object (docs/agent-protocol.md).
     Run(RunArgs),
+    /// Run a zenoh router in this process (the `zenoh-router` service) until SIGTERM/SIGINT.
+    #[cfg(feature = "zenoh")]
+    Router(RouterArgs),
+}
+
+#[cfg(feature = "zenoh")]
+#[derive(Args)]
+struct RouterArgs {
+    /// Zenoh endpoint to listen on, e.g. tcp/198.18.0.1:7447 (repeatable).
+    #[arg(long, value_name = "ENDPOINT", required = true)]
+    listen: Vec<String>,
 }
 
 #[derive(Args)]
@@ -155,6 +166,21 @@ fn main() -> ExitCode {
                 json!({"agent": AGENT_VERSION, "protocols": PROTOCOLS, "patterns": PATTERNS}),
             );
             ExitCode::SUCCESS
+        }
+        #[cfg(feature = "zenoh")]
+        Cmd::Router(args) => {
+            let r = signals::install()
+                .context("installing the SIGTERM/SIGINT handler")
+                .and_then(|_| Ok(drivers::zenoh::run_router(&args.listen)?));
+            match r {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    let message = describe(&e);
+                    tracing::error!("{message}");
+                    output::error("io", &message);
+                    ExitCode::from(EXIT_RUNTIME)
+                }
+            }
         }
         Cmd::Run(args) => match run(&args) {
             Ok(()) => ExitCode::SUCCESS,

@@ -68,9 +68,24 @@ use crate::message::{Header, FLAG_END};
 pub mod sys;
 pub mod tcp;
 pub mod udp;
+#[cfg(feature = "zenoh")]
+pub mod zenoh;
+#[cfg(feature = "zmq")]
+pub mod zmq;
+#[cfg(feature = "dds")]
+pub mod dds;
 
 /// Protocols this build speaks (the `protocols` of `roughnet-agent version`).
-pub const PROTOCOLS: [&str; 2] = ["tcp", "udp"];
+pub const PROTOCOLS: &[&str] = &[
+    "tcp",
+    "udp",
+    #[cfg(feature = "zenoh")]
+    "zenoh",
+    #[cfg(feature = "zmq")]
+    "zmq",
+    #[cfg(feature = "dds")]
+    "dds",
+];
 
 /// Why a driver operation failed.
 #[derive(Debug, Error)]
@@ -339,11 +354,34 @@ pub fn options_error(protocol: &str, known: &[&str], e: impl std::fmt::Display) 
     }
 }
 
+/// `listen` (receiver, ponger) or `peers` (sender, pinger), for protocols without a broker.
+pub fn require_endpoints(cfg: &Config) -> Result<(), ConfigError> {
+    use crate::config::Role;
+    let when = |what: &str| format!("{what} for protocol {} (it has no broker)", cfg.protocol);
+    match cfg.role {
+        Role::Receiver | Role::Ponger if cfg.listen.is_none() => Err(ConfigError::Missing {
+            key: "listen",
+            when: when("for role receiver/ponger"),
+        }),
+        Role::Sender | Role::Pinger if cfg.peers.is_empty() => Err(ConfigError::Missing {
+            key: "peers",
+            when: when("(a non-empty list)"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The driver for `cfg.protocol`, with its knobs parsed and sizes checked.
 pub fn create(cfg: &Config) -> Result<Box<dyn Driver>, ConfigError> {
     let driver: Box<dyn Driver> = match cfg.protocol.as_str() {
         "tcp" => Box::new(tcp::Tcp::from_config(cfg)?),
         "udp" => Box::new(udp::Udp::from_config(cfg)?),
+        #[cfg(feature = "zenoh")]
+        "zenoh" => Box::new(zenoh::Zenoh::from_config(cfg)?),
+        #[cfg(feature = "zmq")]
+        "zmq" => Box::new(zmq::Zmq::from_config(cfg)?),
+        #[cfg(feature = "dds")]
+        "dds" => Box::new(dds::Dds::from_config(cfg)?),
         other => {
             return Err(ConfigError::invalid(
                 "protocol",
@@ -398,7 +436,7 @@ mod tests {
     #[test]
     fn known_protocols_are_created() {
         for p in PROTOCOLS {
-            assert_eq!(create(&cfg(p, serde_json::json!({}))).unwrap().name(), p);
+            assert_eq!(create(&cfg(p, serde_json::json!({}))).unwrap().name(), *p);
         }
     }
 

@@ -1,0 +1,617 @@
+//! The `dds` driver: Cyclone DDS (the implementation ROS 2 ships) through the
+//! `cyclors` bindings to the real C library.
+//!
+//! Owns the DDS side of roughnet: the domain configuration (unicast peers or
+//! multicast, the interface of `listen` / towards `peers`), the topic type, QoS
+//! from the knobs, and the discovery handshake that keeps discovery from eating
+//! the first messages.  The C calls themselves are wrapped in `dds/ffi.rs`.
+//!
+//! Type: one IDL struct `struct Bytes { sequence<octet> data; }` (type name
+//! `roughnet::Bytes`, or in ROS 2 naming mode `roughnet_msgs::msg::dds_::Bytes_`,
+//! i.e. the ROS 2 message `roughnet_msgs/msg/Bytes` with `uint8[] data`); the
+//! message (32-byte header + filler) is `data`.  Python's `cyclonedds` declares
+//! the same type as `class Bytes(IdlStruct, typename="roughnet::Bytes"): data: sequence[uint8]`.
+//!
+//! Topics under the run's base name (`topic`, default `roughnet`; ROS 2 mode:
+//! `rt/<topic>`): `<base>/data` (stream, bulk), `<base>/ping` (requests, to every
+//! ponger), `<base>/pong/<listen>` (each ponger's replies, so the pinger tells
+//! them apart), `<base>/ready` (the handshake below).
+//!
+//! Handshake: a writer matching a reader is not enough, because a volatile
+//! reader that has not yet matched the writer drops what arrives before.  So
+//! every receiver/ponger publishes, on `<base>/ready`, the GUIDs of the writers
+//! its reader has matched (re-published whenever that set changes, from its
+//! receive calls), and a sender/pinger sends nothing before every peer lists
+//! its writer.  With `peers` the count is `peers.len()`.
+//!
+//! Knobs: `reliability` (reliable: KEEP_ALL by default; best_effort: KEEP_LAST 1),
+//! `history_depth` (0 = keep all), `durability` (volatile / transient_local),
+//! `multicast` (false: unicast discovery to `peers`), `ros2`, `domain_id`.
+
+mod ffi;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+
+use serde::Deserialize;
+
+use self::ffi::{Domain, Qos, Reader, Writer};
+use super::{options_error, Driver, DriverError, Receiver, Requester, Responder, Sender};
+use crate::clock::now_ns;
+use crate::config::{Config, ConfigError, Role};
+use crate::signals::stop_requested;
+
+const KNOBS: [&str; 6] = [
+    "reliability",
+    "history_depth",
+    "durability",
+    "multicast",
+    "ros2",
+    "domain_id",
+];
+pub const MAX_MESSAGE: usize = 64 << 20;
+/// Best-effort end markers are repeated like UDP's.
+const END_COPIES: u32 = 5;
+const END_GAP: std::time::Duration = std::time::Duration::from_millis(10);
+/// At the end, how long a writer waits for its reliable data to be acknowledged.
+const ACK_WAIT_NS: i64 = 5_000_000_000;
+/// How long a ponger waits, before its first reply, for the pinger's reply reader.
+const MATCH_WAIT_NS: u64 = 2_000_000_000;
+pub const DEFAULT_TOPIC: &str = "roughnet";
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DdsOptions {
+    pub reliability: Option<String>,
+    pub history_depth: Option<i32>,
+    pub durability: Option<String>,
+    pub multicast: Option<bool>,
+    pub ros2: Option<bool>,
+    pub domain_id: Option<u32>,
+}
+
+/// QoS settings from the knobs.
+#[derive(Debug, Clone, Copy)]
+pub struct QosSpec {
+    pub reliable: bool,
+    /// 0 = keep all.
+    pub depth: i32,
+    pub transient_local: bool,
+}
+
+pub struct Dds {
+    qos: QosSpec,
+    multicast: bool,
+    ros2: bool,
+    domain_id: u32,
+    base: String,
+}
+
+/// `roughnet/0123` -> `rt/roughnet/r0123` (ROS 2 names: tokens of [A-Za-z0-9_],
+/// not starting with a digit).
+pub fn ros2_topic(topic: &str) -> String {
+    let toks: Vec<String> = topic
+        .split('/')
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            let t: String = t
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            if t.starts_with(|c: char| c.is_ascii_digit()) {
+                format!("r{t}")
+            } else {
+                t
+            }
+        })
+        .collect();
+    format!("rt/{}", toks.join("/"))
+}
+
+pub fn type_name(ros2: bool) -> &'static str {
+    if ros2 {
+        "roughnet_msgs::msg::dds_::Bytes_"
+    } else {
+        "roughnet::Bytes"
+    }
+}
+
+/// A topic-name chunk naming an address (`198.18.0.2:5201` -> `198.18.0.2_5201`).
+fn addr_key(a: &SocketAddr) -> String {
+    a.to_string()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
+        .collect()
+}
+
+/// The local address the kernel would use towards `peer` (no packet is sent).
+fn local_ip_towards(peer: &SocketAddr) -> Option<IpAddr> {
+    let any = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+    let s = UdpSocket::bind(any).ok()?;
+    s.connect(peer).ok()?;
+    s.local_addr().ok().map(|a| a.ip())
+}
+
+/// Cyclone DDS configuration (what CYCLONEDDS_URI would hold): the interface
+/// with address `iface`, unicast discovery to `peers` unless `multicast`.
+pub fn cyclone_xml(iface: Option<IpAddr>, peers: &[IpAddr], multicast: bool) -> String {
+    let mut x = String::from("<CycloneDDS><Domain Id=\"any\"><General>");
+    if let Some(ip) = iface {
+        x.push_str(&format!(
+            "<Interfaces><NetworkInterface address=\"{ip}\"/></Interfaces>"
+        ));
+    }
+    x.push_str(if multicast {
+        "<AllowMulticast>true</AllowMulticast>"
+    } else {
+        "<AllowMulticast>false</AllowMulticast>"
+    });
+    x.push_str("</General><Discovery><ParticipantIndex>auto</ParticipantIndex>");
+    x.push_str("<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex>");
+    if !multicast && !peers.is_empty() {
+        x.push_str("<Peers>");
+        let mut seen = Vec::new();
+        for p in peers {
+            if !seen.contains(p) {
+                seen.push(*p);
+                x.push_str(&format!("<Peer address=\"{p}\"/>"));
+            }
+        }
+        x.push_str("</Peers>");
+    }
+    x.push_str("</Discovery></Domain></CycloneDDS>");
+    x
+}
+
+impl Dds {
+    pub fn from_config(cfg: &Config) -> Result<Dds, ConfigError> {
+        super::require_endpoints(cfg)?;
+        let o: DdsOptions = serde_json::from_value(serde_json::Value::Object(cfg.options.clone()))
+            .map_err(|e| options_error("dds", &KNOBS, e))?;
+        let reliable = match o.reliability.as_deref() {
+            None | Some("reliable") => true,
+            Some("best_effort") => false,
+            Some(v) => {
+                return Err(ConfigError::invalid(
+                    "options.reliability",
+                    format!("{v:?}"),
+                    "one of reliable, best_effort for protocol dds",
+                ))
+            }
+        };
+        let transient_local = match o.durability.as_deref() {
+            None | Some("volatile") => false,
+            Some("transient_local") => true,
+            Some(v) => {
+                return Err(ConfigError::invalid(
+                    "options.durability",
+                    format!("{v:?}"),
+                    "one of volatile, transient_local for protocol dds",
+                ))
+            }
+        };
+        let depth = o.history_depth.unwrap_or(if reliable { 0 } else { 1 });
+        if depth < 0 {
+            return Err(ConfigError::invalid(
+                "options.history_depth",
+                depth,
+                "a depth >= 0 for protocol dds (0 = keep all)",
+            ));
+        }
+        let domain_id = o.domain_id.unwrap_or(0);
+        if domain_id > 232 {
+            return Err(ConfigError::invalid(
+                "options.domain_id",
+                domain_id,
+                "0..232 for protocol dds",
+            ));
+        }
+        let ros2 = o.ros2.unwrap_or(false);
+        let topic = cfg.topic.clone().unwrap_or_else(|| DEFAULT_TOPIC.into());
+        let base = if ros2 { ros2_topic(&topic) } else { topic };
+        Ok(Dds {
+            qos: QosSpec {
+                reliable,
+                depth,
+                transient_local,
+            },
+            multicast: o.multicast.unwrap_or(false),
+            ros2,
+            domain_id,
+            base,
+        })
+    }
+
+    fn domain(&self, cfg: &Config) -> Result<Domain, DriverError> {
+        let (iface, peers) = match cfg.role {
+            Role::Receiver | Role::Ponger => (cfg.listen.map(|l| l.ip()), vec![]),
+            Role::Sender | Role::Pinger => (
+                cfg.peers.first().and_then(local_ip_towards),
+                cfg.peers.iter().map(|p| p.ip()).collect(),
+            ),
+        };
+        let iface = iface.filter(|ip| !ip.is_unspecified());
+        let xml = cyclone_xml(iface, &peers, self.multicast);
+        tracing::debug!(%xml, domain = self.domain_id, "creating the Cyclone DDS domain");
+        Domain::new(self.domain_id, &xml, type_name(self.ros2))
+    }
+
+    fn topic(&self, what: &str) -> String {
+        format!("{}/{what}", self.base)
+    }
+
+    fn data_qos(&self) -> Qos {
+        Qos::new(&self.qos)
+    }
+
+    /// The handshake topic is always reliable and transient-local (late joiners see the last list).
+    fn ready_qos() -> Qos {
+        Qos::new(&QosSpec {
+            reliable: true,
+            depth: 1,
+            transient_local: true,
+        })
+    }
+
+    /// Wait until `peers` receivers/pongers list `writer` on the ready topic.
+    fn await_ready(
+        &self,
+        dom: &Domain,
+        writer: &Writer,
+        ready: &mut Reader,
+        peers: usize,
+        cfg: &Config,
+    ) -> Result<(), DriverError> {
+        let me = writer.guid()?;
+        let give_up = cfg.give_up_ns();
+        let mut lists: HashMap<u64, Vec<u8>> = HashMap::new();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            while let Some((n, from)) = ready.take(&mut buf, dom)? {
+                lists.insert(from, buf[..n].to_vec());
+            }
+            let seen = lists
+                .values()
+                .filter(|l| l.chunks_exact(16).any(|g| g == me))
+                .count();
+            if seen >= peers {
+                tracing::debug!("dds: {seen} peers matched {}", writer.topic());
+                return Ok(());
+            }
+            if stop_requested() {
+                return Err(DriverError::Interrupted);
+            }
+            if now_ns() >= give_up {
+                return Err(DriverError::GaveUp {
+                    what: format!(
+                        "waiting for {peers} DDS readers of {} to match ({seen} did)",
+                        writer.topic()
+                    ),
+                    timeout_ms: cfg.timeout_ns / 1_000_000,
+                });
+            }
+            ready.wait((now_ns() + 20_000_000).min(give_up))?;
+        }
+    }
+}
+
+/// The receiving side of the handshake: publishes the writers `reader` matched.
+struct ReadyAnnouncer {
+    writer: Writer,
+    announced: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl ReadyAnnouncer {
+    fn new(dom: &Domain, base: &str) -> Result<Self, DriverError> {
+        let writer = dom.writer(&format!("{base}/ready"), &Dds::ready_qos())?;
+        Ok(ReadyAnnouncer {
+            writer,
+            announced: Vec::new(),
+            scratch: Vec::with_capacity(1024),
+        })
+    }
+
+    /// Re-publish the matched writers of `reader` if they changed (cheap when not).
+    fn update(&mut self, reader: &Reader) -> Result<(), DriverError> {
+        if !reader.matched_changed()? {
+            return Ok(());
+        }
+        reader.matched_writer_guids(&mut self.scratch)?;
+        if self.scratch != self.announced {
+            std::mem::swap(&mut self.scratch, &mut self.announced);
+            self.writer.write(&self.announced, u64::MAX)?;
+        }
+        Ok(())
+    }
+}
+
+impl Driver for Dds {
+    fn name(&self) -> &'static str {
+        "dds"
+    }
+
+    fn max_message_bytes(&self) -> usize {
+        MAX_MESSAGE
+    }
+
+    fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
+        let dom = self.domain(cfg)?;
+        let mut ready = dom.reader(&self.topic("ready"), &Dds::ready_qos(), 16 * 1024)?;
+        let writer = dom.writer(&self.topic("data"), &self.data_qos())?;
+        self.await_ready(&dom, &writer, &mut ready, cfg.peers.len(), cfg)?;
+        Ok(Box::new(DdsSender {
+            writer,
+            reliable: self.qos.reliable,
+            peers: cfg.peers.len(),
+            give_up: cfg.give_up_ns(),
+            _ready: ready,
+            _dom: dom,
+        }))
+    }
+
+    fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
+        let dom = self.domain(cfg)?;
+        let reader = dom.reader(&self.topic("data"), &self.data_qos(), cfg.max_message_bytes())?;
+        let announcer = ReadyAnnouncer::new(&dom, &self.base)?;
+        let local = cfg
+            .listen
+            .map(|l| l.to_string())
+            .unwrap_or_else(|| "dds".into());
+        Ok(Box::new(DdsReceiver {
+            reader,
+            announcer,
+            local,
+            dom,
+        }))
+    }
+
+    fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
+        let dom = self.domain(cfg)?;
+        let mut ready = dom.reader(&self.topic("ready"), &Dds::ready_qos(), 16 * 1024)?;
+        let size = cfg.max_message_bytes();
+        let replies = cfg
+            .peers
+            .iter()
+            .map(|p| dom.reader(&self.topic(&format!("pong/{}", addr_key(p))), &self.data_qos(), size))
+            .collect::<Result<Vec<_>, _>>()?;
+        let writer = dom.writer(&self.topic("ping"), &self.data_qos())?;
+        self.await_ready(&dom, &writer, &mut ready, cfg.peers.len(), cfg)?;
+        // Our reply readers must know each ponger's reply writer before we ask.
+        let give_up = cfg.give_up_ns();
+        for r in &replies {
+            while r.matched_count()? < 1 {
+                if stop_requested() {
+                    return Err(DriverError::Interrupted);
+                }
+                if now_ns() >= give_up {
+                    return Err(DriverError::GaveUp {
+                        what: format!("waiting for the ponger's writer of {}", r.topic()),
+                        timeout_ms: cfg.timeout_ns / 1_000_000,
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        let ws = dom.waitset(&replies)?;
+        Ok(Box::new(DdsRequester {
+            writer,
+            replies,
+            ws,
+            next: 0,
+            reliable: self.qos.reliable,
+            give_up,
+            _ready: ready,
+            dom,
+        }))
+    }
+
+    fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
+        let dom = self.domain(cfg)?;
+        let listen = cfg.listen.expect("checked: pongers listen");
+        let reader = dom.reader(&self.topic("ping"), &self.data_qos(), cfg.max_message_bytes())?;
+        let writer = dom.writer(&self.topic(&format!("pong/{}", addr_key(&listen))), &self.data_qos())?;
+        let announcer = ReadyAnnouncer::new(&dom, &self.base)?;
+        Ok(Box::new(DdsResponder {
+            reader,
+            writer,
+            announcer,
+            matched: false,
+            give_up: cfg.give_up_ns(),
+            local: listen.to_string(),
+            dom,
+        }))
+    }
+}
+
+/// After the last message: reliable writers wait for acknowledgements (bounded).
+fn drain(writer: &Writer, reliable: bool) {
+    if reliable {
+        if let Err(e) = writer.wait_for_acks(ACK_WAIT_NS) {
+            tracing::debug!("dds: waiting for acknowledgements on {}: {e}", writer.topic());
+        }
+    }
+}
+
+fn send_end(writer: &mut Writer, reliable: bool, end: &[u8], give_up: u64) -> Result<(), DriverError> {
+    let copies = if reliable { 1 } else { END_COPIES };
+    for k in 0..copies {
+        writer.write(end, give_up)?;
+        if k + 1 < copies {
+            std::thread::sleep(END_GAP);
+        }
+    }
+    drain(writer, reliable);
+    Ok(())
+}
+
+pub struct DdsSender {
+    writer: Writer,
+    reliable: bool,
+    peers: usize,
+    give_up: u64,
+    _ready: Reader,
+    _dom: Domain,
+}
+
+impl Sender for DdsSender {
+    #[inline]
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.writer.write(msg, self.give_up)?;
+        Ok(0)
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        send_end(&mut self.writer, self.reliable, end, self.give_up)
+    }
+
+    fn peers(&self) -> usize {
+        self.peers
+    }
+}
+
+pub struct DdsReceiver {
+    reader: Reader,
+    announcer: ReadyAnnouncer,
+    local: String,
+    dom: Domain,
+}
+
+impl Receiver for DdsReceiver {
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        loop {
+            if let Some((n, _)) = self.reader.take(buf, &self.dom)? {
+                return Ok(Some(n));
+            }
+            self.announcer.update(&self.reader)?;
+            if now_ns() >= deadline_ns {
+                return Ok(None);
+            }
+            self.reader.wait(deadline_ns.min(now_ns() + 10_000_000))?;
+        }
+    }
+
+    fn local_addr(&self) -> String {
+        self.local.clone()
+    }
+
+    fn peers_closed(&self) -> bool {
+        // Every writer that matched has gone (after at least one).
+        self.reader.all_writers_gone().unwrap_or(false)
+    }
+}
+
+pub struct DdsRequester {
+    writer: Writer,
+    replies: Vec<Reader>,
+    ws: ffi::WaitSet,
+    next: usize,
+    reliable: bool,
+    give_up: u64,
+    _ready: Reader,
+    dom: Domain,
+}
+
+impl Requester for DdsRequester {
+    #[inline]
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.writer.write(msg, self.give_up)?;
+        Ok(0)
+    }
+
+    #[inline]
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError> {
+        let k = self.replies.len();
+        loop {
+            for j in 0..k {
+                let i = (self.next + j) % k;
+                if let Some((n, _)) = self.replies[i].take(buf, &self.dom)? {
+                    self.next = (i + 1) % k;
+                    return Ok(Some((n, i)));
+                }
+            }
+            if now_ns() >= deadline_ns {
+                return Ok(None);
+            }
+            self.ws.wait(deadline_ns)?;
+        }
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        send_end(&mut self.writer, self.reliable, end, self.give_up)
+    }
+
+    fn peers(&self) -> usize {
+        self.replies.len()
+    }
+}
+
+pub struct DdsResponder {
+    reader: Reader,
+    writer: Writer,
+    announcer: ReadyAnnouncer,
+    matched: bool,
+    give_up: u64,
+    local: String,
+    dom: Domain,
+}
+
+impl Responder for DdsResponder {
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        loop {
+            if let Some((n, _)) = self.reader.take(buf, &self.dom)? {
+                return Ok(Some(n));
+            }
+            self.announcer.update(&self.reader)?;
+            if now_ns() >= deadline_ns {
+                return Ok(None);
+            }
+            self.reader.wait(deadline_ns.min(now_ns() + 10_000_000))?;
+        }
+    }
+
+    #[inline]
+    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        if !self.matched {
+            let until = now_ns() + MATCH_WAIT_NS;
+            while self.writer.matched_count()? < 1 && now_ns() < until && !stop_requested() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            self.matched = true;
+        }
+        self.writer.write(msg, self.give_up)
+    }
+
+    fn local_addr(&self) -> String {
+        self.local.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ros2_names_are_valid_ros_names() {
+        assert_eq!(ros2_topic("roughnet/0123ab"), "rt/roughnet/r0123ab");
+        assert_eq!(ros2_topic("/a-b/c"), "rt/a_b/c");
+        assert_eq!(type_name(true), "roughnet_msgs::msg::dds_::Bytes_");
+    }
+
+    #[test]
+    fn unicast_xml_lists_each_peer_once() {
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        let x = cyclone_xml(Some("198.18.0.1".parse().unwrap()), &[ip, ip], false);
+        assert_eq!(x.matches("<Peer address=\"198.18.0.2\"/>").count(), 1, "{x}");
+        assert!(x.contains("NetworkInterface address=\"198.18.0.1\""));
+        assert!(x.contains("<AllowMulticast>false"));
+        let m = cyclone_xml(None, &[ip], true);
+        assert!(!m.contains("<Peers>") && m.contains("<AllowMulticast>true"), "{m}");
+    }
+}

@@ -1,0 +1,452 @@
+//! Safe owners of the Cyclone DDS C entities the `dds` driver uses: a domain
+//! with its participant and topic type, QoS objects, writers, readers (each with
+//! a read condition in a waitset, and one reusable sample whose buffer Cyclone
+//! fills in place), and waitsets over several readers.  Every `unsafe` C call of
+//! the driver is here.
+
+use std::cell::Cell;
+use std::ffi::{c_void, CString};
+use std::ptr;
+
+use cyclors::*;
+
+use super::QosSpec;
+use crate::clock::now_ns;
+use crate::drivers::DriverError;
+use crate::signals::stop_requested;
+
+/// DDS_ANY_STATE (sample | view | instance states).
+const ANY_STATE: u32 = 0x7f;
+/// DDS_RETCODE_TIMEOUT.
+const RET_TIMEOUT: i32 = -10;
+/// A writer blocked on a full history re-checks signals and the run's give-up time this often.
+const MAX_BLOCKING_NS: i64 = 50_000_000;
+/// Marshalling ops of `struct Bytes { sequence<octet> data; }`:
+/// DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_1BY, offset 0, DDS_OP_RTS.
+static OPS: [u32; 3] = [0x0100_0000 | (0x07 << 16) | (0x01 << 8), 0, 0];
+
+/// The C layout of `sequence<octet>` (dds_sequence_t).
+#[repr(C)]
+struct OctetSeq {
+    maximum: u32,
+    length: u32,
+    buffer: *mut u8,
+    release: bool,
+}
+
+fn err(what: impl Into<String>, rc: i32) -> DriverError {
+    // SAFETY: dds_strretcode returns a static string for any code.
+    let text = unsafe {
+        let p = dds_strretcode(rc);
+        if p.is_null() {
+            format!("code {rc}")
+        } else {
+            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    };
+    DriverError::Protocol {
+        addr: what.into(),
+        msg: format!("Cyclone DDS: {text}"),
+    }
+}
+
+fn check(what: &str, rc: i32) -> Result<i32, DriverError> {
+    if rc < 0 {
+        Err(err(what, rc))
+    } else {
+        Ok(rc)
+    }
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', "")).expect("NULs removed")
+}
+
+/// One DDS domain (configured from XML) with one participant and the Bytes type.
+pub struct Domain {
+    domain: dds_entity_t,
+    participant: dds_entity_t,
+    descriptor: Box<dds_topic_descriptor_t>,
+    _type_name: CString,
+}
+
+impl Domain {
+    pub fn new(id: u32, xml: &str, type_name: &str) -> Result<Domain, DriverError> {
+        let cxml = cstring(xml);
+        let tn = cstring(type_name);
+        // SAFETY: valid C strings; entities are checked.
+        unsafe {
+            let domain = check("dds_create_domain", dds_create_domain(id, cxml.as_ptr()))?;
+            let participant = dds_create_participant(id, ptr::null(), ptr::null());
+            if participant < 0 {
+                dds_delete(domain);
+                return Err(err("dds_create_participant", participant));
+            }
+            let mut d: dds_topic_descriptor_t = std::mem::zeroed();
+            let descriptor = Box::new(dds_topic_descriptor_t {
+                m_size: std::mem::size_of::<OctetSeq>() as u32,
+                m_align: std::mem::align_of::<OctetSeq>() as u32,
+                m_flagset: 0,
+                m_nkeys: 0,
+                m_typename: tn.as_ptr(),
+                m_keys: ptr::null(),
+                m_nops: OPS.len() as u32,
+                m_ops: OPS.as_ptr(),
+                m_meta: c"".as_ptr(),
+                type_information: std::mem::replace(&mut d.type_information, std::mem::zeroed()),
+                type_mapping: std::mem::replace(&mut d.type_mapping, std::mem::zeroed()),
+                restrict_data_representation: 0,
+            });
+            Ok(Domain {
+                domain,
+                participant,
+                descriptor,
+                _type_name: tn,
+            })
+        }
+    }
+
+    fn topic(&self, name: &str) -> Result<dds_entity_t, DriverError> {
+        let cname = cstring(name);
+        // SAFETY: the descriptor outlives the participant (deleted in Drop first).
+        unsafe {
+            check(
+                name,
+                dds_create_topic(
+                    self.participant,
+                    &*self.descriptor,
+                    cname.as_ptr(),
+                    ptr::null(),
+                    ptr::null(),
+                ),
+            )
+        }
+    }
+
+    pub fn writer(&self, topic: &str, qos: &Qos) -> Result<Writer, DriverError> {
+        let t = self.topic(topic)?;
+        // SAFETY: live participant/topic/qos.
+        let w = unsafe { dds_create_writer(self.participant, t, qos.0, ptr::null()) };
+        Ok(Writer {
+            w: check(topic, w)?,
+            topic: topic.into(),
+            sample: OctetSeq {
+                maximum: 0,
+                length: 0,
+                buffer: ptr::null_mut(),
+                release: false,
+            },
+        })
+    }
+
+    /// A reader whose reusable sample holds messages up to `capacity` bytes.
+    pub fn reader(&self, topic: &str, qos: &Qos, capacity: usize) -> Result<Reader, DriverError> {
+        let t = self.topic(topic)?;
+        // SAFETY: live entities; the buffer comes from malloc so Cyclone may realloc/free it.
+        unsafe {
+            let r = check(topic, dds_create_reader(self.participant, t, qos.0, ptr::null()))?;
+            let rc = check(topic, dds_create_readcondition(r, ANY_STATE))?;
+            let ws = check(topic, dds_create_waitset(self.participant))?;
+            check(topic, dds_waitset_attach(ws, rc, r as dds_attach_t))?;
+            let cap = capacity.max(64);
+            let buffer = libc::malloc(cap) as *mut u8;
+            if buffer.is_null() {
+                return Err(DriverError::Protocol {
+                    addr: topic.into(),
+                    msg: format!("cannot allocate a {cap}-byte sample"),
+                });
+            }
+            Ok(Reader {
+                r,
+                cond: rc,
+                ws,
+                topic: topic.into(),
+                sample: Box::new(OctetSeq {
+                    maximum: cap as u32,
+                    length: 0,
+                    buffer,
+                    release: true,
+                }),
+                seen_total: Cell::new(u32::MAX),
+                seen_current: Cell::new(u32::MAX),
+            })
+        }
+    }
+
+    /// One waitset over the read conditions of several readers.
+    pub fn waitset(&self, readers: &[Reader]) -> Result<WaitSet, DriverError> {
+        // SAFETY: live entities.
+        unsafe {
+            let ws = check("dds_create_waitset", dds_create_waitset(self.participant))?;
+            for r in readers {
+                check(&r.topic, dds_waitset_attach(ws, r.cond, r.r as dds_attach_t))?;
+            }
+            Ok(WaitSet(ws))
+        }
+    }
+}
+
+impl Drop for Domain {
+    fn drop(&mut self) {
+        // SAFETY: deleting a participant deletes its children; then the domain.
+        unsafe {
+            dds_delete(self.participant);
+            dds_delete(self.domain);
+        }
+    }
+}
+
+pub struct Qos(*mut dds_qos_t);
+
+impl Qos {
+    pub fn new(spec: &QosSpec) -> Qos {
+        // SAFETY: a fresh qos object, set with valid kinds.
+        unsafe {
+            let q = dds_create_qos();
+            dds_qset_reliability(
+                q,
+                if spec.reliable {
+                    dds_reliability_kind_DDS_RELIABILITY_RELIABLE
+                } else {
+                    dds_reliability_kind_DDS_RELIABILITY_BEST_EFFORT
+                },
+                MAX_BLOCKING_NS,
+            );
+            let (kind, depth) = if spec.depth == 0 {
+                (dds_history_kind_DDS_HISTORY_KEEP_ALL, 1)
+            } else {
+                (dds_history_kind_DDS_HISTORY_KEEP_LAST, spec.depth)
+            };
+            dds_qset_history(q, kind, depth);
+            if spec.transient_local {
+                dds_qset_durability(q, dds_durability_kind_DDS_DURABILITY_TRANSIENT_LOCAL);
+                dds_qset_durability_service(q, 0, kind, depth, -1, -1, -1);
+            } else {
+                dds_qset_durability(q, dds_durability_kind_DDS_DURABILITY_VOLATILE);
+            }
+            Qos(q)
+        }
+    }
+}
+
+impl Drop for Qos {
+    fn drop(&mut self) {
+        // SAFETY: created by dds_create_qos.
+        unsafe { dds_delete_qos(self.0) }
+    }
+}
+
+pub struct Writer {
+    w: dds_entity_t,
+    topic: String,
+    sample: OctetSeq,
+}
+
+impl Writer {
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Write one message (Cyclone serialises it from `msg`, no copy of ours).  A
+    /// full reliable history blocks; we retry until `give_up_ns` or a signal.
+    #[inline]
+    pub fn write(&mut self, msg: &[u8], give_up_ns: u64) -> Result<(), DriverError> {
+        self.sample.buffer = msg.as_ptr() as *mut u8;
+        self.sample.length = msg.len() as u32;
+        self.sample.maximum = msg.len() as u32;
+        self.sample.release = false;
+        loop {
+            // SAFETY: the sample points at `msg`, alive for the call; Cyclone only reads it.
+            let rc = unsafe { dds_write(self.w, &self.sample as *const OctetSeq as *const c_void) };
+            match rc {
+                0.. => return Ok(()),
+                RET_TIMEOUT => {
+                    if stop_requested() {
+                        return Err(DriverError::Interrupted);
+                    }
+                    if now_ns() >= give_up_ns {
+                        return Err(DriverError::GaveUp {
+                            what: format!("writing to {} (history full)", self.topic),
+                            timeout_ms: 0,
+                        });
+                    }
+                }
+                _ => return Err(err(&self.topic, rc)),
+            }
+        }
+    }
+
+    pub fn guid(&self) -> Result<[u8; 16], DriverError> {
+        let mut g: dds_guid_t = unsafe { std::mem::zeroed() };
+        // SAFETY: live writer, out-parameter of the right type.
+        check(&self.topic, unsafe { dds_get_guid(self.w, &mut g) })?;
+        Ok(g.v)
+    }
+
+    pub fn matched_count(&self) -> Result<u32, DriverError> {
+        let mut s: dds_publication_matched_status_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        check(&self.topic, unsafe {
+            dds_get_publication_matched_status(self.w, &mut s)
+        })?;
+        Ok(s.current_count)
+    }
+
+    pub fn wait_for_acks(&self, timeout_ns: i64) -> Result<(), DriverError> {
+        // SAFETY: live writer.
+        check(&self.topic, unsafe { dds_wait_for_acks(self.w, timeout_ns) }).map(|_| ())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // SAFETY: our entity (already gone if the domain went first: then an error code).
+        unsafe { dds_delete(self.w) };
+    }
+}
+
+pub struct Reader {
+    r: dds_entity_t,
+    cond: dds_entity_t,
+    ws: dds_entity_t,
+    topic: String,
+    sample: Box<OctetSeq>,
+    seen_total: Cell<u32>,
+    seen_current: Cell<u32>,
+}
+
+impl Reader {
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Take one valid sample into `buf`: (length, publication handle), or None.
+    #[inline]
+    pub fn take(&mut self, buf: &mut [u8], _dom: &Domain) -> Result<Option<(usize, u64)>, DriverError> {
+        loop {
+            let mut samples = [&mut *self.sample as *mut OctetSeq as *mut c_void];
+            let mut info: [dds_sample_info_t; 1] = unsafe { std::mem::zeroed() };
+            // SAFETY: one sample slot pointing at our OctetSeq (its buffer from malloc).
+            let n = unsafe { dds_take(self.r, samples.as_mut_ptr(), info.as_mut_ptr(), 1, 1) };
+            if n < 0 {
+                return Err(err(&self.topic, n));
+            }
+            if n == 0 {
+                return Ok(None);
+            }
+            if !info[0].valid_data {
+                continue; // a writer went away: no data
+            }
+            let len = self.sample.length as usize;
+            if len > buf.len() {
+                return Err(DriverError::TooLarge {
+                    size: len,
+                    limit: buf.len(),
+                });
+            }
+            // SAFETY: Cyclone filled `length` bytes at `buffer`.
+            unsafe { ptr::copy_nonoverlapping(self.sample.buffer, buf.as_mut_ptr(), len) };
+            return Ok(Some((len, info[0].publication_handle)));
+        }
+    }
+
+    /// Block until data may be there or `deadline_ns`.
+    #[inline]
+    pub fn wait(&self, deadline_ns: u64) -> Result<(), DriverError> {
+        wait_on(self.ws, &self.topic, deadline_ns)
+    }
+
+    fn status(&self) -> Result<dds_subscription_matched_status_t, DriverError> {
+        let mut s: dds_subscription_matched_status_t = unsafe { std::mem::zeroed() };
+        // SAFETY: live reader, out-parameter of the right type.
+        check(&self.topic, unsafe {
+            dds_get_subscription_matched_status(self.r, &mut s)
+        })?;
+        Ok(s)
+    }
+
+    pub fn matched_count(&self) -> Result<u32, DriverError> {
+        Ok(self.status()?.current_count)
+    }
+
+    /// True when the matched writers changed since the last call (true the first time).
+    pub fn matched_changed(&self) -> Result<bool, DriverError> {
+        let s = self.status()?;
+        let changed = s.total_count != self.seen_total.get() || s.current_count != self.seen_current.get();
+        self.seen_total.set(s.total_count);
+        self.seen_current.set(s.current_count);
+        Ok(changed)
+    }
+
+    pub fn all_writers_gone(&self) -> Result<bool, DriverError> {
+        let s = self.status()?;
+        Ok(s.total_count >= 1 && s.current_count == 0)
+    }
+
+    /// The GUIDs (16 bytes each, sorted) of the writers this reader matched.
+    pub fn matched_writer_guids(&self, out: &mut Vec<u8>) -> Result<(), DriverError> {
+        out.clear();
+        let mut handles = [0 as dds_instance_handle_t; 256];
+        // SAFETY: live reader; the endpoint data is freed after reading its key.
+        unsafe {
+            let n = check(
+                &self.topic,
+                dds_get_matched_publications(self.r, handles.as_mut_ptr(), handles.len()),
+            )? as usize;
+            let mut guids: Vec<[u8; 16]> = Vec::with_capacity(n);
+            for h in &handles[..n.min(handles.len())] {
+                let ep = dds_get_matched_publication_data(self.r, *h);
+                if !ep.is_null() {
+                    guids.push((*ep).key.v);
+                    dds_builtintopic_free_endpoint(ep);
+                }
+            }
+            guids.sort();
+            for g in guids {
+                out.extend_from_slice(&g);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // SAFETY: our entities; the buffer is Cyclone-compatible malloc memory.
+        unsafe {
+            dds_delete(self.ws);
+            dds_delete(self.r);
+            if self.sample.release && !self.sample.buffer.is_null() {
+                libc::free(self.sample.buffer as *mut c_void);
+            }
+        }
+    }
+}
+
+pub struct WaitSet(dds_entity_t);
+
+impl WaitSet {
+    pub fn wait(&self, deadline_ns: u64) -> Result<(), DriverError> {
+        wait_on(self.0, "dds waitset", deadline_ns)
+    }
+}
+
+impl Drop for WaitSet {
+    fn drop(&mut self) {
+        // SAFETY: our entity.
+        unsafe { dds_delete(self.0) };
+    }
+}
+
+fn wait_on(ws: dds_entity_t, what: &str, deadline_ns: u64) -> Result<(), DriverError> {
+    let left = deadline_ns.saturating_sub(now_ns()) as i64;
+    if left <= 0 {
+        return Ok(());
+    }
+    // SAFETY: live waitset; no attach results wanted.
+    let rc = unsafe { dds_waitset_wait(ws, ptr::null_mut(), 0, left) };
+    if rc < 0 {
+        return Err(err(what, rc));
+    }
+    Ok(())
+}

@@ -1,0 +1,738 @@
+//! The `zenoh` driver (the `zenoh` crate, 1.x), and the in-process zenoh router
+//! behind `roughnet-agent router`.
+//!
+//! Zenoh runs its own tokio runtime inside the session; this driver uses the
+//! crate's blocking API (`Wait`) and its FIFO channel handlers with deadlines, so
+//! the patterns stay synchronous.  Layout of keys under the run's `topic` (default
+//! `roughnet/default`):
+//!
+//! | key | who declares | what |
+//! |---|---|---|
+//! | `<topic>/data` | senders publish, receivers subscribe | stream and bulk messages |
+//! | `<topic>/ping` | pingers publish, pongers subscribe | requests (fan-out to every ponger) |
+//! | `<topic>/pong/<addr>` | ponger with `listen` = addr publishes | its replies (the pinger tells pongers apart by key) |
+//! | `<topic>/rx/<addr>`, `<topic>/ponger/<addr>` | liveliness tokens | "subscribed and ready" |
+//!
+//! This follows zenoh's own z_ping/z_pong (two publishers and two subscribers).
+//! A sender or pinger waits until it sees the liveliness token of every peer in
+//! `cfg.peers` (declared after the peer's subscriber, on the same session, so
+//! its subscription is known) before the first message: nothing is lost to
+//! discovery.  At the end it waits (bounded) until the tokens are gone, so the
+//! session is not closed under queued data.
+//!
+//! Modes: `peer` (receivers listen on `<transport>/<listen>`, senders connect to
+//! `<transport>/<peer>`; with `multicast_scouting` they find each other by
+//! scouting instead of connecting) and `client` (everyone connects to `broker`,
+//! a zenoh router such as `roughnet-agent router`).
+
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use zenoh::handlers::{FifoChannel, FifoChannelHandler};
+use zenoh::pubsub::{Publisher, Subscriber};
+use zenoh::qos::{CongestionControl, Priority, Reliability};
+use zenoh::sample::Sample;
+use zenoh::{Session, Wait};
+
+use super::{options_error, Driver, DriverError, Receiver, Requester, Responder, Sender};
+use crate::clock::now_ns;
+use crate::config::{Config, ConfigError};
+use crate::signals::stop_requested;
+
+const KNOBS: [&str; 7] = [
+    "mode",
+    "transport",
+    "reliability",
+    "congestion_control",
+    "express",
+    "priority",
+    "multicast_scouting",
+];
+
+/// Largest message the driver accepts (zenoh fragments large payloads).
+pub const MAX_MESSAGE: usize = 64 << 20;
+/// Samples a subscriber queues before zenoh's receive task waits (back-pressure).
+const FIFO_CAPACITY: usize = 1024;
+/// Best-effort end markers are repeated like UDP's.
+const END_COPIES: u32 = 5;
+const END_GAP: Duration = Duration::from_millis(10);
+/// How long a sender waits, at the end, for receivers to leave before closing.
+const LEAVE_WAIT: Duration = Duration::from_secs(3);
+/// How long a ponger waits for the pinger's reply subscription to be known.
+const MATCH_WAIT: Duration = Duration::from_secs(2);
+const POLL: Duration = Duration::from_millis(20);
+pub const DEFAULT_TOPIC: &str = "roughnet/default";
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZenohOptions {
+    pub mode: Option<String>,
+    pub transport: Option<String>,
+    pub reliability: Option<String>,
+    pub congestion_control: Option<String>,
+    pub express: Option<bool>,
+    pub priority: Option<u8>,
+    pub multicast_scouting: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Peer,
+    Client,
+}
+
+pub struct Zenoh {
+    mode: Mode,
+    transport: &'static str,
+    reliable: bool,
+    block: bool,
+    express: bool,
+    priority: Priority,
+    scouting: bool,
+    broker: Option<String>,
+    topic: String,
+}
+
+fn pick(
+    knob: &str,
+    value: &Option<String>,
+    allowed: &[&'static str],
+) -> Result<&'static str, ConfigError> {
+    match value {
+        None => Ok(allowed[0]),
+        Some(v) => allowed.iter().copied().find(|a| a == v).ok_or_else(|| {
+            ConfigError::invalid(
+                format!("options.{knob}"),
+                format!("{v:?}"),
+                format!("one of {} for protocol zenoh", allowed.join(", ")),
+            )
+        }),
+    }
+}
+
+impl Zenoh {
+    pub fn from_config(cfg: &Config) -> Result<Zenoh, ConfigError> {
+        let o: ZenohOptions =
+            serde_json::from_value(serde_json::Value::Object(cfg.options.clone()))
+                .map_err(|e| options_error("zenoh", &KNOBS, e))?;
+        let mode = match pick("mode", &o.mode, &["peer", "client"])? {
+            "peer" => Mode::Peer,
+            _ => Mode::Client,
+        };
+        let transport = pick("transport", &o.transport, &["tcp", "udp", "quic"])?;
+        if transport == "quic" {
+            // zenoh's QUIC links need a TLS certificate and key on the listener and a
+            // trusted root on the connector; the agent has no certificate plumbing yet.
+            return Err(ConfigError::invalid(
+                "options.transport",
+                "\"quic\"",
+                "tcp or udp for protocol zenoh (quic needs TLS certificates, not supported by this agent yet)",
+            ));
+        }
+        let reliable = pick("reliability", &o.reliability, &["reliable", "best_effort"])? == "reliable";
+        let block = pick("congestion_control", &o.congestion_control, &["block", "drop"])? == "block";
+        let priority = match o.priority.unwrap_or(5) {
+            1 => Priority::RealTime,
+            2 => Priority::InteractiveHigh,
+            3 => Priority::InteractiveLow,
+            4 => Priority::DataHigh,
+            5 => Priority::Data,
+            6 => Priority::DataLow,
+            7 => Priority::Background,
+            p => {
+                return Err(ConfigError::invalid(
+                    "options.priority",
+                    p,
+                    "1..7 for protocol zenoh (1 real time ... 5 data ... 7 background)",
+                ))
+            }
+        };
+        let scouting = o.multicast_scouting.unwrap_or(false);
+        if mode == Mode::Peer {
+            super::require_endpoints(cfg)?;
+        }
+        if mode == Mode::Client && cfg.broker.is_none() {
+            return Err(ConfigError::Missing {
+                key: "broker",
+                when: "for protocol zenoh in mode client (IP:PORT of the zenoh router)".into(),
+            });
+        }
+        if mode == Mode::Client && scouting {
+            return Err(ConfigError::invalid(
+                "options.multicast_scouting",
+                true,
+                "false for protocol zenoh in mode client (clients connect to `broker`)",
+            ));
+        }
+        let topic = cfg.topic.clone().unwrap_or_else(|| DEFAULT_TOPIC.into());
+        zenoh::key_expr::KeyExpr::try_from(format!("{topic}/data")).map_err(|e| {
+            ConfigError::invalid(
+                "topic",
+                format!("{topic:?}"),
+                format!("a zenoh key expression such as \"roughnet/0123\" ({e})"),
+            )
+        })?;
+        Ok(Zenoh {
+            mode,
+            transport,
+            reliable,
+            block,
+            express: o.express.unwrap_or(false),
+            priority,
+            scouting,
+            broker: cfg.broker.clone(),
+            topic,
+        })
+    }
+
+    fn endpoint(&self, addr: &SocketAddr) -> String {
+        format!("{}/{}", self.transport, addr)
+    }
+
+    /// Open a session: `listen` for receivers/pongers (peer mode), `connect` for the others.
+    fn open(&self, cfg: &Config, listen: Option<SocketAddr>) -> Result<Session, DriverError> {
+        let what = listen
+            .map(|l| self.endpoint(&l))
+            .unwrap_or_else(|| "zenoh session".into());
+        let conf_err = |e: zenoh::Error| DriverError::Protocol {
+            addr: what.clone(),
+            msg: format!("zenoh configuration: {e}"),
+        };
+        let mut c = zenoh::Config::default();
+        let json = |v: &serde_json::Value| v.to_string();
+        let (listen_eps, connect_eps): (Vec<String>, Vec<String>) = match self.mode {
+            Mode::Client => (
+                vec![],
+                vec![format!(
+                    "tcp/{}",
+                    self.broker.as_deref().expect("checked: client has a broker")
+                )],
+            ),
+            Mode::Peer => (
+                listen.iter().map(|l| self.endpoint(l)).collect(),
+                if self.scouting || listen.is_some() {
+                    vec![]
+                } else {
+                    cfg.peers.iter().map(|p| self.endpoint(p)).collect()
+                },
+            ),
+        };
+        let mode = if self.mode == Mode::Client { "client" } else { "peer" };
+        c.insert_json5("mode", &json(&mode.into())).map_err(conf_err)?;
+        c.insert_json5("listen/endpoints", &json(&listen_eps.clone().into()))
+            .map_err(conf_err)?;
+        c.insert_json5("connect/endpoints", &json(&connect_eps.clone().into()))
+            .map_err(conf_err)?;
+        c.insert_json5("scouting/multicast/enabled", &json(&self.scouting.into()))
+            .map_err(conf_err)?;
+        if self.mode == Mode::Client {
+            // Retry the router until the run gives up, then fail the open.
+            let left_ms = cfg.give_up_ns().saturating_sub(now_ns()) / 1_000_000;
+            c.insert_json5("connect/timeout_ms", &left_ms.max(1).to_string())
+                .map_err(conf_err)?;
+            c.insert_json5("connect/exit_on_failure", "true")
+                .map_err(conf_err)?;
+        }
+        tracing::debug!(mode, ?listen_eps, ?connect_eps, "opening a zenoh session");
+        zenoh::open(c).wait().map_err(|e| DriverError::Protocol {
+            addr: what.clone(),
+            msg: format!("opening the zenoh session: {e}"),
+        })
+    }
+
+    fn publisher(&self, s: &Session, key: String) -> Result<Publisher<'static>, DriverError> {
+        s.declare_publisher(key.clone())
+            .reliability(if self.reliable {
+                Reliability::Reliable
+            } else {
+                Reliability::BestEffort
+            })
+            .congestion_control(if self.block {
+                CongestionControl::Block
+            } else {
+                CongestionControl::Drop
+            })
+            .express(self.express)
+            .priority(self.priority)
+            .wait()
+            .map_err(|e| DriverError::Protocol {
+                addr: key,
+                msg: format!("declaring the publisher: {e}"),
+            })
+    }
+
+    fn subscriber(
+        &self,
+        s: &Session,
+        key: String,
+    ) -> Result<Subscriber<FifoChannelHandler<Sample>>, DriverError> {
+        s.declare_subscriber(key.clone())
+            .with(FifoChannel::new(FIFO_CAPACITY))
+            .wait()
+            .map_err(|e| DriverError::Protocol {
+                addr: key,
+                msg: format!("declaring the subscriber: {e}"),
+            })
+    }
+
+    fn token(&self, s: &Session, key: String) -> Result<zenoh::liveliness::LivelinessToken, DriverError> {
+        s.liveliness()
+            .declare_token(key.clone())
+            .wait()
+            .map_err(|e| DriverError::Protocol {
+                addr: key,
+                msg: format!("declaring the liveliness token: {e}"),
+            })
+    }
+
+    /// Local address to print in `ready`: the listen locator zenoh bound, else `listen`.
+    fn local(&self, s: &Session, listen: Option<SocketAddr>) -> String {
+        if self.mode == Mode::Peer {
+            let locs = s.info().locators().wait();
+            if let Some(l) = locs.first() {
+                return l.address().to_string();
+            }
+        }
+        match listen {
+            Some(l) => l.to_string(),
+            None => format!("{} via {}", s.zid(), self.broker.as_deref().unwrap_or("?")),
+        }
+    }
+}
+
+/// A key chunk naming an address (`198.18.0.2:5201` -> `198.18.0.2_5201`).
+pub fn addr_key(a: &SocketAddr) -> String {
+    str_key(&a.to_string())
+}
+
+fn str_key(a: &str) -> String {
+    a.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
+        .collect()
+}
+
+fn instant_of(deadline_ns: u64) -> Instant {
+    Instant::now() + Duration::from_nanos(deadline_ns.saturating_sub(now_ns()))
+}
+
+/// Copy a sample's payload into `buf`; a payload longer than `buf` is an error.
+fn copy_payload(sample: &Sample, buf: &mut [u8]) -> Result<usize, DriverError> {
+    let p = sample.payload();
+    let n = p.len();
+    if n > buf.len() {
+        return Err(DriverError::TooLarge {
+            size: n,
+            limit: buf.len(),
+        });
+    }
+    let mut at = 0;
+    for s in p.slices() {
+        buf[at..at + s.len()].copy_from_slice(s);
+        at += s.len();
+    }
+    Ok(n)
+}
+
+/// Wait until the liveliness tokens `prefix/<addr>` of every peer are `present`
+/// (or all gone when `present` is false).  With no peers (client mode without
+/// `peers`) any one token will do.  Returns false at `until_ns`.
+fn await_tokens(
+    s: &Session,
+    prefix: &str,
+    peers: &[SocketAddr],
+    present: bool,
+    until_ns: u64,
+) -> Result<bool, DriverError> {
+    let wanted: Vec<String> = peers
+        .iter()
+        .map(|p| format!("{prefix}/{}", addr_key(p)))
+        .collect();
+    loop {
+        let replies = s
+            .liveliness()
+            .get(format!("{prefix}/*"))
+            .timeout(Duration::from_millis(500))
+            .wait()
+            .map_err(|e| DriverError::Protocol {
+                addr: prefix.into(),
+                msg: format!("liveliness query: {e}"),
+            })?;
+        let mut seen = Vec::new();
+        while let Ok(r) = replies.recv() {
+            if let Ok(sample) = r.result() {
+                seen.push(sample.key_expr().as_str().to_string());
+            }
+        }
+        let found = if wanted.is_empty() {
+            seen.len()
+        } else {
+            wanted.iter().filter(|w| seen.contains(w)).count()
+        };
+        let all = if wanted.is_empty() { found >= 1 } else { found == wanted.len() };
+        if (present && all) || (!present && found == 0) {
+            return Ok(true);
+        }
+        if stop_requested() {
+            return Err(DriverError::Interrupted);
+        }
+        if now_ns() >= until_ns {
+            if present {
+                tracing::warn!(
+                    "zenoh: saw {found} of {} peers under {prefix}/ ({seen:?})",
+                    wanted.len().max(1)
+                );
+            }
+            return Ok(false);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The key chunk naming this receiver/ponger: the address it reports in `ready`
+/// (what senders get as `peers`), else its zenoh id.
+fn self_key(s: &Session, listen: Option<SocketAddr>, local: &str) -> String {
+    match listen {
+        Some(_) => str_key(local),
+        None => s.zid().to_string(),
+    }
+}
+
+fn gave_up(what: &str, cfg: &Config) -> DriverError {
+    DriverError::GaveUp {
+        what: what.into(),
+        timeout_ms: cfg.timeout_ns / 1_000_000,
+    }
+}
+
+impl Driver for Zenoh {
+    fn name(&self) -> &'static str {
+        "zenoh"
+    }
+
+    fn max_message_bytes(&self) -> usize {
+        MAX_MESSAGE
+    }
+
+    fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
+        let session = self.open(cfg, None)?;
+        let publisher = self.publisher(&session, format!("{}/data", self.topic))?;
+        let rx_prefix = format!("{}/rx", self.topic);
+        if !await_tokens(&session, &rx_prefix, &cfg.peers, true, cfg.give_up_ns())? {
+            return Err(gave_up("waiting for the zenoh subscribers of every peer", cfg));
+        }
+        Ok(Box::new(ZenohSender {
+            publisher,
+            reliable: self.reliable,
+            peers: cfg.peers.clone(),
+            rx_prefix,
+            session,
+        }))
+    }
+
+    fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
+        let listen = cfg.listen;
+        let session = self.open(cfg, listen)?;
+        let subscriber = self.subscriber(&session, format!("{}/data", self.topic))?;
+        let local = self.local(&session, listen);
+        let me = self_key(&session, listen, &local);
+        let token = self.token(&session, format!("{}/rx/{me}", self.topic))?;
+        Ok(Box::new(ZenohReceiver {
+            local,
+            subscriber,
+            _token: token,
+            _session: session,
+        }))
+    }
+
+    fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
+        let session = self.open(cfg, None)?;
+        let (tx, rx) = mpsc::sync_channel::<(usize, Sample)>(FIFO_CAPACITY);
+        // One reply subscription per ponger (the index tells them apart); without
+        // `peers` (client mode) one for all, counted as one peer.
+        let keys: Vec<String> = if cfg.peers.is_empty() {
+            vec![format!("{}/pong/*", self.topic)]
+        } else {
+            cfg.peers
+                .iter()
+                .map(|p| format!("{}/pong/{}", self.topic, addr_key(p)))
+                .collect()
+        };
+        let mut subscribers = Vec::with_capacity(keys.len());
+        for (i, key) in keys.into_iter().enumerate() {
+            let tx = tx.clone();
+            let sub = session
+                .declare_subscriber(key.clone())
+                .callback(move |sample| {
+                    let _ = tx.send((i, sample));
+                })
+                .wait()
+                .map_err(|e| DriverError::Protocol {
+                    addr: key,
+                    msg: format!("declaring the reply subscriber: {e}"),
+                })?;
+            subscribers.push(sub);
+        }
+        let publisher = self.publisher(&session, format!("{}/ping", self.topic))?;
+        let prefix = format!("{}/ponger", self.topic);
+        if !await_tokens(&session, &prefix, &cfg.peers, true, cfg.give_up_ns())? {
+            return Err(gave_up("waiting for the zenoh subscribers of every ponger", cfg));
+        }
+        Ok(Box::new(ZenohRequester {
+            publisher,
+            replies: rx,
+            _subscribers: subscribers,
+            reliable: self.reliable,
+            peers: cfg.peers.clone(),
+            prefix,
+            session,
+        }))
+    }
+
+    fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
+        let listen = cfg.listen;
+        let session = self.open(cfg, listen)?;
+        let subscriber = self.subscriber(&session, format!("{}/ping", self.topic))?;
+        let local = self.local(&session, listen);
+        let me = self_key(&session, listen, &local);
+        let publisher = self.publisher(&session, format!("{}/pong/{me}", self.topic))?;
+        let token = self.token(&session, format!("{}/ponger/{me}", self.topic))?;
+        Ok(Box::new(ZenohResponder {
+            local,
+            subscriber,
+            publisher,
+            matched: false,
+            _token: token,
+            _session: session,
+        }))
+    }
+}
+
+fn put(publisher: &Publisher<'_>, msg: &[u8]) -> Result<(), DriverError> {
+    publisher
+        .put(msg)
+        .wait()
+        .map_err(|e| DriverError::Protocol {
+            addr: publisher.key_expr().to_string(),
+            msg: format!("put: {e}"),
+        })
+}
+
+/// Send the end marker (repeated when best effort), then wait for the peers' tokens to go.
+fn finish_with(
+    publisher: &Publisher<'_>,
+    reliable: bool,
+    end: &[u8],
+    session: &Session,
+    prefix: &str,
+    peers: &[SocketAddr],
+) -> Result<(), DriverError> {
+    let copies = if reliable { 1 } else { END_COPIES };
+    for k in 0..copies {
+        put(publisher, end)?;
+        if k + 1 < copies {
+            std::thread::sleep(END_GAP);
+        }
+    }
+    let until = now_ns() + LEAVE_WAIT.as_nanos() as u64;
+    if let Ok(false) = await_tokens(session, prefix, peers, false, until) {
+        tracing::debug!("zenoh: peers still present {LEAVE_WAIT:?} after the end marker");
+    }
+    Ok(())
+}
+
+pub struct ZenohSender {
+    publisher: Publisher<'static>,
+    reliable: bool,
+    peers: Vec<SocketAddr>,
+    rx_prefix: String,
+    session: Session,
+}
+
+impl Sender for ZenohSender {
+    #[inline]
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        put(&self.publisher, msg)?;
+        Ok(0)
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        finish_with(
+            &self.publisher,
+            self.reliable,
+            end,
+            &self.session,
+            &self.rx_prefix,
+            &self.peers,
+        )
+    }
+
+    fn peers(&self) -> usize {
+        self.peers.len().max(1)
+    }
+}
+
+pub struct ZenohReceiver {
+    local: String,
+    subscriber: Subscriber<FifoChannelHandler<Sample>>,
+    _token: zenoh::liveliness::LivelinessToken,
+    _session: Session,
+}
+
+impl Receiver for ZenohReceiver {
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        match self.subscriber.recv_deadline(instant_of(deadline_ns)) {
+            Ok(Some(sample)) => copy_payload(&sample, buf).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(DriverError::Protocol {
+                addr: self.local.clone(),
+                msg: format!("subscriber closed: {e}"),
+            }),
+        }
+    }
+
+    fn local_addr(&self) -> String {
+        self.local.clone()
+    }
+}
+
+pub struct ZenohRequester {
+    publisher: Publisher<'static>,
+    replies: mpsc::Receiver<(usize, Sample)>,
+    _subscribers: Vec<Subscriber<()>>,
+    reliable: bool,
+    peers: Vec<SocketAddr>,
+    prefix: String,
+    session: Session,
+}
+
+impl Requester for ZenohRequester {
+    #[inline]
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        put(&self.publisher, msg)?;
+        Ok(0)
+    }
+
+    #[inline]
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError> {
+        let wait = Duration::from_nanos(deadline_ns.saturating_sub(now_ns()));
+        match self.replies.recv_timeout(wait) {
+            Ok((peer, sample)) => Ok(Some((copy_payload(&sample, buf)?, peer))),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(DriverError::Protocol {
+                addr: self.publisher.key_expr().to_string(),
+                msg: "reply subscribers closed".into(),
+            }),
+        }
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        finish_with(
+            &self.publisher,
+            self.reliable,
+            end,
+            &self.session,
+            &self.prefix,
+            &self.peers,
+        )
+    }
+
+    fn peers(&self) -> usize {
+        self.peers.len().max(1)
+    }
+}
+
+pub struct ZenohResponder {
+    local: String,
+    subscriber: Subscriber<FifoChannelHandler<Sample>>,
+    publisher: Publisher<'static>,
+    /// The pinger's reply subscription has been seen (checked once, before the first reply).
+    matched: bool,
+    _token: zenoh::liveliness::LivelinessToken,
+    _session: Session,
+}
+
+impl Responder for ZenohResponder {
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        match self.subscriber.recv_deadline(instant_of(deadline_ns)) {
+            Ok(Some(sample)) => copy_payload(&sample, buf).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(DriverError::Protocol {
+                addr: self.local.clone(),
+                msg: format!("subscriber closed: {e}"),
+            }),
+        }
+    }
+
+    #[inline]
+    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        if !self.matched {
+            // The request came after the pinger subscribed to our replies, but the
+            // subscription may travel on another priority queue: wait for it once.
+            let until = Instant::now() + MATCH_WAIT;
+            while Instant::now() < until && !stop_requested() {
+                match self.publisher.matching_status().wait() {
+                    Ok(s) if s.matching() => break,
+                    _ => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+            self.matched = true;
+        }
+        put(&self.publisher, msg)
+    }
+
+    fn local_addr(&self) -> String {
+        self.local.clone()
+    }
+}
+
+/// `roughnet-agent router`: a zenoh router listening on `endpoints` (e.g.
+/// `tcp/198.18.0.1:7447`), multicast scouting off.  Prints `ready` once
+/// listening and runs until SIGTERM/SIGINT.
+pub fn run_router(endpoints: &[String]) -> Result<(), DriverError> {
+    let what = endpoints.join(",");
+    let conf_err = |e: zenoh::Error| DriverError::Protocol {
+        addr: what.clone(),
+        msg: format!("zenoh router configuration: {e}"),
+    };
+    let mut c = zenoh::Config::default();
+    c.insert_json5("mode", "\"router\"").map_err(conf_err)?;
+    c.insert_json5(
+        "listen/endpoints",
+        &serde_json::Value::from(endpoints.to_vec()).to_string(),
+    )
+    .map_err(conf_err)?;
+    c.insert_json5("listen/exit_on_failure", "true").map_err(conf_err)?;
+    c.insert_json5("scouting/multicast/enabled", "false")
+        .map_err(conf_err)?;
+    let session = zenoh::open(c).wait().map_err(|e| DriverError::Protocol {
+        addr: what.clone(),
+        msg: format!("starting the zenoh router: {e}"),
+    })?;
+    let locators: Vec<String> = session
+        .info()
+        .locators()
+        .wait()
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    crate::output::emit(
+        "ready",
+        serde_json::json!({"role": "router", "listen": what, "locators": locators}),
+    );
+    while !stop_requested() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::info!("zenoh router stopping");
+    session.close().wait().map_err(|e| DriverError::Protocol {
+        addr: what,
+        msg: format!("closing the zenoh router: {e}"),
+    })
+}
