@@ -203,12 +203,24 @@ fn zenoh_stream_reliable_1000() {
 }
 
 #[test]
-fn zenoh_stream_udp_express_priority() {
-    stream_1000(
-        "zenoh",
-        "zsu",
-        json!({"transport": "udp", "express": true, "priority": 2}),
+fn zenoh_stream_express_priority() {
+    stream_1000("zenoh", "zsx", json!({"express": true, "priority": 2}));
+}
+
+#[test]
+fn zenoh_over_udp_counts_what_arrives() {
+    // Zenoh's UDP links do not retransmit: even `reliable` data can be lost on them.
+    let extra = json!({"messages": 1000, "rate_msgs_per_s": 20000.0,
+                       "options": {"transport": "udp"}});
+    let (rx, tx) = pair(
+        cfg("receiver", "zenoh", "stream", "zsu", extra.clone()),
+        cfg("sender", "zenoh", "stream", "zsu", extra),
     );
+    assert_eq!(tx["sent"], 1000);
+    let (r, l) = (rx["received"].as_u64().unwrap(), rx["lost"].as_u64().unwrap());
+    assert_eq!(r + l, 1000, "{rx}");
+    assert!(r > 0, "{rx}");
+    assert_eq!(rx["bad_messages"], 0, "{rx}");
 }
 
 #[test]
