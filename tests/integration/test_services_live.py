@@ -9,7 +9,6 @@ with log lines, and checks ``stop_services`` leaves no process.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import signal

@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
