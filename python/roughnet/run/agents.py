@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentError
+from ..errors import AgentError, ServiceError
 from ..runspec import Run, Workload
 
 log = logging.getLogger(__name__)
@@ -212,11 +212,32 @@ def start_agent(topo, agent_path: Path, spec: AgentSpec, artifacts: Path) -> Age
     return agent
 
 
-def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[AgentSpec]) -> list[AgentProcess]:
+#: How often a running run is checked on (services alive) while the sender works.
+WATCH_PERIOD_S = 0.5
+
+
+def _wait_watching(agent: AgentProcess, budget_s: float, watch) -> bool:
+    """Wait for ``agent`` to finish; every WATCH_PERIOD_S ask ``watch()`` whether the run must stop."""
+    deadline = time.monotonic() + budget_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        if agent.wait_done(min(left, WATCH_PERIOD_S)):
+            return True
+        if watch is not None:
+            reason = watch()
+            if reason:
+                raise ServiceError(reason)
+
+
+def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[AgentSpec],
+               watch=None) -> list[AgentProcess]:
     """Start receivers, wait until each is ready, start the sender, wait for everyone's result.
 
     Returns every agent (with ``result`` or ``error`` filled in).  Raises
-    AgentError when a receiver never becomes ready or the sender fails.
+    AgentError when a receiver never becomes ready or the sender fails, and
+    ServiceError as soon as ``watch()`` returns a reason (a broker died).
     """
     w = run.workload
     agents: list[AgentProcess] = []
@@ -229,7 +250,7 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
         agents.append(sender)
         budget = w.timeout_ns / 1e9 + DRAIN_GRACE_S
         t0 = time.monotonic()
-        if not sender.wait_done(budget):
+        if not _wait_watching(sender, budget, watch):
             sender.stop()
         # Receivers end by themselves once they have everything (or saw the end marker);
         # give them the drain grace, then ask them to report what they have.

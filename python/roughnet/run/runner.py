@@ -138,18 +138,21 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
             link_engines[link.index] = eng
         hosts = run.host_names()
         tcp_before = {h: tcp_counters(topology, h) for h in hosts}
-        broker_of = extra = None
+        broker_of = extra = watch = None
         if run.services:
             from .. import services
 
             handles = services.start_services(run, topology, artifacts)
             broker_of = handles[0].address
             extra = getattr(handles[0], "agent_options", None) or None
+
+            def watch():
+                return services.check_alive(handles)
         cpu = CpuSampler()
         cpu.start()
         try:
             specs = agent_specs(run, topology.address, broker_of, extra)
-            agents = run_agents(topology, pf.agent_path, run, artifacts, specs)
+            agents = run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch)
         finally:
             cpu_stats = cpu.stop()
         if handles:
