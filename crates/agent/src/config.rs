@@ -241,8 +241,11 @@ impl Config {
                 ))
             }
         };
+        let has_broker = raw.broker.as_deref().is_some_and(|b| !b.is_empty());
         let listen = match (role, &raw.listen) {
             (Role::Receiver | Role::Ponger, Some(s)) => Some(parse_addr("listen", s)?),
+            // Through a broker (`broker` set) a receiver binds nothing of its own.
+            (Role::Receiver | Role::Ponger, None) if has_broker => None,
             (Role::Receiver | Role::Ponger, None) => {
                 return Err(ConfigError::Missing {
                     key: "listen",
@@ -275,6 +278,8 @@ impl Config {
                     .map(|(i, s)| parse_addr(&format!("peers[{i}]"), s))
                     .collect::<Result<Vec<_>, _>>()?
             }
+            // Through a broker a sender publishes to `broker`, not to peers.
+            (Role::Sender | Role::Pinger, _) if has_broker => Vec::new(),
             (Role::Sender | Role::Pinger, _) => {
                 return Err(ConfigError::Missing {
                     key: "peers",
@@ -527,6 +532,25 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not a valid roughnet-agent object"));
+    }
+
+    #[test]
+    fn a_broker_replaces_listen_and_peers() {
+        let mut v = base();
+        v["peers"] = serde_json::Value::Null;
+        assert!(err_of(v.clone()).contains("`peers` is required"));
+        v["broker"] = "127.0.0.1:1883".into();
+        v["topic"] = "roughnet/abc".into();
+        let c = Config::parse(&v.to_string()).unwrap();
+        assert!(c.peers.is_empty());
+        assert_eq!(c.broker.as_deref(), Some("127.0.0.1:1883"));
+        let mut r = base();
+        r["role"] = "receiver".into();
+        r["peers"] = serde_json::Value::Null;
+        r["broker"] = "127.0.0.1:1883".into();
+        assert!(Config::parse(&r.to_string()).unwrap().listen.is_none());
+        r["broker"] = "".into();
+        assert!(err_of(r).contains("`listen` is required"));
     }
 
     #[test]

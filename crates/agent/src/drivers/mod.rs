@@ -68,6 +68,14 @@ use crate::message::{Header, FLAG_END};
 pub mod sys;
 pub mod tcp;
 pub mod udp;
+#[cfg(feature = "mqtt")]
+pub mod mqtt;
+#[cfg(feature = "kafka")]
+pub mod kafka;
+#[cfg(feature = "nats")]
+pub mod nats;
+#[cfg(any(feature = "mqtt", feature = "kafka", feature = "nats"))]
+pub mod brokered;
 #[cfg(feature = "zenoh")]
 pub mod zenoh;
 #[cfg(feature = "zmq")]
@@ -79,6 +87,12 @@ pub mod dds;
 pub const PROTOCOLS: &[&str] = &[
     "tcp",
     "udp",
+    #[cfg(feature = "mqtt")]
+    "mqtt",
+    #[cfg(feature = "kafka")]
+    "kafka",
+    #[cfg(feature = "nats")]
+    "nats",
     #[cfg(feature = "zenoh")]
     "zenoh",
     #[cfg(feature = "zmq")]
@@ -168,6 +182,12 @@ pub trait Sender {
 
     /// Number of peers messages fan out to.
     fn peers(&self) -> usize;
+
+    /// Extra fields for the sender's result line, read after `finish` (kafka:
+    /// `ack_latency`, from the delivery reports).  Default: none.
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 }
 
 /// Receiving from any number of senders.
@@ -373,9 +393,19 @@ pub fn require_endpoints(cfg: &Config) -> Result<(), ConfigError> {
 
 /// The driver for `cfg.protocol`, with its knobs parsed and sizes checked.
 pub fn create(cfg: &Config) -> Result<Box<dyn Driver>, ConfigError> {
+    // `broker` lets config leave out `listen` / `peers`; point-to-point protocols need them.
+    if matches!(cfg.protocol.as_str(), "tcp" | "udp") {
+        require_endpoints(cfg)?;
+    }
     let driver: Box<dyn Driver> = match cfg.protocol.as_str() {
         "tcp" => Box::new(tcp::Tcp::from_config(cfg)?),
         "udp" => Box::new(udp::Udp::from_config(cfg)?),
+        #[cfg(feature = "mqtt")]
+        "mqtt" => Box::new(mqtt::Mqtt::from_config(cfg)?),
+        #[cfg(feature = "kafka")]
+        "kafka" => Box::new(kafka::Kafka::from_config(cfg)?),
+        #[cfg(feature = "nats")]
+        "nats" => Box::new(nats::Nats::from_config(cfg)?),
         #[cfg(feature = "zenoh")]
         "zenoh" => Box::new(zenoh::Zenoh::from_config(cfg)?),
         #[cfg(feature = "zmq")]
@@ -436,13 +466,15 @@ mod tests {
     #[test]
     fn known_protocols_are_created() {
         for p in PROTOCOLS {
-            assert_eq!(create(&cfg(p, serde_json::json!({}))).unwrap().name(), *p);
+            // Brokered protocols take `broker`; the others ignore it.
+            let extra = serde_json::json!({"broker": "127.0.0.1:9"});
+            assert_eq!(create(&cfg(p, extra)).unwrap().name(), *p);
         }
     }
 
     #[test]
     fn driver_checks_name_the_protocol_and_the_limit() {
-        assert!(err("mqtt", serde_json::json!({})).contains("one of tcp, udp"));
+        assert!(err("pigeon", serde_json::json!({})).contains("one of tcp, udp"));
         let e = err("udp", serde_json::json!({"payload_bytes": 65_508}));
         assert!(
             e.contains("65508") && e.contains("65507") && e.contains("udp"),

@@ -108,16 +108,17 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         tracing::warn!("sending the end marker: {e}");
     }
     let (duration_s, throughput_bps) = span_and_rate(first, last, bytes);
-    output::emit(
-        "result",
-        json!({
-            "role": "sender", "pattern": "stream", "protocol": driver.name(), "peers": tx.peers(),
-            "sent": sent, "warmup_sent": warmup_sent, "bytes": bytes,
-            "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
-            "send_errors": send_errors, "end_reason": reason.as_str(),
-            "schedule": stats.to_json(), "cpu": cpu_json(),
-        }),
-    );
+    let mut result = json!({
+        "role": "sender", "pattern": "stream", "protocol": driver.name(), "peers": tx.peers(),
+        "sent": sent, "warmup_sent": warmup_sent, "bytes": bytes,
+        "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
+        "send_errors": send_errors, "end_reason": reason.as_str(),
+        "schedule": stats.to_json(), "cpu": cpu_json(),
+    });
+    if let Some(o) = result.as_object_mut() {
+        o.extend(tx.extra_results());
+    }
+    output::emit("result", result);
     Ok(())
 }
 

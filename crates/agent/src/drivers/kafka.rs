@@ -1,0 +1,660 @@
+//! The `kafka` driver: Apache Kafka through librdkafka (`rdkafka`, built from its
+//! bundled sources), with the blocking `BaseProducer` and `BaseConsumer`.
+//!
+//! librdkafka runs its own threads.  The producer is rdkafka's `ThreadedProducer`,
+//! whose thread serves delivery reports as they come (so the ack time is taken
+//! when the broker's answer arrives, not at our next send); the consumer's
+//! rebalances and messages are served by our `poll` calls.
+//!
+//! Topics: the run's `topic` with `/` mapped to `-` (Kafka allows `[a-zA-Z0-9._-]`);
+//! ping and ramp use `<topic>-ping` and `<topic>-pong`.  The listening role
+//! (receiver, ponger) creates the topics it needs with `partitions` through the
+//! admin API (an existing topic is fine), so the runner does not have to.  Every
+//! consuming endpoint has its own consumer group (each receiver gets every
+//! message), reads from the beginning of the fresh per-run topic, and is ready only
+//! once the group coordinator assigned it partitions.  The sender records the
+//! produce (acknowledgement) latency from each delivery report into `ack_latency`.
+//! The end marker goes to every partition, so a receiver sees it after the data.
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{DeliveryResult, Message as _};
+use rdkafka::producer::{BaseRecord, Producer as _, ProducerContext, ThreadedProducer};
+use serde::Deserialize;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::brokered::{self, check_send, copy_into, protocol_error, until};
+use super::{Driver, DriverError, Receiver, Requester, Responder, Sender};
+use crate::clock::now_ns;
+use crate::config::{Config, ConfigError};
+use crate::hist::Latency;
+use crate::signals::stop_requested;
+
+const KNOBS: [&str; 8] = [
+    "acks",
+    "linger",
+    "batch_size",
+    "compression",
+    "idempotence",
+    "partitions",
+    "fetch_min_bytes",
+    "fetch_max_wait",
+];
+/// Largest message: below the broker's default `message.max.bytes` (1048588, a whole
+/// record batch) with room for the batch and record overhead.
+pub const MAX_MESSAGE: usize = 1_000_000;
+/// The producer's `message.max.bytes`: the broker's default limit for one batch.
+const PRODUCER_MAX_BYTES: &str = "1048588";
+/// Pause while librdkafka's queue is full.
+const QUEUE_FULL_WAIT: Duration = Duration::from_millis(1);
+/// How long `finish` waits for outstanding deliveries (at most the run's timeout).
+const FLUSH_WAIT_NS: u64 = 30_000_000_000;
+const SLICE: Duration = Duration::from_millis(50);
+
+fn default_acks() -> String {
+    "all".into()
+}
+fn default_linger() -> u64 {
+    5_000_000
+}
+fn default_batch() -> u64 {
+    1_000_000
+}
+fn default_compression() -> String {
+    "none".into()
+}
+fn one() -> u32 {
+    1
+}
+fn default_fetch_wait() -> u64 {
+    500_000_000
+}
+
+/// Knobs (docs/protocols.md): sizes in bytes, durations in ns.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaOptions {
+    #[serde(default = "default_acks")]
+    pub acks: String,
+    #[serde(default = "default_linger")]
+    pub linger: u64,
+    #[serde(default = "default_batch")]
+    pub batch_size: u64,
+    #[serde(default = "default_compression")]
+    pub compression: String,
+    #[serde(default)]
+    pub idempotence: bool,
+    #[serde(default = "one")]
+    pub partitions: u32,
+    #[serde(default = "one_u64")]
+    pub fetch_min_bytes: u64,
+    #[serde(default = "default_fetch_wait")]
+    pub fetch_max_wait: u64,
+}
+
+fn one_u64() -> u64 {
+    1
+}
+
+pub struct Kafka {
+    opts: KafkaOptions,
+    broker: String,
+    topic: String,
+}
+
+/// Kafka's topic name for a run topic: `/` becomes `-`, other characters Kafka
+/// refuses become `_`, at most 240 characters (room for `-ping`).
+pub fn kafka_topic(t: &str) -> String {
+    t.chars()
+        .map(|c| match c {
+            '/' => '-',
+            c if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' => c,
+            _ => '_',
+        })
+        .take(240)
+        .collect()
+}
+
+impl Kafka {
+    pub fn from_config(cfg: &Config) -> Result<Kafka, ConfigError> {
+        let opts: KafkaOptions = brokered::parse_options(cfg, "kafka", &KNOBS)?;
+        if !matches!(opts.acks.as_str(), "0" | "1" | "all") {
+            return Err(ConfigError::invalid(
+                "options.acks",
+                format!("{:?}", opts.acks),
+                "\"0\", \"1\" or \"all\"",
+            ));
+        }
+        if opts.linger > 900_000_000_000 {
+            return Err(ConfigError::invalid(
+                "options.linger",
+                format!("{} ns", opts.linger),
+                "at most 900 s (librdkafka's linger.ms range)",
+            ));
+        }
+        if !(1..=2_147_483_647).contains(&opts.batch_size) {
+            return Err(ConfigError::invalid(
+                "options.batch_size",
+                opts.batch_size,
+                "between 1 and 2147483647 bytes",
+            ));
+        }
+        if !matches!(
+            opts.compression.as_str(),
+            "none" | "gzip" | "snappy" | "lz4" | "zstd"
+        ) {
+            return Err(ConfigError::invalid(
+                "options.compression",
+                format!("{:?}", opts.compression),
+                "one of none, gzip, snappy, lz4, zstd",
+            ));
+        }
+        if opts.idempotence && opts.acks != "all" {
+            return Err(ConfigError::invalid(
+                "options.idempotence",
+                true,
+                format!(
+                    "false with acks = {:?} (an idempotent producer needs acks = \"all\")",
+                    opts.acks
+                ),
+            ));
+        }
+        if opts.partitions == 0 || opts.partitions > 10_000 {
+            return Err(ConfigError::invalid(
+                "options.partitions",
+                opts.partitions,
+                "between 1 and 10000",
+            ));
+        }
+        if !(1..=100_000_000).contains(&opts.fetch_min_bytes) {
+            return Err(ConfigError::invalid(
+                "options.fetch_min_bytes",
+                opts.fetch_min_bytes,
+                "between 1 and 100000000 bytes",
+            ));
+        }
+        if opts.fetch_max_wait < 1_000_000 || opts.fetch_max_wait > 300_000_000_000 {
+            return Err(ConfigError::invalid(
+                "options.fetch_max_wait",
+                format!("{} ns", opts.fetch_max_wait),
+                "between 1 ms and 300 s (librdkafka's fetch.wait.max.ms counts whole ms)",
+            ));
+        }
+        let (host, port) = brokered::broker_addr(cfg, "kafka")?;
+        let broker = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        Ok(Kafka {
+            opts,
+            broker,
+            topic: kafka_topic(&brokered::topic(cfg)),
+        })
+    }
+
+    fn producer_config(&self, cfg: &Config) -> ClientConfig {
+        let o = &self.opts;
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.broker)
+            .set("client.id", brokered::client_id("kafka", cfg))
+            .set("acks", &o.acks)
+            .set("linger.ms", format!("{}", o.linger as f64 / 1e6))
+            .set("batch.size", o.batch_size.to_string())
+            .set("compression.type", &o.compression)
+            .set("enable.idempotence", o.idempotence.to_string())
+            .set("message.max.bytes", PRODUCER_MAX_BYTES)
+            .set("log_level", "4");
+        c
+    }
+
+    fn consumer_config(&self, cfg: &Config) -> ClientConfig {
+        let o = &self.opts;
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.broker)
+            .set("client.id", brokered::client_id("kafka", cfg))
+            .set("group.id", brokered::client_id("kafka-group", cfg))
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "true")
+            .set("enable.partition.eof", "false")
+            .set("fetch.min.bytes", o.fetch_min_bytes.to_string())
+            .set(
+                "fetch.wait.max.ms",
+                (o.fetch_max_wait / 1_000_000).to_string(),
+            )
+            .set("log_level", "4");
+        c
+    }
+
+    fn kerr(&self, e: impl std::fmt::Display) -> DriverError {
+        protocol_error(&self.broker, e)
+    }
+
+    /// Create `topics` with `partitions` (replication 1); existing ones are fine.
+    fn create_topics(&self, cfg: &Config, topics: &[&str]) -> Result<(), DriverError> {
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &self.broker)
+            .set("log_level", "4")
+            .create()
+            .map_err(|e| self.kerr(e))?;
+        let new: Vec<NewTopic> = topics
+            .iter()
+            .map(|t| NewTopic::new(t, self.opts.partitions as i32, TopicReplication::Fixed(1)))
+            .collect();
+        let wait = Duration::from_nanos(
+            cfg.give_up_ns()
+                .saturating_sub(now_ns())
+                .min(30_000_000_000),
+        );
+        let opts = AdminOptions::new()
+            .operation_timeout(Some(wait))
+            .request_timeout(Some(wait));
+        let results = futures::executor::block_on(admin.create_topics(&new, &opts))
+            .map_err(|e| self.kerr(e))?;
+        for r in results {
+            match r {
+                Ok(t) => tracing::debug!(
+                    "kafka: created topic {t} with {} partitions",
+                    self.opts.partitions
+                ),
+                Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((t, code)) => return Err(self.kerr(format!("creating topic {t}: {code}"))),
+            }
+        }
+        Ok(())
+    }
+
+    fn producer(&self, cfg: &Config, topic: &str) -> Result<ProducerSide, DriverError> {
+        let p: ThreadedProducer<AckContext> = self
+            .producer_config(cfg)
+            .create_with_context(AckContext::default())
+            .map_err(|e| self.kerr(e))?;
+        // The topic exists once its listener said ready; wait for its partitions.
+        let partitions = loop {
+            check_send(cfg, "Kafka topic metadata")?;
+            match p.client().fetch_metadata(Some(topic), SLICE * 20) {
+                Ok(md) => {
+                    let n = md.topics().first().map_or(0, |t| {
+                        if t.error().is_none() {
+                            t.partitions().len()
+                        } else {
+                            0
+                        }
+                    });
+                    if n > 0 {
+                        break n as i32;
+                    }
+                }
+                Err(e) => tracing::debug!("kafka: metadata for {topic}: {e}"),
+            }
+            std::thread::sleep(SLICE);
+        };
+        Ok(ProducerSide {
+            producer: p,
+            topic: topic.to_string(),
+            partitions,
+        })
+    }
+
+    fn consumer(&self, cfg: &Config, topic: &str) -> Result<ConsumerSide, DriverError> {
+        let c: BaseConsumer = self
+            .consumer_config(cfg)
+            .create()
+            .map_err(|e| self.kerr(e))?;
+        c.subscribe(&[topic]).map_err(|e| self.kerr(e))?;
+        // Ready only once the group coordinator assigned us partitions.
+        let mut pending = VecDeque::new();
+        loop {
+            if stop_requested() {
+                return Err(DriverError::Interrupted);
+            }
+            if now_ns() >= cfg.give_up_ns() {
+                return Err(DriverError::GaveUp {
+                    what: format!(
+                        "a partition assignment for topic {topic} from {}",
+                        self.broker
+                    ),
+                    timeout_ms: cfg.timeout_ns / 1_000_000,
+                });
+            }
+            match c.poll(SLICE) {
+                Some(Ok(m)) => pending.push_back(m.payload().unwrap_or_default().to_vec()),
+                Some(Err(e)) => tracing::debug!("kafka: while joining the group: {e}"),
+                None => {}
+            }
+            if c.assignment().map(|a| a.count() > 0).unwrap_or(false) {
+                break;
+            }
+        }
+        tracing::debug!(
+            "kafka: assigned {:?}",
+            c.assignment().ok().map(|a| a.count())
+        );
+        Ok(ConsumerSide {
+            consumer: c,
+            pending,
+        })
+    }
+}
+
+impl Driver for Kafka {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn max_message_bytes(&self) -> usize {
+        MAX_MESSAGE
+    }
+
+    fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
+        let p = self.producer(cfg, &self.topic)?;
+        Ok(Box::new(KafkaEndpoint::new(self, cfg, Some(p), None)))
+    }
+
+    fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
+        self.create_topics(cfg, &[&self.topic])?;
+        let c = self.consumer(cfg, &self.topic)?;
+        Ok(Box::new(KafkaEndpoint::new(self, cfg, None, Some(c))))
+    }
+
+    fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
+        let (ping, pong) = (
+            format!("{}-ping", self.topic),
+            format!("{}-pong", self.topic),
+        );
+        let c = self.consumer(cfg, &pong)?;
+        let p = self.producer(cfg, &ping)?;
+        Ok(Box::new(KafkaEndpoint::new(self, cfg, Some(p), Some(c))))
+    }
+
+    fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
+        let (ping, pong) = (
+            format!("{}-ping", self.topic),
+            format!("{}-pong", self.topic),
+        );
+        self.create_topics(cfg, &[&ping, &pong])?;
+        let c = self.consumer(cfg, &ping)?;
+        let p = self.producer(cfg, &pong)?;
+        Ok(Box::new(KafkaEndpoint::new(self, cfg, Some(p), Some(c))))
+    }
+}
+
+/// Delivery reports: produce latency from each message's send time (the opaque).
+#[derive(Default)]
+struct AckContext {
+    acks: Mutex<Acks>,
+}
+
+#[derive(Default)]
+struct Acks {
+    latency: Latency,
+    failed: u64,
+    last_error: Option<String>,
+}
+
+impl ClientContext for AckContext {}
+
+impl ProducerContext for AckContext {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, r: &DeliveryResult<'_>, sent_ns: usize) {
+        let now = now_ns();
+        let mut a = self.acks.lock().unwrap_or_else(|p| p.into_inner());
+        match r {
+            Ok(_) => a.latency.record(now.saturating_sub(sent_ns as u64) as i64),
+            Err((e, _)) => {
+                a.failed += 1;
+                a.last_error = Some(e.to_string());
+            }
+        }
+    }
+}
+
+struct ProducerSide {
+    producer: ThreadedProducer<AckContext>,
+    topic: String,
+    partitions: i32,
+}
+
+struct ConsumerSide {
+    consumer: BaseConsumer,
+    /// Messages that arrived while waiting for the assignment.
+    pending: VecDeque<Vec<u8>>,
+}
+
+/// One Kafka client pair: every role is this (a sender has only the producer,
+/// a receiver only the consumer).
+pub struct KafkaEndpoint {
+    producer: Option<ProducerSide>,
+    consumer: Option<ConsumerSide>,
+    broker: String,
+    cfg: Config,
+    acks_zero: bool,
+}
+
+impl KafkaEndpoint {
+    fn new(
+        d: &Kafka,
+        cfg: &Config,
+        producer: Option<ProducerSide>,
+        consumer: Option<ConsumerSide>,
+    ) -> Self {
+        KafkaEndpoint {
+            producer,
+            consumer,
+            broker: d.broker.clone(),
+            cfg: cfg.clone(),
+            acks_zero: d.opts.acks == "0",
+        }
+    }
+
+    fn produce(&mut self, msg: &[u8], partition: Option<i32>) -> Result<(), DriverError> {
+        let p = self
+            .producer
+            .as_ref()
+            .expect("sending roles have a producer");
+        loop {
+            let mut rec =
+                BaseRecord::<(), [u8], usize>::with_opaque_to(&p.topic, now_ns() as usize)
+                    .payload(msg);
+            if let Some(i) = partition {
+                rec = rec.partition(i);
+            }
+            match p.producer.send(rec) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    check_send(
+                        &self.cfg,
+                        "producing to Kafka (the producer queue stayed full)",
+                    )?;
+                    std::thread::sleep(QUEUE_FULL_WAIT);
+                }
+                Err((e, _)) => return Err(protocol_error(&self.broker, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        let c = self
+            .consumer
+            .as_mut()
+            .expect("receiving roles have a consumer");
+        if let Some(m) = c.pending.pop_front() {
+            return copy_into(buf, &m).map(Some);
+        }
+        match c.consumer.poll(until(deadline_ns)) {
+            None => Ok(None),
+            Some(Ok(m)) => copy_into(buf, m.payload().unwrap_or_default()).map(Some),
+            Some(Err(e)) => Err(protocol_error(&self.broker, e)),
+        }
+    }
+
+    /// End marker to every partition, then wait for the deliveries.
+    fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        let n = self.producer.as_ref().map_or(0, |p| p.partitions);
+        for i in 0..n {
+            self.produce(end, Some(i))?;
+        }
+        let Some(p) = &self.producer else {
+            return Ok(());
+        };
+        let wait = Duration::from_nanos(
+            self.cfg
+                .give_up_ns()
+                .saturating_sub(now_ns())
+                .clamp(1_000_000, FLUSH_WAIT_NS),
+        );
+        p.producer
+            .flush(wait)
+            .map_err(|e| protocol_error(&self.broker, format!("flushing at the end: {e}")))?;
+        let a = p
+            .producer
+            .context()
+            .acks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if a.failed > 0 {
+            tracing::warn!(
+                "kafka: {} deliveries failed, the last: {:?}",
+                a.failed,
+                a.last_error
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Sender for KafkaEndpoint {
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.produce(msg, None)?;
+        Ok(0)
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        self.close(end)
+    }
+
+    fn peers(&self) -> usize {
+        1
+    }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        if let Some(p) = &self.producer {
+            let a = p
+                .producer
+                .context()
+                .acks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // acks = 0: the report comes when the request is written, not acknowledged.
+            m.insert("ack_latency".into(), a.latency.to_json());
+            m.insert("delivery_errors".into(), a.failed.into());
+            m.insert(
+                "acks".into(),
+                (if self.acks_zero { "0" } else { "broker" }).into(),
+            );
+        }
+        m
+    }
+}
+
+impl Receiver for KafkaEndpoint {
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        self.next(buf, deadline_ns)
+    }
+
+    fn local_addr(&self) -> String {
+        self.broker.clone()
+    }
+}
+
+impl Requester for KafkaEndpoint {
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.produce(msg, None)?;
+        Ok(0)
+    }
+
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError> {
+        Ok(self.next(buf, deadline_ns)?.map(|n| (n, 0)))
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        self.close(end)
+    }
+
+    fn peers(&self) -> usize {
+        1
+    }
+}
+
+impl Responder for KafkaEndpoint {
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        self.next(buf, deadline_ns)
+    }
+
+    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        self.produce(msg, None)
+    }
+
+    fn local_addr(&self) -> String {
+        self.broker.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(options: serde_json::Value) -> Config {
+        let v = serde_json::json!({"v":1,"role":"sender","protocol":"kafka","pattern":"stream",
+            "broker":"127.0.0.1:9092","topic":"roughnet/0123abc","payload_bytes":64,"messages":10,
+            "options":options});
+        Config::parse(&v.to_string()).unwrap()
+    }
+
+    fn err(options: serde_json::Value) -> String {
+        match Kafka::from_config(&cfg(options)) {
+            Ok(_) => panic!("accepted a bad configuration"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn knobs_are_checked_and_topics_mapped() {
+        let d = Kafka::from_config(&cfg(
+            serde_json::json!({"acks":"1","linger":0,"compression":"lz4"}),
+        ))
+        .unwrap();
+        assert_eq!(d.topic, "roughnet-0123abc");
+        let pc = d.producer_config(&cfg(serde_json::json!({})));
+        assert_eq!(pc.get("linger.ms"), Some("0"));
+        assert_eq!(pc.get("acks"), Some("1"));
+        let default = Kafka::from_config(&cfg(serde_json::json!({}))).unwrap();
+        let pc = default.producer_config(&cfg(serde_json::json!({})));
+        assert_eq!(pc.get("linger.ms"), Some("5"));
+        assert_eq!(pc.get("acks"), Some("all"));
+        assert!(err(serde_json::json!({"acks":"2"})).contains("\"0\", \"1\" or \"all\""));
+        assert!(err(serde_json::json!({"acks":"1","idempotence":true}))
+            .contains("needs acks = \"all\""));
+        assert!(err(serde_json::json!({"compression":"brotli"})).contains("zstd"));
+        assert!(err(serde_json::json!({"partitions":0})).contains("options.partitions"));
+        assert!(err(serde_json::json!({"fetch_max_wait":10})).contains("whole ms"));
+        let e = err(serde_json::json!({"qos":1}));
+        assert!(
+            e.contains("protocol kafka") && e.contains("fetch_max_wait"),
+            "{e}"
+        );
+        assert_eq!(kafka_topic("a/b c:d"), "a-b_c_d");
+    }
+}

@@ -1,0 +1,769 @@
+//! The `mqtt` driver: MQTT 3.1.1 and 5 through a broker (mosquitto), with the
+//! `rumqttc` client.
+//!
+//! Each endpoint owns one rumqttc `Client` and a thread that drives its
+//! `Connection` (rumqttc runs its own tokio runtime inside it) for the whole run;
+//! the thread hands incoming publications and acknowledgement counts to the
+//! blocking endpoint through a bounded channel, so a slow receiver holds back the
+//! socket (TCP back-pressure) instead of growing a queue.  The connection is never
+//! polled with a timeout: cancelling rumqttc's poll in mid-write can drop a packet.
+//!
+//! Topics: stream and bulk publish on `<topic>`; ping and ramp send requests on
+//! `<topic>/ping` and replies on `<topic>/pong`.  Receivers are ready after the
+//! broker's SUBACK.  Knobs: `version`, `qos`, `clean_session`, `keep_alive`,
+//! `inflight`, `tls` (+ `tls_ca`, the CA certificate the runner passes).
+
+use bytes::Bytes;
+use serde::Deserialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{
+    sync_channel, Receiver as ChanRx, RecvTimeoutError, SyncSender, TryRecvError,
+};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rumqttc::v5 as m5;
+
+use super::brokered::{self, check_send, copy_into, protocol_error, until};
+use super::{Driver, DriverError, Receiver, Requester, Responder, Sender};
+use crate::clock::now_ns;
+use crate::config::{Config, ConfigError, MAX_MESSAGE_BYTES};
+use crate::signals::stop_requested;
+
+const KNOBS: [&str; 7] = [
+    "version",
+    "qos",
+    "clean_session",
+    "keep_alive",
+    "inflight",
+    "tls",
+    "tls_ca",
+];
+/// Requests the client queues before `send` waits (rumqttc's request channel).
+const REQUEST_CAPACITY: usize = 64;
+/// Events the connection thread may hold for a receiver that is busy.
+const EVENT_CAPACITY: usize = 1024;
+/// Pause between attempts while the request queue is full or the broker refuses.
+const RETRY: Duration = Duration::from_micros(200);
+const CONNECT_RETRY: Duration = Duration::from_millis(50);
+/// rumqttc gives up on a connect or a flush after this (its default is 5 s, too
+/// short for a large message on a slow, lossy link).
+const NETWORK_TIMEOUT_S: u64 = 30;
+/// Copies of the end marker at QoS 0 (a broker may drop QoS 0 under load).
+const END_COPIES_QOS0: usize = 3;
+/// How long `finish` waits for the broker to acknowledge what is in flight.
+const FINISH_WAIT_NS: u64 = 10_000_000_000;
+
+fn default_version() -> String {
+    "3.1.1".into()
+}
+fn yes() -> bool {
+    true
+}
+fn default_keep_alive() -> u64 {
+    30_000_000_000
+}
+fn default_inflight() -> u32 {
+    100
+}
+
+/// Knobs (docs/protocols.md); durations in ns.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MqttOptions {
+    #[serde(default = "default_version")]
+    pub version: String,
+    #[serde(default)]
+    pub qos: u8,
+    #[serde(default = "yes")]
+    pub clean_session: bool,
+    #[serde(default = "default_keep_alive")]
+    pub keep_alive: u64,
+    #[serde(default = "default_inflight")]
+    pub inflight: u32,
+    #[serde(default)]
+    pub tls: bool,
+    pub tls_ca: Option<String>,
+}
+
+pub struct Mqtt {
+    opts: MqttOptions,
+    v5: bool,
+    host: String,
+    port: u16,
+    topic: String,
+}
+
+impl Mqtt {
+    pub fn from_config(cfg: &Config) -> Result<Mqtt, ConfigError> {
+        let opts: MqttOptions = brokered::parse_options(cfg, "mqtt", &KNOBS)?;
+        let v5 = match opts.version.as_str() {
+            "3.1.1" => false,
+            "5" | "5.0" => true,
+            other => {
+                return Err(ConfigError::invalid(
+                    "options.version",
+                    format!("{other:?}"),
+                    "\"3.1.1\" or \"5\"",
+                ))
+            }
+        };
+        if opts.qos > 2 {
+            return Err(ConfigError::invalid("options.qos", opts.qos, "0, 1 or 2"));
+        }
+        let ka = opts.keep_alive;
+        if ka != 0 && (ka % 1_000_000_000 != 0 || ka > 65_535_000_000_000) {
+            return Err(ConfigError::invalid(
+                "options.keep_alive",
+                format!("{ka} ns"),
+                "0 (off) or a whole number of seconds from 1 s to 65535 s (MQTT counts seconds)",
+            ));
+        }
+        if !(1..=65_535).contains(&opts.inflight) {
+            return Err(ConfigError::invalid(
+                "options.inflight",
+                opts.inflight,
+                "between 1 and 65535 messages",
+            ));
+        }
+        match (opts.tls, &opts.tls_ca) {
+            (true, None) => {
+                return Err(ConfigError::Missing {
+                    key: "options.tls_ca",
+                    when: "when options.tls is true (path of the CA certificate, PEM)".into(),
+                })
+            }
+            (false, Some(p)) => {
+                return Err(ConfigError::invalid(
+                    "options.tls_ca",
+                    format!("{p:?}"),
+                    "no tls_ca unless options.tls is true",
+                ))
+            }
+            _ => {}
+        }
+        let (host, port) = brokered::broker_addr(cfg, "mqtt")?;
+        Ok(Mqtt {
+            opts,
+            v5,
+            host,
+            port,
+            topic: brokered::topic(cfg),
+        })
+    }
+
+    fn open(
+        &self,
+        cfg: &Config,
+        subscribe: Option<String>,
+        publish: String,
+    ) -> Result<Box<MqttEndpoint>, DriverError> {
+        MqttEndpoint::open(self, cfg, subscribe, publish).map(Box::new)
+    }
+}
+
+impl Driver for Mqtt {
+    fn name(&self) -> &'static str {
+        "mqtt"
+    }
+
+    fn max_message_bytes(&self) -> usize {
+        MAX_MESSAGE_BYTES as usize
+    }
+
+    fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
+        Ok(self.open(cfg, None, self.topic.clone())?)
+    }
+
+    fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
+        Ok(self.open(cfg, Some(self.topic.clone()), self.topic.clone())?)
+    }
+
+    fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
+        let (ping, pong) = (
+            format!("{}/ping", self.topic),
+            format!("{}/pong", self.topic),
+        );
+        Ok(self.open(cfg, Some(pong), ping)?)
+    }
+
+    fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
+        let (ping, pong) = (
+            format!("{}/ping", self.topic),
+            format!("{}/pong", self.topic),
+        );
+        Ok(self.open(cfg, Some(ping), pong)?)
+    }
+}
+
+/// What the connection thread tells the endpoint.
+enum Event {
+    ConnAck(Result<(), String>),
+    SubAck(Result<(), String>),
+    Message(Bytes),
+    /// The connection ended; `refused` when the broker was not listening (retry).
+    Ended {
+        error: String,
+        refused: bool,
+    },
+}
+
+/// Publications written to the socket and acknowledged (QoS 1: PUBACK, 2: PUBCOMP).
+#[derive(Default)]
+struct Counters {
+    written: AtomicU64,
+    completed: AtomicU64,
+}
+
+enum Client {
+    V4(rumqttc::Client),
+    V5(m5::Client),
+}
+
+impl Client {
+    fn try_publish(&self, topic: &str, qos: u8, msg: &[u8]) -> bool {
+        match self {
+            Client::V4(c) => c.try_publish(topic, qos4(qos), false, msg.to_vec()).is_ok(),
+            Client::V5(c) => c
+                .try_publish(topic, qos5(qos), false, Bytes::copy_from_slice(msg))
+                .is_ok(),
+        }
+    }
+
+    fn subscribe(&self, topic: &str, qos: u8) -> Result<(), String> {
+        match self {
+            Client::V4(c) => c.subscribe(topic, qos4(qos)).map_err(|e| e.to_string()),
+            Client::V5(c) => c.subscribe(topic, qos5(qos)).map_err(|e| e.to_string()),
+        }
+    }
+
+    fn disconnect(&self) {
+        let _ = match self {
+            Client::V4(c) => c.disconnect().map_err(|e| e.to_string()),
+            Client::V5(c) => c.disconnect().map_err(|e| e.to_string()),
+        };
+    }
+}
+
+fn qos4(q: u8) -> rumqttc::QoS {
+    match q {
+        0 => rumqttc::QoS::AtMostOnce,
+        1 => rumqttc::QoS::AtLeastOnce,
+        _ => rumqttc::QoS::ExactlyOnce,
+    }
+}
+
+fn qos5(q: u8) -> m5::mqttbytes::QoS {
+    match q {
+        0 => m5::mqttbytes::QoS::AtMostOnce,
+        1 => m5::mqttbytes::QoS::AtLeastOnce,
+        _ => m5::mqttbytes::QoS::ExactlyOnce,
+    }
+}
+
+fn tls_transport(ca_path: &str) -> Result<rumqttc::Transport, DriverError> {
+    // rumqttc builds its rustls config with the process-wide provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let ca = std::fs::read(ca_path)
+        .map_err(|e| DriverError::io("read the MQTT TLS CA file", ca_path, e))?;
+    Ok(rumqttc::Transport::tls_with_config(
+        rumqttc::TlsConfiguration::Simple {
+            ca,
+            alpn: None,
+            client_auth: None,
+        },
+    ))
+}
+
+/// Drive a 3.1.1 connection until it ends; report what the endpoint needs.
+fn pump_v4(mut conn: rumqttc::Connection, tx: SyncSender<Event>, n: Arc<Counters>) {
+    use rumqttc::{ConnectReturnCode, Event as E, Outgoing, Packet, SubscribeReasonCode};
+    for ev in conn.iter() {
+        let out = match ev {
+            Ok(E::Incoming(Packet::Publish(p))) => Event::Message(p.payload),
+            Ok(E::Incoming(Packet::ConnAck(a))) => Event::ConnAck(match a.code {
+                ConnectReturnCode::Success => Ok(()),
+                c => Err(format!("the broker refused the connection: {c:?}")),
+            }),
+            Ok(E::Incoming(Packet::SubAck(s))) => Event::SubAck(
+                if s.return_codes
+                    .iter()
+                    .all(|c| matches!(c, SubscribeReasonCode::Success(_)))
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the broker refused the subscription: {:?}",
+                        s.return_codes
+                    ))
+                },
+            ),
+            Ok(E::Incoming(Packet::PubAck(_) | Packet::PubComp(_))) => {
+                n.completed.fetch_add(1, Ordering::Release);
+                continue;
+            }
+            Ok(E::Outgoing(Outgoing::Publish(_))) => {
+                n.written.fetch_add(1, Ordering::Release);
+                continue;
+            }
+            Ok(E::Outgoing(Outgoing::Disconnect)) => return,
+            Ok(_) => continue,
+            Err(e) => Event::Ended {
+                refused: refused4(&e),
+                error: e.to_string(),
+            },
+        };
+        let ended = matches!(out, Event::Ended { .. });
+        if tx.send(out).is_err() || ended {
+            return;
+        }
+    }
+}
+
+fn refused4(e: &rumqttc::ConnectionError) -> bool {
+    matches!(e, rumqttc::ConnectionError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
+}
+
+/// Drive an MQTT 5 connection until it ends (as [`pump_v4`]).
+fn pump_v5(mut conn: m5::Connection, tx: SyncSender<Event>, n: Arc<Counters>) {
+    use m5::mqttbytes::v5::{ConnectReturnCode, Packet, SubscribeReasonCode};
+    use m5::Event as E;
+    use rumqttc::Outgoing;
+    for ev in conn.iter() {
+        let out = match ev {
+            Ok(E::Incoming(Packet::Publish(p))) => Event::Message(p.payload),
+            Ok(E::Incoming(Packet::ConnAck(a))) => Event::ConnAck(match a.code {
+                ConnectReturnCode::Success => Ok(()),
+                c => Err(format!("the broker refused the connection: {c:?}")),
+            }),
+            Ok(E::Incoming(Packet::SubAck(s))) => Event::SubAck(
+                if s.return_codes
+                    .iter()
+                    .all(|c| matches!(c, SubscribeReasonCode::Success(_)))
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the broker refused the subscription: {:?}",
+                        s.return_codes
+                    ))
+                },
+            ),
+            Ok(E::Incoming(Packet::PubAck(_) | Packet::PubComp(_))) => {
+                n.completed.fetch_add(1, Ordering::Release);
+                continue;
+            }
+            Ok(E::Outgoing(Outgoing::Publish(_))) => {
+                n.written.fetch_add(1, Ordering::Release);
+                continue;
+            }
+            Ok(E::Outgoing(Outgoing::Disconnect)) => return,
+            Ok(_) => continue,
+            Err(e) => Event::Ended {
+                refused: matches!(&e, m5::ConnectionError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused),
+                error: e.to_string(),
+            },
+        };
+        let ended = matches!(out, Event::Ended { .. });
+        if tx.send(out).is_err() || ended {
+            return;
+        }
+    }
+}
+
+/// One MQTT client: every role (sender, receiver, pinger, ponger) is this.
+pub struct MqttEndpoint {
+    client: Client,
+    events: ChanRx<Event>,
+    counters: Arc<Counters>,
+    thread: Option<JoinHandle<()>>,
+    publish_topic: String,
+    qos: u8,
+    published: u64,
+    broker: String,
+    cfg: Config,
+}
+
+impl MqttEndpoint {
+    fn open(
+        d: &Mqtt,
+        cfg: &Config,
+        subscribe: Option<String>,
+        publish_topic: String,
+    ) -> Result<MqttEndpoint, DriverError> {
+        let broker = format!("{}:{}", d.host, d.port);
+        let transport = match &d.opts.tls_ca {
+            Some(p) if d.opts.tls => Some(tls_transport(p)?),
+            _ => None,
+        };
+        let id = brokered::client_id("mqtt", cfg);
+        // Connect, retrying while the broker is not listening yet.
+        let mut ep = loop {
+            let ep = Self::connect(
+                d,
+                cfg,
+                &id,
+                transport.clone(),
+                &broker,
+                publish_topic.clone(),
+            )?;
+            match ep.wait_for(cfg, "the broker's CONNACK", |e| match e {
+                Event::ConnAck(r) => Some(r),
+                _ => None,
+            }) {
+                Ok(()) => break ep,
+                Err(Retry::Refused(_)) if now_ns() < cfg.give_up_ns() => {
+                    drop(ep);
+                    std::thread::sleep(CONNECT_RETRY);
+                }
+                Err(r) => return Err(r.into_error(&broker, cfg)),
+            }
+        };
+        if let Some(t) = subscribe {
+            ep.client
+                .subscribe(&t, d.opts.qos)
+                .map_err(|e| protocol_error(&broker, e))?;
+            ep.wait_for(cfg, "the broker's SUBACK", |e| match e {
+                Event::SubAck(r) => Some(r),
+                _ => None,
+            })
+            .map_err(|r| r.into_error(&broker, cfg))?;
+            tracing::debug!("mqtt: subscribed to {t} at {broker}");
+        }
+        ep.qos = d.opts.qos;
+        Ok(ep)
+    }
+
+    fn connect(
+        d: &Mqtt,
+        cfg: &Config,
+        id: &str,
+        transport: Option<rumqttc::Transport>,
+        broker: &str,
+        publish_topic: String,
+    ) -> Result<MqttEndpoint, DriverError> {
+        let max_packet = MAX_MESSAGE_BYTES as usize + 64 * 1024;
+        let keep_alive = Duration::from_nanos(d.opts.keep_alive);
+        let counters = Arc::new(Counters::default());
+        let (tx, rx) = sync_channel(EVENT_CAPACITY);
+        let n = counters.clone();
+        let (client, thread) = if d.v5 {
+            let mut o = m5::MqttOptions::new(id, d.host.clone(), d.port);
+            o.set_keep_alive(keep_alive)
+                .set_clean_start(d.opts.clean_session)
+                .set_max_packet_size(Some(max_packet as u32))
+                .set_outgoing_inflight_upper_limit(d.opts.inflight as u16)
+                .set_request_channel_capacity(REQUEST_CAPACITY);
+            if !d.opts.clean_session {
+                // MQTT 5 ends a session at disconnect unless it has an expiry.
+                o.set_session_expiry_interval(Some(3600));
+            }
+            let mut net = rumqttc::NetworkOptions::new();
+            net.set_connection_timeout(NETWORK_TIMEOUT_S);
+            o.set_network_options(net);
+            if let Some(t) = transport {
+                o.set_transport(t);
+            }
+            let (c, conn) = m5::Client::new(o, REQUEST_CAPACITY);
+            let th = std::thread::Builder::new()
+                .name("mqtt-conn".into())
+                .spawn(move || pump_v5(conn, tx, n))
+                .map_err(|e| DriverError::io("spawn the MQTT connection thread for", broker, e))?;
+            (Client::V5(c), th)
+        } else {
+            let mut o = rumqttc::MqttOptions::new(id, d.host.clone(), d.port);
+            o.set_keep_alive(keep_alive)
+                .set_clean_session(d.opts.clean_session)
+                .set_max_packet_size(max_packet, max_packet)
+                .set_inflight(d.opts.inflight as u16)
+                .set_request_channel_capacity(REQUEST_CAPACITY);
+            if let Some(t) = transport {
+                o.set_transport(t);
+            }
+            let (c, mut conn) = rumqttc::Client::new(o, REQUEST_CAPACITY);
+            let mut net = rumqttc::NetworkOptions::new();
+            net.set_connection_timeout(NETWORK_TIMEOUT_S);
+            conn.eventloop.set_network_options(net);
+            let th = std::thread::Builder::new()
+                .name("mqtt-conn".into())
+                .spawn(move || pump_v4(conn, tx, n))
+                .map_err(|e| DriverError::io("spawn the MQTT connection thread for", broker, e))?;
+            (Client::V4(c), th)
+        };
+        Ok(MqttEndpoint {
+            client,
+            events: rx,
+            counters,
+            thread: Some(thread),
+            publish_topic,
+            qos: 0,
+            published: 0,
+            broker: broker.to_string(),
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// Wait (until the run's timeout) for the event `pick` accepts.
+    fn wait_for(
+        &self,
+        cfg: &Config,
+        what: &str,
+        pick: impl Fn(Event) -> Option<Result<(), String>>,
+    ) -> Result<(), Retry> {
+        loop {
+            if stop_requested() {
+                return Err(Retry::Fatal(DriverError::Interrupted));
+            }
+            let left = cfg.give_up_ns().saturating_sub(now_ns());
+            if left == 0 {
+                return Err(Retry::Fatal(DriverError::GaveUp {
+                    what: format!("{what} from {}", self.broker),
+                    timeout_ms: cfg.timeout_ns / 1_000_000,
+                }));
+            }
+            match self
+                .events
+                .recv_timeout(Duration::from_nanos(left.min(50_000_000)))
+            {
+                Ok(Event::Ended {
+                    error,
+                    refused: true,
+                }) => return Err(Retry::Refused(error)),
+                Ok(Event::Ended { error, .. }) => {
+                    return Err(Retry::Fatal(protocol_error(&self.broker, error)))
+                }
+                Ok(e) => match pick(e) {
+                    Some(Ok(())) => return Ok(()),
+                    Some(Err(m)) => return Err(Retry::Fatal(protocol_error(&self.broker, m))),
+                    None => {}
+                },
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(Retry::Fatal(protocol_error(
+                        &self.broker,
+                        "the MQTT connection thread ended",
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Fail if the connection has ended (events other than an end are not expected here).
+    fn check_alive(&self) -> Result<(), DriverError> {
+        loop {
+            match self.events.try_recv() {
+                Ok(Event::Ended { error, .. }) => return Err(protocol_error(&self.broker, error)),
+                Ok(_) => {}
+                Err(TryRecvError::Empty) => return Ok(()),
+                Err(TryRecvError::Disconnected) => {
+                    return Err(protocol_error(&self.broker, "the MQTT connection ended"))
+                }
+            }
+        }
+    }
+
+    /// Queue one publication, waiting while rumqttc's request queue is full.
+    fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        while !self.client.try_publish(&self.publish_topic, self.qos, msg) {
+            if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+                self.check_alive()?;
+                return Err(protocol_error(&self.broker, "the MQTT connection ended"));
+            }
+            check_send(&self.cfg, "publishing to the MQTT broker")?;
+            std::thread::sleep(RETRY);
+        }
+        self.published += 1;
+        Ok(())
+    }
+
+    /// Next incoming publication, or `None` at the deadline.
+    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        loop {
+            match self.events.recv_timeout(until(deadline_ns)) {
+                Ok(Event::Message(b)) => return copy_into(buf, &b).map(Some),
+                Ok(Event::Ended { error, .. }) => return Err(protocol_error(&self.broker, error)),
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(protocol_error(&self.broker, "the MQTT connection ended"))
+                }
+            }
+        }
+    }
+
+    /// Send the end marker, wait until everything is written (QoS 0) or
+    /// acknowledged (QoS 1, 2), then disconnect.
+    fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        let copies = if self.qos == 0 { END_COPIES_QOS0 } else { 1 };
+        for _ in 0..copies {
+            self.publish(end)?;
+        }
+        let limit = (now_ns() + FINISH_WAIT_NS).min(self.cfg.give_up_ns());
+        let done = |n: &Counters| {
+            if self.qos == 0 {
+                n.written.load(Ordering::Acquire)
+            } else {
+                n.completed.load(Ordering::Acquire)
+            }
+        };
+        while done(&self.counters) < self.published {
+            if stop_requested()
+                || now_ns() >= limit
+                || self.thread.as_ref().is_none_or(|t| t.is_finished())
+            {
+                tracing::warn!(
+                    "mqtt: {} of {} publications unacknowledged at close",
+                    self.published - done(&self.counters),
+                    self.published
+                );
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    fn shutdown(&mut self) {
+        self.client.disconnect();
+        if let Some(t) = self.thread.take() {
+            let limit = now_ns() + 1_000_000_000;
+            while !t.is_finished() && now_ns() < limit {
+                // The thread may be blocked handing us an event: make room.
+                let _ = self.events.try_recv();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Why waiting for the broker failed: worth retrying (not listening yet) or not.
+enum Retry {
+    Refused(String),
+    Fatal(DriverError),
+}
+
+impl Retry {
+    fn into_error(self, broker: &str, cfg: &Config) -> DriverError {
+        match self {
+            Retry::Fatal(e) => e,
+            Retry::Refused(m) => DriverError::GaveUp {
+                what: format!("connecting to the MQTT broker {broker} ({m})"),
+                timeout_ms: cfg.timeout_ns / 1_000_000,
+            },
+        }
+    }
+}
+
+impl Drop for MqttEndpoint {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.shutdown();
+        }
+    }
+}
+
+impl Sender for MqttEndpoint {
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.publish(msg)?;
+        Ok(0)
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        self.close(end)
+    }
+
+    fn peers(&self) -> usize {
+        1
+    }
+}
+
+impl Receiver for MqttEndpoint {
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        self.next(buf, deadline_ns)
+    }
+
+    fn local_addr(&self) -> String {
+        self.broker.clone()
+    }
+}
+
+impl Requester for MqttEndpoint {
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.publish(msg)?;
+        Ok(0)
+    }
+
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError> {
+        Ok(self.next(buf, deadline_ns)?.map(|n| (n, 0)))
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        self.close(end)
+    }
+
+    fn peers(&self) -> usize {
+        1
+    }
+}
+
+impl Responder for MqttEndpoint {
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        self.next(buf, deadline_ns)
+    }
+
+    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        self.publish(msg)
+    }
+
+    fn local_addr(&self) -> String {
+        self.broker.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(options: serde_json::Value) -> Config {
+        let v = serde_json::json!({"v":1,"role":"sender","protocol":"mqtt","pattern":"stream",
+            "broker":"127.0.0.1:1883","payload_bytes":64,"messages":10,"options":options});
+        Config::parse(&v.to_string()).unwrap()
+    }
+
+    fn err(options: serde_json::Value) -> String {
+        match Mqtt::from_config(&cfg(options)) {
+            Ok(_) => panic!("accepted a bad configuration"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn knobs_are_checked() {
+        let d = Mqtt::from_config(&cfg(
+            serde_json::json!({"version":"5","qos":2,"inflight":10}),
+        ))
+        .unwrap();
+        assert!(d.v5 && d.opts.qos == 2 && d.opts.clean_session);
+        assert_eq!(d.topic, brokered::DEFAULT_TOPIC);
+        assert!(err(serde_json::json!({"qos":3})).contains("options.qos"));
+        assert!(err(serde_json::json!({"version":"4"})).contains("\"3.1.1\" or \"5\""));
+        assert!(err(serde_json::json!({"keep_alive":1_500_000_000u64}))
+            .contains("whole number of seconds"));
+        assert!(err(serde_json::json!({"inflight":0})).contains("options.inflight"));
+        assert!(err(serde_json::json!({"tls":true})).contains("options.tls_ca"));
+        let e = err(serde_json::json!({"acks":"all"}));
+        assert!(
+            e.contains("protocol mqtt") && e.contains("acks") && e.contains("keep_alive"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,432 @@
+//! The `nats` driver: core NATS publish/subscribe through nats-server, with the
+//! `async-nats` client; request/reply for ping and ramp.
+//!
+//! Each endpoint owns a one-worker tokio runtime on which async-nats runs its
+//! connection task.  Publishing hands the message to the client's bounded command
+//! queue (no runtime hop when there is room; the queue filling up is the
+//! back-pressure); receiving takes the next message from the subscription's queue,
+//! waiting on the runtime only when it is empty.
+//!
+//! Subjects: stream and bulk publish on `<topic>`.  Ping and ramp are NATS
+//! request/reply as its users write it: the ponger subscribes to `<topic>.ping`
+//! and answers each request on the request's reply subject; the pinger publishes
+//! requests with a reply subject on its own inbox, which it subscribed to first (so
+//! requests can be outstanding at once, for open-loop pings).  A receiver is ready
+//! once its subscription is flushed to the server (a PING/PONG after SUB).
+//! A lost connection ends the run with an error rather than a silent reconnect.
+
+use async_nats::{Client, ConnectOptions, Subject, Subscriber};
+use bytes::Bytes;
+use futures::{FutureExt as _, StreamExt as _};
+use serde::Deserialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::brokered::{self, check_send, copy_into, protocol_error, until};
+use super::{Driver, DriverError, Receiver, Requester, Responder, Sender};
+use crate::clock::now_ns;
+use crate::config::{Config, ConfigError};
+use crate::signals::stop_requested;
+
+const KNOBS: [&str; 0] = [];
+/// nats-server's default `max_payload` (1 MiB); a bigger message needs a server configured for it.
+pub const MAX_PAYLOAD: usize = 1 << 20;
+/// Messages a subscription buffers before the client reports a slow consumer (drops).
+const SUBSCRIPTION_CAPACITY: usize = 65_536;
+/// Slice of a blocking wait between looks at signals and the timeout.
+const SLICE: Duration = Duration::from_millis(50);
+const CONNECT_RETRY: Duration = Duration::from_millis(50);
+
+/// No knobs yet: core NATS has nothing a scenario sets per run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatsOptions {}
+
+pub struct Nats {
+    broker: String,
+    topic: String,
+}
+
+impl Nats {
+    pub fn from_config(cfg: &Config) -> Result<Nats, ConfigError> {
+        let _: NatsOptions = brokered::parse_options(cfg, "nats", &KNOBS)?;
+        let (host, port) = brokered::broker_addr(cfg, "nats")?;
+        let topic = brokered::topic(cfg);
+        if topic.contains(|c: char| c.is_whitespace() || c == '*' || c == '>')
+            || topic.starts_with('.')
+            || topic.ends_with('.')
+            || topic.contains("..")
+        {
+            return Err(ConfigError::invalid(
+                "topic",
+                format!("{topic:?}"),
+                "a NATS subject: no spaces, `*` or `>`, no empty `.`-separated token",
+            ));
+        }
+        let broker = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        Ok(Nats { broker, topic })
+    }
+}
+
+impl Driver for Nats {
+    fn name(&self) -> &'static str {
+        "nats"
+    }
+
+    fn max_message_bytes(&self) -> usize {
+        MAX_PAYLOAD
+    }
+
+    fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
+        Ok(Box::new(NatsEndpoint::open(self, cfg, Role::Publisher)?))
+    }
+
+    fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
+        Ok(Box::new(NatsEndpoint::open(self, cfg, Role::Subscriber)?))
+    }
+
+    fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
+        Ok(Box::new(NatsEndpoint::open(self, cfg, Role::Requester)?))
+    }
+
+    fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
+        Ok(Box::new(NatsEndpoint::open(self, cfg, Role::Responder)?))
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Publisher,
+    Subscriber,
+    Requester,
+    Responder,
+}
+
+/// One NATS connection: every role is this.
+pub struct NatsEndpoint {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    sub: Option<Subscriber>,
+    /// Where `publish` goes (stream subject, or `<topic>.ping` for a requester).
+    subject: Subject,
+    /// Requester: its inbox, the reply subject of every request.
+    inbox: Option<Subject>,
+    /// Responder: the reply subject of the last request.
+    last_reply: Option<Subject>,
+    role: Role,
+    lost: Arc<AtomicBool>,
+    broker: String,
+    cfg: Config,
+}
+
+impl NatsEndpoint {
+    fn open(d: &Nats, cfg: &Config, role: Role) -> Result<NatsEndpoint, DriverError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("nats-rt")
+            .enable_all()
+            .build()
+            .map_err(|e| DriverError::io("start a tokio runtime for", &d.broker, e))?;
+        let lost = Arc::new(AtomicBool::new(false));
+        let client = Self::connect(&rt, d, cfg, lost.clone())?;
+        let stream = Subject::from(d.topic.as_str());
+        let ping = Subject::from(format!("{}.ping", d.topic));
+        let perr = |e: &dyn std::fmt::Display| protocol_error(&d.broker, e);
+        let (sub, subject, inbox) = match role {
+            Role::Publisher => (None, stream, None),
+            Role::Subscriber => (
+                Some(
+                    rt.block_on(client.subscribe(stream.clone()))
+                        .map_err(|e| perr(&e))?,
+                ),
+                stream,
+                None,
+            ),
+            Role::Responder => (
+                Some(
+                    rt.block_on(client.subscribe(ping.clone()))
+                        .map_err(|e| perr(&e))?,
+                ),
+                ping,
+                None,
+            ),
+            Role::Requester => {
+                let inbox = Subject::from(client.new_inbox());
+                let s = rt
+                    .block_on(client.subscribe(inbox.clone()))
+                    .map_err(|e| perr(&e))?;
+                (Some(s), ping, Some(inbox))
+            }
+        };
+        if sub.is_some() {
+            // The server has the subscription once it answered the PING after SUB.
+            rt.block_on(client.flush()).map_err(|e| perr(&e))?;
+        }
+        Ok(NatsEndpoint {
+            rt,
+            client,
+            sub,
+            subject,
+            inbox,
+            last_reply: None,
+            role,
+            lost,
+            broker: d.broker.clone(),
+            cfg: cfg.clone(),
+        })
+    }
+
+    fn connect(
+        rt: &tokio::runtime::Runtime,
+        d: &Nats,
+        cfg: &Config,
+        lost: Arc<AtomicBool>,
+    ) -> Result<Client, DriverError> {
+        loop {
+            let flag = lost.clone();
+            let opts = ConnectOptions::new()
+                .name(brokered::client_id("nats", cfg))
+                .subscription_capacity(SUBSCRIPTION_CAPACITY)
+                .connection_timeout(Duration::from_secs(5))
+                .event_callback(move |ev| {
+                    let flag = flag.clone();
+                    async move {
+                        match ev {
+                            async_nats::Event::Disconnected | async_nats::Event::Closed => {
+                                flag.store(true, Ordering::Release);
+                                tracing::warn!("nats: {ev}");
+                            }
+                            async_nats::Event::Connected => tracing::debug!("nats: connected"),
+                            other => tracing::warn!("nats: {other}"),
+                        }
+                    }
+                });
+            let addr = format!("nats://{}", d.broker);
+            match rt.block_on(opts.connect(addr.as_str())) {
+                Ok(c) => return Ok(c),
+                Err(e) => {
+                    let refused = e.kind() == async_nats::ConnectErrorKind::Io;
+                    if stop_requested() {
+                        return Err(DriverError::Interrupted);
+                    }
+                    if !refused || now_ns() >= cfg.give_up_ns() {
+                        return Err(DriverError::GaveUp {
+                            what: format!("connecting to nats-server {} ({e})", d.broker),
+                            timeout_ms: cfg.timeout_ns / 1_000_000,
+                        });
+                    }
+                    std::thread::sleep(CONNECT_RETRY);
+                }
+            }
+        }
+    }
+
+    fn check_connected(&self) -> Result<(), DriverError> {
+        if self.lost.load(Ordering::Acquire) {
+            return Err(protocol_error(
+                &self.broker,
+                "the connection to nats-server was lost",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Publish `msg` on `subject` (with `reply` as its reply subject).
+    fn publish_to(
+        &self,
+        subject: &Subject,
+        reply: Option<&Subject>,
+        msg: &[u8],
+    ) -> Result<(), DriverError> {
+        self.check_connected()?;
+        let send = |payload: Bytes| {
+            let c = &self.client;
+            let (s, r) = (subject.clone(), reply.cloned());
+            async move {
+                match r {
+                    None => c.publish(s, payload).await,
+                    Some(r) => c.publish_with_reply(s, r, payload).await,
+                }
+            }
+        };
+        // Fast path: room in the client's queue, no wait on the runtime.
+        let res = match send(Bytes::copy_from_slice(msg)).now_or_never() {
+            Some(r) => r,
+            None => loop {
+                check_send(&self.cfg, "publishing to nats-server")?;
+                self.check_connected()?;
+                let p = Bytes::copy_from_slice(msg);
+                if let Ok(r) = self
+                    .rt
+                    .block_on(async { tokio::time::timeout(SLICE, send(p)).await })
+                {
+                    break r;
+                }
+            },
+        };
+        res.map_err(|e| protocol_error(&self.broker, e))
+    }
+
+    /// Next message on the subscription, or `None` at the deadline.
+    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        let sub = self
+            .sub
+            .as_mut()
+            .expect("receiving roles subscribe at open");
+        let msg = match sub.next().now_or_never() {
+            Some(m) => m,
+            None => {
+                let wait = until(deadline_ns);
+                if wait.is_zero() {
+                    return Ok(None);
+                }
+                match self
+                    .rt
+                    .block_on(async { tokio::time::timeout(wait, sub.next()).await })
+                {
+                    Ok(m) => m,
+                    Err(_) => {
+                        self.check_connected()?;
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        match msg {
+            Some(m) => {
+                if self.role == Role::Responder {
+                    self.last_reply = m.reply;
+                }
+                copy_into(buf, &m.payload).map(Some)
+            }
+            None => Err(protocol_error(
+                &self.broker,
+                "the subscription ended (connection closed)",
+            )),
+        }
+    }
+
+    /// Send the end marker, flush it to the server, close.
+    fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        let reply = self.inbox.clone();
+        let subject = self.subject.clone();
+        self.publish_to(&subject, reply.as_ref(), end)?;
+        let limit = Duration::from_nanos(
+            self.cfg
+                .give_up_ns()
+                .saturating_sub(now_ns())
+                .clamp(1_000_000, 10_000_000_000),
+        );
+        match self
+            .rt
+            .block_on(async { tokio::time::timeout(limit, self.client.flush()).await })
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(protocol_error(&self.broker, e)),
+            Err(_) => Err(protocol_error(&self.broker, "no answer to the final flush")),
+        }
+    }
+}
+
+impl Sender for NatsEndpoint {
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.publish_to(&self.subject, None, msg)?;
+        Ok(0)
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        self.close(end)
+    }
+
+    fn peers(&self) -> usize {
+        1
+    }
+}
+
+impl Receiver for NatsEndpoint {
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        self.next(buf, deadline_ns)
+    }
+
+    fn local_addr(&self) -> String {
+        self.broker.clone()
+    }
+}
+
+impl Requester for NatsEndpoint {
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.publish_to(&self.subject, self.inbox.as_ref(), msg)?;
+        Ok(0)
+    }
+
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError> {
+        Ok(self.next(buf, deadline_ns)?.map(|n| (n, 0)))
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        self.close(end)
+    }
+
+    fn peers(&self) -> usize {
+        1
+    }
+}
+
+impl Responder for NatsEndpoint {
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        self.next(buf, deadline_ns)
+    }
+
+    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        match self.last_reply.clone() {
+            Some(to) => self.publish_to(&to, None, msg),
+            // A request without a reply subject (not from a requester): nothing to answer.
+            None => Err(protocol_error(
+                &self.broker,
+                "a request without a reply subject",
+            )),
+        }
+    }
+
+    fn local_addr(&self) -> String {
+        self.broker.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(extra: serde_json::Value) -> Config {
+        let mut v = serde_json::json!({"v":1,"role":"receiver","protocol":"nats","pattern":"stream",
+            "broker":"127.0.0.1:4222","payload_bytes":64,"messages":10});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        Config::parse(&v.to_string()).unwrap()
+    }
+
+    #[test]
+    fn knobs_and_subjects_are_checked() {
+        assert!(Nats::from_config(&cfg(serde_json::json!({"topic":"roughnet/0123"}))).is_ok());
+        let e = Nats::from_config(&cfg(serde_json::json!({"options":{"qos":1}})))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("protocol nats") && e.contains("qos"), "{e}");
+        let e = Nats::from_config(&cfg(serde_json::json!({"topic":"a b"})))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("NATS subject"), "{e}");
+    }
+}
