@@ -142,6 +142,7 @@ class AgentProcess:
                     self.result = obj
                 elif kind == "error":
                     self.error = obj
+        self.proc.stdout.close()
         self.done.set()
         self.ready.set()  # wake anyone waiting for readiness: the process is gone
 

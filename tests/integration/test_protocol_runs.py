@@ -1,0 +1,239 @@
+"""Every protocol through `roughnet run` on impaired links (root, namespaces, the built agent, brokers).
+
+Properties, not exact numbers: reliable modes (TCP, Zenoh reliable, DDS reliable, ZeroMQ over
+TCP, MQTT QoS 1/2, Kafka acks=all, NATS request/reply) deliver every message over a lossy link;
+best-effort modes report the loss; a broker killed in mid-run fails that run with the broker's
+own words and the sweep goes on; fan-out gives one result per subscriber.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from roughnet.binaries import agent_version, find_binary
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)")
+
+ROUGHNET = [sys.executable, "-m", "roughnet.cli"]
+
+
+def _protocols() -> set[str]:
+    agent = find_binary("roughnet-agent")
+    if agent is None:
+        return set()
+    try:
+        return set(agent_version(str(agent)).get("protocols", []))
+    except Exception:  # noqa: BLE001 - a broken binary shows up as "protocol missing"
+        return set()
+
+
+PROTOCOLS = _protocols()
+
+
+def needs(*protocols: str):
+    missing = [p for p in protocols if p not in PROTOCOLS]
+    return pytest.mark.skipif(bool(missing), reason=f"roughnet-agent built without {', '.join(missing)} (make build)")
+
+
+def run_scenario(tmp_path: Path, body: str, timeout: float = 600) -> list[dict]:
+    path = tmp_path / "s.toml"
+    path.write_text(body)
+    res = tmp_path / "res"
+    out = subprocess.run([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr[-3000:]
+    con = duckdb.connect(str(res / "results.duckdb"), read_only=True)
+    try:
+        cur = con.execute("select * from runs order by run_index")
+        cols = [d[0] for d in cur.description]
+        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
+        rx = con.execute("select * from receivers").fetchall() if rows else []
+    finally:
+        con.close()
+    for r in rows:
+        r["_receivers"] = rx
+    return rows
+
+
+HEAD = """
+[scenario]
+name = "proto"
+timeout = "120 s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "m"
+[[link]]
+between = ["a", "m"]
+loss = "{loss}"
+[[link]]
+between = ["m", "b"]
+"""
+
+
+def stream(protocol: str, knobs: str = "", messages: int = 400, rate: str = "200 msg/s", loss: str = "10%",
+           services: str = "", to: str = '["b"]', payload: str = "512 B") -> str:
+    return HEAD.format(loss=loss) + services + f"""
+[workload]
+pattern = "stream"
+protocol = "{protocol}"
+from = "a"
+to = {to}
+payload = "{payload}"
+messages = {messages}
+rate = "{rate}"
+{knobs}
+"""
+
+
+MOSQUITTO = '\n[[service]]\nkind = "mosquitto"\nhost = "m"\n'
+KAFKA = '\n[[service]]\nkind = "kafka"\nhost = "m"\n'
+NATS = '\n[[service]]\nkind = "nats"\nhost = "m"\n'
+
+RELIABLE = [
+    pytest.param("tcp", "", "", id="tcp"),
+    pytest.param("zenoh", '[workload.zenoh]\nreliability = "reliable"', "", marks=needs("zenoh"), id="zenoh-reliable"),
+    pytest.param("zmq", "", "", marks=needs("zmq"), id="zmq-tcp"),
+    pytest.param("dds", '[workload.dds]\nreliability = "reliable"', "", marks=needs("dds"), id="dds-reliable"),
+    pytest.param("mqtt", "[workload.mqtt]\nqos = 1", MOSQUITTO, marks=needs("mqtt"), id="mqtt-qos1"),
+    pytest.param("mqtt", "[workload.mqtt]\nqos = 2", MOSQUITTO, marks=needs("mqtt"), id="mqtt-qos2"),
+    pytest.param("kafka", '[workload.kafka]\nacks = "all"', KAFKA, marks=needs("kafka"), id="kafka-acks-all"),
+]
+
+
+@pytest.mark.parametrize("protocol,knobs,services", RELIABLE)
+def test_reliable_modes_deliver_everything_over_a_lossy_link(tmp_path, protocol, knobs, services):
+    (r,) = run_scenario(tmp_path, stream(protocol, knobs, services=services))
+    assert r["status"] == "ok", r["failure_reason"]
+    assert r["received"] == 400 and r["lost"] == 0, (r["received"], r["lost"])
+    assert r["link_drops"] and r["link_drops"] > 0  # the link did drop frames: the protocol recovered them
+
+
+BEST_EFFORT = [
+    pytest.param("udp", "", "", id="udp"),
+    pytest.param("zenoh", '[workload.zenoh]\nreliability = "best_effort"\ntransport = "udp"', "",
+                 marks=needs("zenoh"), id="zenoh-best-effort-udp"),
+    pytest.param("dds", '[workload.dds]\nreliability = "best_effort"', "", marks=needs("dds"), id="dds-best-effort"),
+]
+
+
+@pytest.mark.parametrize("protocol,knobs,services", BEST_EFFORT)
+def test_best_effort_modes_report_the_loss(tmp_path, protocol, knobs, services):
+    (r,) = run_scenario(tmp_path, stream(protocol, knobs, services=services, messages=1000, rate="500 msg/s"))
+    assert r["status"] == "ok", r["failure_reason"]
+    # 10 % of frames are dropped on the first hop; a message is one frame at 512 B
+    assert 0.04 <= r["loss_ratio"] <= 0.18, r["loss_ratio"]
+
+
+@needs("mqtt")
+def test_mqtt_qos0_over_tcp_reports_no_loss_but_retransmits(tmp_path):
+    # QoS 0 over TCP: TCP recovers the frames, so messages arrive; the retransmissions show the cost.
+    (r,) = run_scenario(tmp_path, stream("mqtt", "[workload.mqtt]\nqos = 0", services=MOSQUITTO))
+    assert r["status"] == "ok", r["failure_reason"]
+    assert r["tcp_retrans_segs"] > 0
+
+
+@needs("nats")
+def test_nats_request_reply_loses_nothing(tmp_path):
+    body = HEAD.format(loss="10%") + NATS + """
+[workload]
+pattern = "ping"
+protocol = "nats"
+from = "a"
+to = "b"
+payload = "256 B"
+messages = 300
+interval = "5 ms"
+"""
+    (r,) = run_scenario(tmp_path, body)
+    assert r["status"] == "ok", r["failure_reason"]
+    assert r["lost"] == 0 and r["received"] == 300
+
+
+@needs("zmq")
+def test_fanout_gives_one_result_per_subscriber(tmp_path):
+    body = """
+[scenario]
+name = "fan"
+timeout = "60 s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "c"
+[[host]]
+name = "d"
+[[link]]
+between = ["a", "b", "c", "d"]
+[workload]
+pattern = "stream"
+protocol = "zmq"
+from = "a"
+to = ["b", "c", "d"]
+payload = "256 B"
+messages = 300
+rate = "300 msg/s"
+"""
+    (r,) = run_scenario(tmp_path, body)
+    assert r["status"] == "ok", r["failure_reason"]
+    assert r["received"] == 900
+    hosts = sorted(row[2] for row in r["_receivers"])
+    assert hosts == ["b", "c", "d"], hosts
+
+
+@needs("mqtt")
+def test_broker_killed_mid_run_fails_that_run_and_the_sweep_goes_on(tmp_path):
+    body = HEAD.format(loss="0%") + MOSQUITTO + """
+[workload]
+pattern = "stream"
+protocol = "mqtt"
+from = "a"
+to = "b"
+payload = "256 B"
+messages = "${n}"
+rate = "100 msg/s"
+[workload.mqtt]
+qos = 1
+[sweep]
+n = [1500, 200]
+"""
+    path = tmp_path / "s.toml"
+    path.write_text(body)
+    res = tmp_path / "res"
+    proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # find the broker of the first run (a mosquitto whose config lives in this test's results) and kill it
+    victim = None
+    deadline = time.monotonic() + 60
+    while victim is None and time.monotonic() < deadline:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"mosquitto") and any(str(res).encode() in c for c in cmd):
+                victim = int(pid)
+        time.sleep(0.2)
+    assert victim is not None, "mosquitto of the first run not found"
+    time.sleep(3)  # in the middle of the 15 s stream
+    os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out + err  # a failed run: exit 1, the sweep completed
+    con = duckdb.connect(str(res / "results.duckdb"), read_only=True)
+    rows = con.execute("select status, failure_reason from runs order by run_index").fetchall()
+    con.close()
+    assert rows[0][0] == "failed" and "mosquitto" in rows[0][1] and "died" in rows[0][1], rows[0]
+    assert rows[1][0] == "ok", rows[1]
