@@ -57,6 +57,8 @@ const END_GAP: std::time::Duration = std::time::Duration::from_millis(10);
 const ACK_WAIT_NS: i64 = 5_000_000_000;
 /// How long a ponger waits, before its first reply, for the pinger's reply reader.
 const MATCH_WAIT_NS: u64 = 2_000_000_000;
+/// How long a writer waits for readers that matched it to confirm (see await_ready).
+const HANDSHAKE_GRACE_NS: u64 = 2_000_000_000;
 pub const DEFAULT_TOPIC: &str = "roughnet";
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -253,7 +255,10 @@ impl Dds {
         })
     }
 
-    /// Wait until `peers` receivers/pongers list `writer` on the ready topic.
+    /// Wait until `writer` matched `peers` readers, then until every peer lists
+    /// `writer` on the ready topic.  A peer that is not roughnet (Python
+    /// cyclonedds, ddsperf) never lists anything: after HANDSHAKE_GRACE_NS the
+    /// writer goes ahead on DDS matching alone.
     fn await_ready(
         &self,
         dom: &Domain,
@@ -262,8 +267,29 @@ impl Dds {
         peers: usize,
         cfg: &Config,
     ) -> Result<(), DriverError> {
-        let me = writer.guid()?;
         let give_up = cfg.give_up_ns();
+        let gave_up = |what: String| DriverError::GaveUp {
+            what,
+            timeout_ms: cfg.timeout_ns / 1_000_000,
+        };
+        loop {
+            let m = writer.matched_count()? as usize;
+            if m >= peers {
+                break;
+            }
+            if stop_requested() {
+                return Err(DriverError::Interrupted);
+            }
+            if now_ns() >= give_up {
+                return Err(gave_up(format!(
+                    "waiting for {peers} DDS readers of {} to match ({m} did)",
+                    writer.topic()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let me = writer.guid()?;
+        let until = give_up.min(now_ns() + HANDSHAKE_GRACE_NS);
         let mut lists: HashMap<u64, Vec<u8>> = HashMap::new();
         let mut buf = vec![0u8; 16 * 1024];
         loop {
@@ -275,22 +301,20 @@ impl Dds {
                 .filter(|l| l.chunks_exact(16).any(|g| g == me))
                 .count();
             if seen >= peers {
-                tracing::debug!("dds: {seen} peers matched {}", writer.topic());
+                tracing::debug!("dds: {seen} peers confirmed {}", writer.topic());
                 return Ok(());
             }
             if stop_requested() {
                 return Err(DriverError::Interrupted);
             }
-            if now_ns() >= give_up {
-                return Err(DriverError::GaveUp {
-                    what: format!(
-                        "waiting for {peers} DDS readers of {} to match ({seen} did)",
-                        writer.topic()
-                    ),
-                    timeout_ms: cfg.timeout_ns / 1_000_000,
-                });
+            if now_ns() >= until {
+                tracing::info!(
+                    "dds: {seen} of {peers} readers of {} confirmed the match (others are not roughnet agents); going ahead",
+                    writer.topic()
+                );
+                return Ok(());
             }
-            ready.wait((now_ns() + 20_000_000).min(give_up))?;
+            ready.wait((now_ns() + 20_000_000).min(until))?;
         }
     }
 }

@@ -63,6 +63,8 @@ const LEAVE_WAIT: Duration = Duration::from_secs(3);
 /// How long a ponger waits for the pinger's reply subscription to be known.
 const MATCH_WAIT: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(20);
+/// How long a sender waits for peers' tokens before settling for a matching subscription.
+const TOKEN_GRACE: Duration = Duration::from_secs(2);
 pub const DEFAULT_TOPIC: &str = "roughnet/default";
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -399,6 +401,35 @@ fn self_key(s: &Session, listen: Option<SocketAddr>, local: &str) -> String {
     }
 }
 
+/// Wait for every peer's token; a subscriber that is not a roughnet agent
+/// declares none, so after TOKEN_GRACE a matching subscription is enough.
+fn await_peers(
+    s: &Session,
+    publisher: &Publisher<'_>,
+    prefix: &str,
+    peers: &[SocketAddr],
+    cfg: &Config,
+) -> Result<(), DriverError> {
+    let give_up = cfg.give_up_ns();
+    let grace = give_up.min(now_ns() + TOKEN_GRACE.as_nanos() as u64);
+    if await_tokens(s, prefix, peers, true, grace)? {
+        return Ok(());
+    }
+    loop {
+        if matches!(publisher.matching_status().wait(), Ok(m) if m.matching()) {
+            tracing::info!("zenoh: going ahead on a matching subscription for {prefix} (no token from every peer)");
+            return Ok(());
+        }
+        if await_tokens(s, prefix, peers, true, now_ns())? {
+            return Ok(());
+        }
+        if now_ns() >= give_up {
+            return Err(gave_up("waiting for the zenoh subscribers of every peer", cfg));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 fn gave_up(what: &str, cfg: &Config) -> DriverError {
     DriverError::GaveUp {
         what: what.into(),
@@ -419,9 +450,7 @@ impl Driver for Zenoh {
         let session = self.open(cfg, None)?;
         let publisher = self.publisher(&session, format!("{}/data", self.topic))?;
         let rx_prefix = format!("{}/rx", self.topic);
-        if !await_tokens(&session, &rx_prefix, &cfg.peers, true, cfg.give_up_ns())? {
-            return Err(gave_up("waiting for the zenoh subscribers of every peer", cfg));
-        }
+        await_peers(&session, &publisher, &rx_prefix, &cfg.peers, cfg)?;
         Ok(Box::new(ZenohSender {
             publisher,
             reliable: self.reliable,
@@ -476,9 +505,7 @@ impl Driver for Zenoh {
         }
         let publisher = self.publisher(&session, format!("{}/ping", self.topic))?;
         let prefix = format!("{}/ponger", self.topic);
-        if !await_tokens(&session, &prefix, &cfg.peers, true, cfg.give_up_ns())? {
-            return Err(gave_up("waiting for the zenoh subscribers of every ponger", cfg));
-        }
+        await_peers(&session, &publisher, &prefix, &cfg.peers, cfg)?;
         Ok(Box::new(ZenohRequester {
             publisher,
             replies: rx,
