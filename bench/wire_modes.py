@@ -8,7 +8,8 @@ Modes:
 - ``per-direction``: two processes, each reading one side only (``--receive-from a`` / ``b``), standing in
   for one thread per direction (what the C relay of MEASUREMENTS.md did);
 - ``no-rxts``: the default loop with kernel RX timestamps off (arrival time = the loop's clock);
-- ``no-spin``: the default loop with ``--spin-us 0`` (sleep until the due time, no busy wait).
+- ``no-spin``: the default loop with ``--spin-us 0`` (sleep until the due time, no busy wait);
+- ``no-realtime``: the default loop under ordinary scheduling (``--realtime 0``) instead of SCHED_FIFO 10.
 
 Workloads: iperf3 TCP at 0 and 10 ms each way; sockperf UDP ping-pong p50 at 0 ms; one-way UDP probe at 10 ms
 (realised p50/p99 minus configured). Usage (root): python bench/wire_modes.py [--rounds 2] [--seconds 5]
@@ -40,6 +41,7 @@ MODES = {
     "per-direction": [["--receive-from", "a"], ["--receive-from", "b"]],
     "no-rxts": [["--rx-timestamps", "false"]],
     "no-spin": [["--spin-us", "0"]],
+    "no-realtime": [["--realtime", "0"]],
 }
 
 

@@ -65,3 +65,8 @@ def test_same_interface_twice_and_missing_seed_are_exit_2(tmp_path):
 def test_unreadable_config_file_is_exit_2(tmp_path):
     code, line, _ = run_wire("--if-a", "a", "--if-b", "b", "--config", str(tmp_path / "none.json"), "--seed", "1")
     assert code == 2 and "none.json" in line["message"]
+
+
+def test_unknown_profile_lists_the_known_ones():
+    code, line, _ = run_wire("--if-a", "a", "--if-b", "b", "--profile", "moon-link", "--seed", "1")
+    assert code == 2 and "moon-link" in line["message"] and "ethernet-1g" in line["message"]

@@ -33,6 +33,18 @@ pub fn tighten_timer_slack() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
+/// Run this thread under SCHED_FIFO at `priority` (1-99), so that departures are not late because ordinary
+/// processes hold the CPU. The kernel's RT throttling (sched_rt_runtime_us) still leaves others 5 % of each
+/// second, and the loop's spin budget bounds busy-waiting. Err when not permitted (no CAP_SYS_NICE).
+pub fn set_realtime(priority: i32) -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: plain syscall on the calling thread with a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Set by the SIGTERM/SIGINT handler; the loop checks it every turn.
 pub static STOP: AtomicBool = AtomicBool::new(false);
 

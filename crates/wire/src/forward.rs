@@ -17,7 +17,7 @@ use crate::clock::{now_ns, realtime_offset_ns, stopping};
 use crate::control::{Command, ControlServer};
 use crate::errors::WireError;
 use crate::packet::{PacketSocket, RxBatch};
-use crate::report::{error_line, stats_line, DirectionIo, WireInfo};
+use crate::report::{error_line, stats_line, DirectionIo, LoopStats, WireInfo};
 
 /// How often (at most) the loop polls the control socket while traffic keeps it busy.
 const CONTROL_CHECK_NS: u64 = 5_000_000;
@@ -36,6 +36,8 @@ struct SpinBudget {
     used: u64,
     /// `now` of the previous loop turn if that turn was spinning.
     prev_turn: Option<u64>,
+    /// Time spent spinning since the start.
+    total: u64,
 }
 
 impl SpinBudget {
@@ -46,7 +48,9 @@ impl SpinBudget {
             self.used = 0;
         }
         if let Some(prev) = self.prev_turn {
-            self.used += now.saturating_sub(prev);
+            let d = now.saturating_sub(prev);
+            self.used += d;
+            self.total += d;
         }
         if self.used >= budget {
             self.prev_turn = None;
@@ -78,6 +82,7 @@ pub struct Wire {
     /// Indexed by direction: 0 = a_to_b (frames from A), 1 = b_to_a.
     io: [DirectionIo; 2],
     control: Option<ControlServer>,
+    lp: LoopStats,
     info: WireInfo,
     opts: Options,
     started_ns: u64,
@@ -106,6 +111,7 @@ impl Wire {
             rx,
             io: [DirectionIo::new(), DirectionIo::new()],
             control,
+            lp: LoopStats::new(),
             info,
             opts,
             started_ns: now,
@@ -215,7 +221,7 @@ impl Wire {
     pub fn stats(&mut self) -> Value {
         self.refresh_kernel_drops();
         let core = serde_json::to_value(self.emu.stats()).unwrap_or_else(|e| json!({"error": e.to_string()}));
-        stats_line(&self.info, now_ns().saturating_sub(self.started_ns), self.up, core, &self.io)
+        stats_line(&self.info, now_ns().saturating_sub(self.started_ns), self.up, core, &self.io, &self.lp)
     }
 
     fn handle(&mut self, cmd: Command) -> Value {
@@ -260,7 +266,8 @@ impl Wire {
     }
 
     /// Block until a frame arrives, the control socket has something, a signal comes, or `timeout` passes.
-    fn wait(&self, timeout: Option<Duration>) -> Result<(), WireError> {
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<(), WireError> {
+        let start = now_ns();
         let mut fds: Vec<libc::pollfd> = self
             .socks
             .iter()
@@ -278,6 +285,11 @@ impl Wire {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
                 return Err(WireError::Io(format!("ppoll: {e}")));
+            }
+        }
+        if r == 0 {
+            if let Some(d) = timeout {
+                self.lp.record_wakeup(start + d.as_nanos() as u64, now_ns());
             }
         }
         // A socket error (POLLERR) is read and judged by the next receive.
@@ -316,7 +328,9 @@ impl Wire {
                         self.service_control();
                         last_control = now;
                     }
-                    if spin.spin(now, self.opts.spin_budget_ns) {
+                    let allowed = spin.spin(now, self.opts.spin_budget_ns);
+                    self.lp.spin_ns = spin.total;
+                    if allowed {
                         // Close to a departure: spin (the receive calls above are the spin's body).
                         std::hint::spin_loop();
                     } else {
@@ -337,5 +351,40 @@ impl Wire {
             }
         }
         Ok(self.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spin_budget_caps_spinning_per_window() {
+        let mut b = SpinBudget::default();
+        let budget = 2_000_000; // 2 ms per 10 ms window
+        let mut t = 1_000_000_000;
+        let mut spun = 0;
+        // Spin turns 1 us apart: allowed until 2 ms of the window are used, then refused.
+        while b.spin(t, budget) {
+            spun += 1;
+            t += 1_000;
+        }
+        assert!((1_999..=2_001).contains(&spun), "spun {spun} turns");
+        // Still refused later in the same window, allowed again in the next one.
+        assert!(!b.spin(t + 1_000_000, budget));
+        assert!(b.spin(t + SPIN_WINDOW_NS, budget));
+    }
+
+    #[test]
+    fn time_between_separate_spins_is_not_counted() {
+        let mut b = SpinBudget::default();
+        let budget = 1_000;
+        let t = 5 * SPIN_WINDOW_NS;
+        assert!(b.spin(t, budget));
+        b.not_spinning();
+        // 9 ms later (same window) a new spin starts: the sleep in between was not spinning.
+        assert!(b.spin(t + 9_000_000, budget));
+        assert!(b.spin(t + 9_000_500, budget));
+        assert!(!b.spin(t + 9_001_100, budget));
     }
 }

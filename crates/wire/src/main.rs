@@ -20,6 +20,9 @@ use serde_json::Value;
 use crate::errors::WireError;
 use crate::report::{error_line, ready_line, WireInfo};
 
+/// Highest SCHED_FIFO priority accepted (kept below the kernel's own threads at 50 and up).
+const MAX_REALTIME_PRIORITY: i32 = 49;
+
 /// Longest spin accepted: past a few ms spinning only burns the CPU the endpoints need.
 const MAX_SPIN_US: u64 = 10_000;
 
@@ -58,6 +61,10 @@ struct Args {
     /// sleeps until each due time instead, leaving the CPU to the endpoints under heavy traffic.
     #[arg(long = "spin-budget", value_name = "PERCENT", default_value_t = 20, help_heading = "Timing")]
     spin_budget: u64,
+    /// Run the loop under SCHED_FIFO at this priority (0 = ordinary scheduling). On a busy machine ordinary
+    /// scheduling lets wakeups come milliseconds late; see docs/wire.md.
+    #[arg(long = "realtime", value_name = "PRIO", default_value_t = 10, help_heading = "Timing")]
+    realtime: i32,
     /// Take arrival times from the kernel's RX timestamps (SO_TIMESTAMPNS) rather than the loop's clock.
     #[arg(long = "rx-timestamps", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
           help_heading = "Timing")]
@@ -106,6 +113,12 @@ fn run(args: Args) -> Result<(), WireError> {
             args.spin_us
         )));
     }
+    if !(0..=MAX_REALTIME_PRIORITY).contains(&args.realtime) {
+        return Err(WireError::Config(format!(
+            "--realtime {} out of range (0 = off, 1 to {MAX_REALTIME_PRIORITY})",
+            args.realtime
+        )));
+    }
     if args.spin_budget > 100 {
         return Err(WireError::Config(format!("--spin-budget {} too large (maximum = 100 percent)", args.spin_budget)));
     }
@@ -130,7 +143,16 @@ fn run(args: Args) -> Result<(), WireError> {
     let a = packet::PacketSocket::open(&args.if_a, args.rx_timestamps, rx_a)?;
     let b = packet::PacketSocket::open(&args.if_b, args.rx_timestamps, rx_b)?;
     let control = args.control.as_deref().map(control::ControlServer::bind).transpose()?;
+    let realtime = args.realtime > 0
+        && match clock::set_realtime(args.realtime) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("SCHED_FIFO priority {} not granted ({e}); ordinary scheduling", args.realtime);
+                false
+            }
+        };
     let info = WireInfo {
+        realtime,
         if_a: args.if_a.clone(),
         if_b: args.if_b.clone(),
         mtu_a: a.mtu,

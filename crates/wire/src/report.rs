@@ -91,6 +91,40 @@ impl DirectionIo {
     }
 }
 
+/// How the loop itself fared: timed wakeups and how late they came (scheduler latency of this machine,
+/// the root cause when departures are late), and time spent spinning.
+pub struct LoopStats {
+    wake_late: Histogram<u64>,
+    pub spin_ns: u64,
+}
+
+impl LoopStats {
+    pub fn new() -> Self {
+        Self {
+            wake_late: Histogram::new_with_bounds(HIST_LOWEST_NS, HIST_HIGHEST_NS, HIST_SIGFIG)
+                .expect("constant histogram bounds are valid"),
+            spin_ns: 0,
+        }
+    }
+
+    /// A timed sleep meant to end at `intended_ns` ended at `woke_ns`.
+    pub fn record_wakeup(&mut self, intended_ns: u64, woke_ns: u64) {
+        self.wake_late.saturating_record(woke_ns.saturating_sub(intended_ns).max(HIST_LOWEST_NS));
+    }
+
+    pub fn json(&self, uptime_ns: u64) -> Value {
+        let h = &self.wake_late;
+        let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        json!({
+            "timed_wakeups": h.len(),
+            "wake_late_p50_us": us(0.5),
+            "wake_late_p99_us": us(0.99),
+            "wake_late_max_us": if h.len() > 0 { h.max() as f64 / 1000.0 } else { 0.0 },
+            "spin_fraction": if uptime_ns > 0 { self.spin_ns as f64 / uptime_ns as f64 } else { 0.0 },
+        })
+    }
+}
+
 /// Fixed facts about this wire, repeated in every stats line.
 pub struct WireInfo {
     pub if_a: String,
@@ -101,11 +135,20 @@ pub struct WireInfo {
     pub rx_timestamps: bool,
     pub spin_us: u64,
     pub control: Option<String>,
+    /// The loop runs under SCHED_FIFO.
+    pub realtime: bool,
 }
 
 /// The `stats` line: `core` is the core's `Stats` serialised; when it holds `a_to_b` / `b_to_a` objects,
 /// the I/O figures are merged into them as `sched_error` and `io`, so each direction reads as one object.
-pub fn stats_line(info: &WireInfo, uptime_ns: u64, up: [bool; 2], core: Value, io: &[DirectionIo; 2]) -> Value {
+pub fn stats_line(
+    info: &WireInfo,
+    uptime_ns: u64,
+    up: [bool; 2],
+    core: Value,
+    io: &[DirectionIo; 2],
+    lp: &LoopStats,
+) -> Value {
     let names = ["a_to_b", "b_to_a"];
     let mut line = Map::new();
     line.insert("v".into(), json!(1));
@@ -115,6 +158,7 @@ pub fn stats_line(info: &WireInfo, uptime_ns: u64, up: [bool; 2], core: Value, i
     line.insert("if_a".into(), json!(info.if_a));
     line.insert("if_b".into(), json!(info.if_b));
     line.insert("seed".into(), json!(info.seed));
+    line.insert("realtime".into(), json!(info.realtime));
     let mut core = core;
     let mut rest = Map::new();
     if let Value::Object(m) = &mut core {
@@ -139,6 +183,7 @@ pub fn stats_line(info: &WireInfo, uptime_ns: u64, up: [bool; 2], core: Value, i
         dir.insert("io".into(), io[i].io_json());
         line.insert((*name).into(), Value::Object(dir));
     }
+    line.insert("loop".into(), lp.json(uptime_ns));
     // Whatever else the core reports (link-wide figures) keeps its own keys, under "link".
     if !rest.is_empty() {
         line.insert("link".into(), Value::Object(rest));
@@ -158,6 +203,7 @@ pub fn ready_line(info: &WireInfo) -> Value {
         "seed": info.seed,
         "rx_timestamps": info.rx_timestamps,
         "spin_us": info.spin_us,
+        "realtime": info.realtime,
         "control": info.control,
         "version": env!("CARGO_PKG_VERSION"),
     })
@@ -206,10 +252,17 @@ mod tests {
             rx_timestamps: true,
             spin_us: 100,
             control: None,
+            realtime: false,
         };
         let core = json!({"a_to_b": {"packets_in": 3}, "b_to_a": {"packets_in": 4}, "half_duplex_turnarounds": 0});
         let io = [DirectionIo::new(), DirectionIo::new()];
-        let line = stats_line(&info, 2_000_000_000, [true, false], core, &io);
+        let mut lp = LoopStats::new();
+        lp.record_wakeup(1_000, 51_000);
+        lp.spin_ns = 500_000_000;
+        let line = stats_line(&info, 2_000_000_000, [true, false], core, &io, &lp);
+        assert_eq!(line["loop"]["timed_wakeups"], 1);
+        assert!((line["loop"]["wake_late_max_us"].as_f64().unwrap() - 50.0).abs() < 0.1);
+        assert_eq!(line["loop"]["spin_fraction"], 0.25);
         assert_eq!(line["a_to_b"]["packets_in"], 3);
         assert_eq!(line["b_to_a"]["packets_in"], 4);
         assert_eq!(line["a_to_b"]["sched_error"]["count"], 0);
