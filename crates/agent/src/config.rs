@@ -249,7 +249,10 @@ impl Config {
             (Role::Receiver | Role::Ponger, None) => {
                 return Err(ConfigError::Missing {
                     key: "listen",
-                    when: format!("for role {}", role.as_str()),
+                    when: format!(
+                        "for role {} (or `broker`, for a protocol with a broker)",
+                        role.as_str()
+                    ),
                 })
             }
             (_, Some(s)) => {
@@ -280,12 +283,13 @@ impl Config {
             }
             // Through a broker a sender publishes to `broker`, not to peers.
             (Role::Sender | Role::Pinger, _) if has_broker => Vec::new(),
-            (Role::Sender | Role::Pinger, _) => {
-                return Err(ConfigError::Missing {
-                    key: "peers",
-                    when: format!("(a non-empty list) for role {}", role.as_str()),
-                })
-            }
+            (Role::Sender | Role::Pinger, _) => return Err(ConfigError::Missing {
+                key: "peers",
+                when: format!(
+                    "(a non-empty list) for role {} (or `broker`, for a protocol with a broker)",
+                    role.as_str()
+                ),
+            }),
             (_, Some(p)) if !p.is_empty() => {
                 return Err(ConfigError::invalid(
                     "peers",

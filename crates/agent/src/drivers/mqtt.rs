@@ -408,7 +408,7 @@ impl MqttEndpoint {
                 &broker,
                 publish_topic.clone(),
             )?;
-            match ep.wait_for(cfg, "the broker's CONNACK", |e| match e {
+            match ep.wait_for(cfg, "the CONNACK of the MQTT broker", |e| match e {
                 Event::ConnAck(r) => Some(r),
                 _ => None,
             }) {
@@ -424,7 +424,7 @@ impl MqttEndpoint {
             ep.client
                 .subscribe(&t, d.opts.qos)
                 .map_err(|e| protocol_error(&broker, e))?;
-            ep.wait_for(cfg, "the broker's SUBACK", |e| match e {
+            ep.wait_for(cfg, "the SUBACK of the MQTT broker", |e| match e {
                 Event::SubAck(r) => Some(r),
                 _ => None,
             })
