@@ -23,6 +23,10 @@ PATTERNS = ("stream", "ping", "ramp", "bulk")
 PROTOCOLS = ("tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka", "nats")
 #: Managed services (brokers, routers) a scenario may declare in [[service]].
 SERVICE_KINDS = ("mosquitto", "kafka", "nats", "zenoh-router")
+#: How a link carries the hosts' traffic: plain routed, or a VXLAN overlay on top (docs/scenario-format.md).
+OVERLAYS = ("none", "vxlan")
+#: Bytes VXLAN adds to every frame: outer Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8 (RFC 7348).
+VXLAN_OVERHEAD_BYTES = 50
 #: Which service kind a protocol's agents connect to (zenoh only in client mode).
 PROTOCOL_SERVICE = {"mqtt": "mosquitto", "kafka": "kafka", "nats": "nats", "zenoh": "zenoh-router"}
 
@@ -102,10 +106,20 @@ class Link:
     half_duplex: dict[str, Any] | None = None  # wire-core HalfDuplex JSON
     schedule: tuple[dict[str, Any], ...] = ()  # wire-core ScheduledChange JSON objects
     distance_trace: tuple[dict[str, Any], ...] = ()  # wire-core DistancePoint JSON objects
+    # --- overlay network on top of the link (topo.overlay); "none": hosts use the link's own addresses ---
+    overlay: str = "none"  # one of OVERLAYS
+    overlay_mtu: int | None = None  # MTU of the overlay device; None: mtu - VXLAN_OVERHEAD_BYTES
 
     @property
     def shared(self) -> bool:
         return len(self.hosts) > 2
+
+    @property
+    def overlay_device_mtu(self) -> int | None:
+        """MTU of the overlay device (None without an overlay)."""
+        if self.overlay == "none":
+            return None
+        return self.overlay_mtu if self.overlay_mtu is not None else self.mtu - VXLAN_OVERHEAD_BYTES
 
     def needs(self) -> frozenset[str]:
         caps = set(self.forward.needs() | self.reverse.needs())

@@ -1,7 +1,8 @@
 """Topology: a run's hosts as namespaces, its links as veth pairs and bridges.
 
 Owns creating and removing a run's namespaces, veth pairs, bridges, addresses,
-routes, MTUs, offload settings and per-namespace sysctls, and starting
+routes, MTUs, offload settings and per-namespace sysctls (overlay devices on
+top of links are ``topo.overlay``'s, called from here), and starting
 processes inside them (recorded in the ledger).  Names and addresses come from
 ``topo.naming``; every object is written to the ``Ledger`` before it is
 created.  Impairments are not applied here (that is ``links``); the topology
@@ -25,7 +26,7 @@ from typing import Any
 
 from ..errors import RoughnetError, TopologyError
 from ..runspec import Link, Run
-from . import naming
+from . import naming, overlay
 from .ledger import Ledger, process_start_time
 from .system import delete_ns, netns_pids, ns_exec, ns_exists, run_cmd, stop_processes
 
@@ -53,6 +54,7 @@ OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off", "lro", "off")
 ROLE_A, ROLE_B = "a", "b"  # host ends of a two-host link (hosts[0], hosts[1])
 ROLE_MEMBER, ROLE_PORT = "member", "port"  # shared segment: host end, bridge port
 ROLE_RELAY_A, ROLE_RELAY_B = "relay-a", "relay-b"  # relayed link: ends in the link namespace
+ROLE_OVERLAY = "overlay"  # a host's VXLAN device on a link with an overlay (topo.overlay)
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,10 @@ class Topology:
                 ra, rb = naming.relay_ifnames(i)
                 out.append(IfaceInfo(lns, ra, i, ROLE_RELAY_A, link.hosts[0], 0))
                 out.append(IfaceInfo(lns, rb, i, ROLE_RELAY_B, link.hosts[1], 1))
+            if naming.has_overlay(link):
+                for pos, host in enumerate(link.hosts):
+                    out.append(IfaceInfo(naming.host_ns(self.token, host), naming.overlay_ifname(i), i,
+                                         ROLE_OVERLAY, host, pos, str(naming.overlay_address(i, pos))))
         return out
 
     # ---- build ---------------------------------------------------------------------
@@ -195,10 +201,15 @@ class Topology:
                     self._add_relayed(link)
                 else:
                     self._add_pair(link)
+                if naming.has_overlay(link):
+                    overlay.add_devices(self, link)
             for iface in self._ifaces:
                 if iface.address is not None:
                     self._ip(iface.ns, ["addr", "add", f"{iface.address}/24", "dev", iface.ifname],
                              f"adding address {iface.address} to {iface.ifname}")
+            for link in self._links:
+                if naming.has_overlay(link):
+                    overlay.add_forwarding(self, link)
             self._add_static_neighbours()
             for r in self._routes:
                 hns = self.ns(r.host)
@@ -232,10 +243,10 @@ class Topology:
         after about a second, and a run measures that second instead of the
         link.  Real links resolve once and keep the entry; so do we, up front.
         """
-        by_link: dict[int, list[IfaceInfo]] = {}
+        by_link: dict[tuple[int, bool], list[IfaceInfo]] = {}  # (link, overlay?) -> its addressed ends
         for iface in self._ifaces:
             if iface.address is not None:
-                by_link.setdefault(iface.link, []).append(iface)
+                by_link.setdefault((iface.link, iface.role == ROLE_OVERLAY), []).append(iface)
         for members in by_link.values():
             macs = {m.ifname + "@" + m.ns: self._mac(m.ns, m.ifname) for m in members}
             for me in members:

@@ -1,7 +1,7 @@
 """Names and addresses of everything a topology creates: pure functions, no I/O.
 
 Owns the naming and addressing rules of docs/architecture.md (namespace and
-interface names, subnets, host addresses) and the static routing plan
+interface names, subnets, host addresses, overlay devices and subnets) and the static routing plan
 (shortest path by hop count).  It does not create anything; ``topo.build``
 does, from what these functions return.
 """
@@ -29,6 +29,15 @@ IFNAME_MAX = 15
 MAX_LINKS = 512
 #: A /24 leaves .1 .. .254 for hosts.
 MAX_HOSTS_PER_LINK = 254
+#: Overlay subnets: link i's VXLAN overlay is 198.19.(128+i).0/24.  They share 198.19.0.0/16
+#: with the subnets of links 256..511, so an overlay may only sit on a link with index below
+#: MAX_OVERLAY_LINK and a run with an overlay has at most MAX_LINKS_WITH_OVERLAY links.
+OVERLAY_BASE = 128
+MAX_OVERLAY_LINK = 128
+MAX_LINKS_WITH_OVERLAY = 256 + OVERLAY_BASE
+#: VXLAN: the IANA port, and the VNI of link i is VNI_BASE + i.
+VXLAN_PORT = 4789
+VNI_BASE = 1
 
 
 def run_token(run_id: str) -> str:
@@ -108,6 +117,42 @@ def relay_ifnames(index: int) -> tuple[str, str]:
     return f"rn{index}a", f"rn{index}b"
 
 
+def overlay_ifname(index: int) -> str:
+    """The overlay (VXLAN) device of link ``index`` inside each of its hosts: ``rnv<i>``."""
+    _check_overlay_index(index)
+    return f"rnv{index}"
+
+
+def _check_overlay_index(index: int) -> None:
+    if not 0 <= index < MAX_OVERLAY_LINK:
+        raise TopologyError(f"link {index} cannot carry an overlay; expected a link index below {MAX_OVERLAY_LINK} "
+                            f"(overlay subnets are 198.19.{OVERLAY_BASE}.0/24 .. 198.19.255.0/24)")
+
+
+def overlay_subnet(index: int) -> ipaddress.IPv4Network:
+    """``198.19.<128+i>.0/24``: the overlay subnet of link ``index``."""
+    _check_overlay_index(index)
+    return ipaddress.IPv4Network(f"198.19.{OVERLAY_BASE + index}.0/24")
+
+
+def overlay_address(index: int, position: int) -> ipaddress.IPv4Address:
+    """Overlay address of the host at ``position`` on link ``index``: ``.<position+1>``."""
+    if not 0 <= position < MAX_HOSTS_PER_LINK:
+        raise TopologyError(f"host position {position} on link {index} is out of range; expected 0..253")
+    return overlay_subnet(index).network_address + position + 1
+
+
+def has_overlay(link: Link) -> bool:
+    return getattr(link, "overlay", "none") != "none"
+
+
+def reach_address(link: Link, position: int) -> ipaddress.IPv4Address:
+    """The address other hosts use for the host at ``position`` of ``link``: overlay if it has one."""
+    if has_overlay(link):
+        return overlay_address(link.index, position)
+    return host_address(link.index, position)
+
+
 def subnet(index: int) -> ipaddress.IPv4Network:
     """``198.18.<i>.0/24`` for i < 256, else ``198.19.<i-256>.0/24``."""
     _check_index(index)
@@ -147,6 +192,14 @@ def check_names(token: str, hosts: Sequence[str], links: Sequence[Link]) -> None
         for h in link.hosts:
             if h not in seen:
                 raise TopologyError(f"link {link.index} names unknown host {h!r}; expected one of {sorted(seen)}")
+    overlays = [lk.index for lk in links if has_overlay(lk)]
+    if overlays:
+        for i in overlays:
+            _check_overlay_index(i)
+        if max(lk.index for lk in links) >= MAX_LINKS_WITH_OVERLAY:
+            raise TopologyError(
+                f"a run with an overlay (links {overlays}) may have link indices up to {MAX_LINKS_WITH_OVERLAY - 1}; "
+                f"expected fewer links (the overlay subnets use 198.19.{OVERLAY_BASE}.0/17)")
     # Host namespaces and the segment/link namespaces share the rn-<token>- prefix:
     # a host called "s0" or "l1" would collide with them.
     extra = {f"s{link.index}" for link in links} | {f"l{link.index}" for link in links}
@@ -225,15 +278,13 @@ def plan_routes(hosts: Sequence[str], links: Sequence[Link]) -> list[Route]:
             if target is None:
                 continue
             hop, via = _first_hop(src, target, prev)
-            routes.append(
-                Route(
-                    host=src,
-                    dest=subnet(link.index),
-                    gateway=host_address(via.index, via.hosts.index(hop)),
-                    ifname=host_ifname(via, src),
-                    link=via.index,
-                )
-            )
+            # The next hop is reached over the link's overlay when it has one (as a CNI
+            # routes pod traffic through its VXLAN device), else over the link itself.
+            gateway = reach_address(via, via.hosts.index(hop))
+            ifname = overlay_ifname(via.index) if has_overlay(via) else host_ifname(via, src)
+            dests = [subnet(link.index)] + ([overlay_subnet(link.index)] if has_overlay(link) else [])
+            for dest in dests:
+                routes.append(Route(host=src, dest=dest, gateway=gateway, ifname=ifname, link=via.index))
     return routes
 
 
@@ -241,16 +292,17 @@ def address_seen_from(host: str, seen_from: str, hosts: Sequence[str], links: Se
     """Address of ``host`` that ``seen_from`` should use: on the last link of the shortest path.
 
     For neighbours that is their address on the first link they share; for a
-    host reaching itself, its address on its first link.
+    host reaching itself, its address on its first link.  On a link with an
+    overlay it is the overlay address (traffic then goes through the VXLAN device).
     """
     mine = [lk for lk in sorted(links, key=lambda lk: lk.index) if host in lk.hosts]
     if not mine:
         raise TopologyError(f"host {host!r} is on no link, so it has no address")
     if host == seen_from:
-        return host_address(mine[0].index, mine[0].hosts.index(host))
+        return reach_address(mine[0], mine[0].hosts.index(host))
     prev = _bfs(seen_from, _adjacency(hosts, links))
     step = prev.get(host)
     if step is None:
         raise TopologyError(f"host {host!r} cannot be reached from {seen_from!r}: no chain of links joins them")
     _, link = step
-    return host_address(link.index, link.hosts.index(host))
+    return reach_address(link, link.hosts.index(host))
