@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, links, topo
+from .. import __version__, capture, links, topo
 from ..binaries import agent_version, require_binary
 from ..errors import PreflightError, RoughnetError, ServiceError
 from ..runspec import Run, Sweep
@@ -78,6 +78,7 @@ def preflight(sweep: Sweep) -> Preflight:
         from .. import services
 
         services.preflight(sweep)
+    capture.preflight(sweep)  # --- packet capture: tcpdump present when a link asks for capture
     return Preflight(agent_path, agent, caps, engines)
 
 
@@ -129,6 +130,7 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     topology = topo.Topology(run, ledger, engines=engines)
     agents = []
     handles: list = []
+    captures = capture.Captures()
     try:
         topology.build()
         link_engines = {}
@@ -148,6 +150,7 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
 
             def watch():
                 return services.check_alive(handles)
+        captures = capture.start(run, topology, artifacts)  # --- packet capture (capture = true): tcpdump up
         cpu = CpuSampler()
         cpu.start()
         try:
@@ -164,6 +167,11 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
         tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in hosts}
         link_counters = {i: eng.counters(topology, run.links[i]) for i, eng in link_engines.items()}
         _fill_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
+        if captures:  # --- packet capture: stop tcpdump, pcap_* metrics from its files
+            capture.stop(captures)
+            sender_result = agents[-1].result if agents else None
+            record["metrics"].update(capture.metrics(captures, run.workload.sender,
+                                                     capture.messages_sent(sender_result)))
     except Interrupted:
         raise
     except KeyboardInterrupt:
@@ -176,6 +184,7 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
         record["failure_reason"] = f"internal error: {type(e).__name__}: {e}"
         record["stderr_tail"] = traceback.format_exc()[-2000:]
     finally:
+        capture.stop(captures)
         if handles:
             _stop_services(handles, record)
         _teardown_shielded(topology)
