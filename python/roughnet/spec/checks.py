@@ -25,6 +25,7 @@ from .model import KNOB_TABLES, DirectionTable, Scenario
 from .problems import Problem
 from .services import needed_kind
 from .sweep import axes_of
+from .overlay import check_overlay
 from .wirechecks import check_wire_link
 
 HEADER_BYTES = 32  # the agent's message header (docs/agent-protocol.md)
@@ -80,6 +81,7 @@ def _check_links(s: Scenario, hosts: set[str] | None, problems: list[Problem]) -
         for side in ("forward", "reverse"):
             _check_direction(link, getattr(link, side), path, side, problems)
         check_wire_link(link, path, problems)
+        check_overlay(link, i, path, problems)
 
 
 def _check_direction(link: DirectionTable, override: DirectionTable | None, path: str, side: str,

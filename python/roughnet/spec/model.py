@@ -189,6 +189,14 @@ class LinkTable(DirectionTable):
     distance: list[DistanceTable] | None = Field(
         None, description="Distance between the ends over time, inline (`[[link.distance]]` entries: `at`, "
         "`distance`); not together with `distance_trace`.")
+    overlay: kinds.choice(runspec.OVERLAYS).type() = _f(
+        'How the hosts reach each other over this link: "none" (plain routed, like Flannel host-gw or '
+        'kube-router) or "vxlan" (a VXLAN overlay on top, like Flannel VXLAN: each host gets a VXLAN device '
+        "with an address in the overlay subnet 198.19.<128+i>.0/24, and agents use those addresses). "
+        'Unset: "none".', None)
+    overlay_mtu: kinds.integer(576, 65535, "an integer from 576 to 65535 (bytes)").type() = _f(
+        "MTU of the overlay device in bytes, at most `mtu` - 50 (the VXLAN headers). Needs an overlay. "
+        "Unset: `mtu` - 50.", None)
 
 
 class WorkloadTable(_Table):

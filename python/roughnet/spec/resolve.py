@@ -38,6 +38,8 @@ def link(index: int, table: LinkTable, default_engine: str,
         half_duplex=half_duplex(table),
         schedule=schedule(table),
         distance_trace=distance_trace(table, trace),
+        overlay=table.overlay or "none",
+        overlay_mtu=table.overlay_mtu,
     )
 
 
