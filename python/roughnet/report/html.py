@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from roughnet.report import fmt, plots, shaping
+from roughnet.report import fmt, packets, payload, plots, shaping
 
 log = logging.getLogger(__name__)
 
@@ -213,8 +213,15 @@ def render(
         sections.append("<h2>Plots</h2>" + "".join(figures))
     elif runs:
         sections.append("<p>No sweep axis to plot against; see the table below.</p>")
+    payload_html, payload_png = payload.section(axes, runs)  # payload axis: best range, delay/drop table + plot
+    if payload_html:
+        figures.clear()
+        if payload_png is not None:
+            figure("payload", payload_png, "Average delay and actual drop rate against payload size")
+        sections.append(payload_html + "".join(figures))
     sections.append(_problem_lists(runs))
     param_keys = list(axes)
+    sections.append(packets.section(runs, param_keys))  # capture = true: packet analysis per run
     headers, rows = shaping.run_table(runs, param_keys)
     sections.append(f"<h2>Every run ({len(runs)})</h2>" + (_table(headers, rows, runs) if runs else "<p>No runs stored.</p>"))
     if len(runs) == 1 and runs[0].get("status") == "ok":
@@ -244,7 +251,7 @@ def _remove_stale_pngs(out_dir: Path) -> None:
     """PNGs an earlier report wrote here under the names we use (only those)."""
     from roughnet.results.schema import METRIC_NAMES
 
-    for name in (*METRIC_NAMES, "latency_cdf", "ramp"):
+    for name in (*METRIC_NAMES, "latency_cdf", "ramp", "payload"):
         (out_dir / f"{name}.png").unlink(missing_ok=True)
 
 
