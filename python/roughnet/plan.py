@@ -41,6 +41,7 @@ from .spec.model import KNOB_TABLES
 from .spec.placeholders import substitute
 from .spec.problems import NOTHING, Problem, ScenarioError
 from .spec.resolve import resolve
+from .spec.schedule import file_axes
 from .spec.sweep import EXCLUDE, axes_of, excludes_of, excluded, label
 from .spec.timeline import read_trace_files
 
@@ -134,7 +135,7 @@ def _with_origins(problems: list[Problem], origins: dict[str, str], data: dict[s
     out = []
     for p in problems:
         # The value's own origin, or those of its entries (a list holding placeholders).
-        found = [origin for path, origin in origins.items() if path == p.path or path.startswith(p.path + "[")]
+        found = [origin for path, origin in origins.items() if path == p.path or path.startswith((p.path + "[", p.path + "."))]
         if found and p.path:
             got = p.got if p.got is not NOTHING else _lookup(data, p.path)
             p = dataclasses.replace(p, origin=", ".join(found), got=got)
@@ -277,4 +278,5 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
         runs=tuple(runs),
         report=report,
         description=scenario.scenario.description,
+        files=file_axes(scenario),
     )

@@ -212,3 +212,4 @@ class Sweep:
     runs: tuple[Run, ...]
     report: dict[str, Any] = field(default_factory=dict)  # [report] hints, validated
     description: str = ""
+    files: dict[str, str] = field(default_factory=dict)  # axis -> the schedule file its entries came from

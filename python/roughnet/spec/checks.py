@@ -23,6 +23,7 @@ from .kinds import has_placeholder
 from .directions import merged_direction
 from .model import KNOB_TABLES, DirectionTable, Scenario
 from .problems import Problem
+from .receivers import receivers
 from .services import needed_kind
 from .sweep import axes_of
 from .overlay import check_overlay
@@ -113,14 +114,15 @@ SINGLE_RECEIVER = ("ping", "ramp")
 
 def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]) -> None:
     w = s.workload
-    to = [w.to] if isinstance(w.to, str) else list(w.to)
+    to = receivers(w.to)
     # Hosts: from, to, connectivity.
     if hosts is not None:
         if _concrete(w.from_) and w.from_ not in hosts:
             problems.append(Problem("workload.from", "unknown host",
                                     "one of the [[host]] names (" + ", ".join(sorted(hosts)) + ")", w.from_))  # fmt: skip
         for j, name in enumerate(to):
-            tpath = f"workload.to[{j}]" if not isinstance(w.to, str) else "workload.to"
+            tpath = (f"workload.to.of[{j}]" if isinstance(w.to, dict) else f"workload.to[{j}]"
+                     if not isinstance(w.to, str) else "workload.to")
             if not _concrete(name):
                 continue
             if name not in hosts:
@@ -156,7 +158,7 @@ def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]
                                     f"no {key} for {w.pattern} (it is for: "
                                     + ", ".join(p for p, (_, f) in PATTERN_RULES.items() if key not in f) + ")",
                                     getattr(w, key)))  # fmt: skip
-    if w.pattern in SINGLE_RECEIVER and len(to) != 1:
+    if w.pattern in SINGLE_RECEIVER and len(to) != 1 and _concrete(*(w.to.values() if isinstance(w.to, dict) else ())):
         problems.append(Problem("workload.to", f"pattern \"{w.pattern}\" has exactly one receiver",
                                 "a single host name", w.to))  # fmt: skip
     _check_payload(s, problems)
@@ -283,7 +285,7 @@ def _check_services(s: Scenario, hosts: set[str] | None, problems: list[Problem]
         return
     if not all(_concrete(link.between) for link in s.link):
         return
-    for h in [w.from_, *([w.to] if isinstance(w.to, str) else w.to)]:
+    for h in [w.from_, *receivers(w.to)]:
         if h in hosts and h != svc.host and not _connected(s, svc.host, h):
             problems.append(Problem(f"service[{i}].host", f"no path through links from the {kind} service's host "
                                     f"{svc.host!r} to {h!r}", "a service host connected by [[link]]s to the sender "

@@ -19,6 +19,7 @@ from .checks import check_scenario
 from .model import Scenario
 from .placeholders import check_placeholders
 from .problems import Problem, ScenarioError, from_validation_error
+from .schedule import expand_file_axes
 from .sweep import check_sweep
 
 
@@ -39,16 +40,25 @@ def load_scenario(path: str | Path) -> Scenario:
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise ScenarioError(file, [Problem(f"line {line}", "not UTF-8 text", "a UTF-8 encoded TOML file")]) from None
-    return loads(text, file)
+    return loads(text, file, Path(path).parent)
 
 
-def loads(text: str, source: str = "<string>") -> Scenario:
-    """Validate a scenario given as TOML text; ``source`` names it in errors."""
+def loads(text: str, source: str = "<string>", base: Path | None = None) -> Scenario:
+    """Validate a scenario given as TOML text; ``source`` names it in errors.
+
+    ``base``: the folder schedule files of file axes are relative to (default: the
+    current directory).
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(source, [_syntax_problem(str(e), text)]) from None
-    return validate_data(data, source)
+    data, files, problems = expand_file_axes(data, base if base is not None else Path("."))
+    if problems:
+        raise ScenarioError(source, problems)
+    model = validate_data(data, source)
+    model._file_axes = files
+    return model
 
 
 _AT = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .. import runspec
 from . import kinds
@@ -28,6 +28,7 @@ from .knobs import (
     ZenohKnobs,
     ZmqKnobs,
 )
+from .receivers import TO
 from .services import SERVICE_TABLES, AnyService
 from .table import HOST, HOST_NAME, Table, field
 from .wire import (
@@ -207,8 +208,9 @@ class WorkloadTable(_Table):
         "whose size grows by `step`; bulk: as fast as possible for a duration.")
     protocol: kinds.choice(runspec.PROTOCOLS).type() = _f("Protocol the agents speak.")
     from_: _HOST.type() = Field(..., alias="from", description="Sending host (the pinger for ping and ramp).")
-    to: kinds.name_list(_HOST, 1, "a host name or a list of host names", single=True).type() = _f(
-        "Receiving host(s), not including `from`; ping and ramp take exactly one.")
+    to: TO.type() = _f(
+        "Receiving host(s), not including `from`; ping and ramp take exactly one. Also `{ first = n, of = [...] "
+        "}`: the first n hosts of the list (n may be a placeholder, like ${schedule.subscribers}).")
     payload: kinds.size().type() = _f(
         "Message size at the application level, the 32-byte header included: " + kinds.SIZE + "; at least "
         "32 B; UDP at most 65507 B (ramp: the final size too).")
@@ -249,8 +251,14 @@ class ReportTable(_Table):
 
 
 _SWEEP_SCALAR = {"type": ["string", "number"]}
+_SWEEP_FIELD = {"type": ["string", "number", "boolean"]}
+_SWEEP_FILE = {"type": "object", "required": ["file"], "additionalProperties": False,
+               "properties": {"file": {"type": "string", "description": "a schedule CSV, relative to the scenario "
+                                                                        "file: one run per row (spec.schedule)"},
+                              "ignore": {"type": "array", "items": {"type": "string"},
+                                         "description": "columns of the file this scenario does not use"}}}
 _SWEEP_TABLE = {"type": "object", "minProperties": 1, "propertyNames": {"pattern": SWEEP_KEY},
-                "additionalProperties": _SWEEP_SCALAR,
+                "additionalProperties": _SWEEP_FIELD,
                 "description": "one entry of a table axis; `name` (a string) labels it in reports"}  # fmt: skip
 _EXCLUDE_SCHEMA = {
     "type": "array",
@@ -277,18 +285,22 @@ class Scenario(_Table):
         "[[host]], [[link]], [workload] and [[service]]; or a list of inline tables with the same keys (a table "
         "axis: its "
         "fields change together, used as ${key.field}). Runs are the cartesian product in file order (last key "
-        "fastest), less the combinations [[sweep.exclude]] lists.",
+        "fastest), less the combinations [[sweep.exclude]] lists. A table axis may also come from a CSV file: "
+        "key = { file = \"schedule.csv\" } makes one entry per row, named \"row <n>\" (docs/scenario-format.md).",
         json_schema_extra={"propertyNames": {"pattern": SWEEP_KEY},
                            "properties": {"exclude": _EXCLUDE_SCHEMA},
-                           "additionalProperties": {"type": "array", "minItems": 1,
-                                                    "anyOf": [{"items": _SWEEP_SCALAR},
-                                                              {"items": _SWEEP_TABLE}]}},
+                           "additionalProperties": {"anyOf": [
+                               {"type": "array", "minItems": 1,
+                                "anyOf": [{"items": _SWEEP_SCALAR}, {"items": _SWEEP_TABLE}]},
+                               _SWEEP_FILE]}},
     )  # fmt: skip
     service: list[AnyService] = Field(
         default_factory=list,
         description="Managed services (brokers, routers), at most one per kind; each must be used by some run "
         "(mqtt: mosquitto, kafka: kafka, nats: nats, zenoh with mode = \"client\": zenoh-router).")
     report: ReportTable | None = Field(None, description="Hints for the report.")
+    #: Axis -> schedule file of the axes read from a file (spec.schedule; set by spec.load).
+    _file_axes: dict[str, str] = PrivateAttr(default_factory=dict)
 
 
 def model_tables() -> list[tuple[str, type[BaseModel]]]:

@@ -18,6 +18,7 @@ from .. import runspec, units
 from . import knobs, services
 from .directions import DIRECTION_FIELDS, direction
 from .model import LinkTable, Scenario
+from .receivers import receivers
 from .timeline import distance_trace, half_duplex, schedule
 
 __all__ = ["DIRECTION_FIELDS", "Resolved", "direction", "link", "resolve", "run_services", "workload"]
@@ -49,7 +50,7 @@ def workload(s: Scenario) -> runspec.Workload:
         pattern=w.pattern,
         protocol=w.protocol,
         sender=w.from_,
-        receivers=(w.to,) if isinstance(w.to, str) else tuple(w.to),
+        receivers=tuple(receivers(w.to)),
         payload_bytes=units.parse_size_bytes(w.payload),
         messages=w.messages,
         duration_ns=units.parse_duration_ns(w.duration) if w.duration is not None else None,

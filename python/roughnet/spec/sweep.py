@@ -27,7 +27,7 @@ EXCLUDE = "exclude"
 NAME_FIELD = "name"
 
 _SWEEP_VALUE = "a non-empty list of distinct strings or numbers, like [\"0%\", \"5%\"], or of inline tables"
-_FIELD_VALUE = "a string or a number"
+_FIELD_VALUE = "a string, a number or a boolean"
 _EXCLUDE = ("[[sweep.exclude]] tables mapping axis names to values, like { protocol = \"udp\", payload = "
             "\"100 KiB\" } (the key `exclude` is reserved: it cannot name an axis)")  # fmt: skip
 
@@ -68,7 +68,7 @@ def label(value: Any) -> Any:
         return value
     if NAME_FIELD in value:
         return str(value[NAME_FIELD])
-    return ", ".join(f"{k}={v}" for k, v in value.items())
+    return ", ".join(f"{k}={describe(v) if isinstance(v, bool) else v}" for k, v in value.items())
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -163,8 +163,8 @@ def _check_table_axis(path: str, values: list[Any], problems: list[Problem]) -> 
             elif field == NAME_FIELD and (not isinstance(value, str) or not value):
                 problems.append(Problem(fpath, "not a non-empty string",
                                         "a string naming the entry (its label in reports)", value))  # fmt: skip
-            elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                problems.append(Problem(fpath, "not a string or a number", _FIELD_VALUE, value))
+            elif not isinstance(value, (str, int, float)):  # bool is an int: allowed in tables
+                problems.append(Problem(fpath, "not a string, a number or a boolean", _FIELD_VALUE, value))
             elif isinstance(value, str) and "${" in value:
                 problems.append(Problem(fpath, "placeholders are not allowed in [sweep]", _FIELD_VALUE, value))
             else:
