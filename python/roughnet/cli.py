@@ -157,13 +157,18 @@ def run(
     resume: bool = typer.Option(False, "--resume", help="Run only the runs of this sweep not stored yet."),
     results: Optional[Path] = ResultsOpt,
     report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
+    from_row: Optional[int] = typer.Option(None, "--from", min=1, help="First row of the schedule file axis to run "
+                                           "(1-based, inclusive); the other rows are left out."),
+    to_row: Optional[int] = typer.Option(None, "--to", min=1, help="Last row of the schedule file axis to run "
+                                         "(1-based, inclusive)."),
 ) -> None:
     """Run every run of a scenario's sweep, store the results, print a summary and write the report."""
     from .plan import plan_sweep
     from .run import Interrupted, pending_runs, preflight, run_sweep
+    from .spec.schedule import select_rows
 
     try:
-        sweep = plan_sweep(file)
+        sweep = select_rows(plan_sweep(file), from_row, to_row)
         pf = preflight(sweep)
         store = _open_store(results, create=True)
     except RoughnetError as e:
@@ -198,7 +203,9 @@ def run(
             run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done)
     except Interrupted as e:
         err.print(f"[yellow]interrupted ({e}); the current run was torn down, stored runs are kept. "
-                  f"Continue with: roughnet run {file} --resume[/]")
+                  f"Continue with: roughnet run {file} --resume"
+                  + "".join(f" {o} {v}" for o, v in (("--from", from_row), ("--to", to_row)) if v is not None)
+                  + "[/]")
         store.close()
         raise typer.Exit(130)
     _print_summary(store, sweep.sweep_id)
