@@ -213,7 +213,7 @@ def render(
         sections.append("<h2>Plots</h2>" + "".join(figures))
     elif runs:
         sections.append("<p>No sweep axis to plot against; see the table below.</p>")
-    payload_html, payload_png = payload.section(axes, runs)  # payload axis: best range, delay/drop table + plot
+    payload_html, payload_png = payload.section(axes, runs, roles.x)  # payload axis: best range, delay/drop table + plot
     if payload_html:
         figures.clear()
         if payload_png is not None:

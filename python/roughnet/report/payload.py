@@ -1,7 +1,7 @@
 """The report's payload section (SEEDS S0 experiment 2): delay and actual drop rate against payload size.
 
-Owns, for a sweep with a ``payload`` axis of two or more sizes and one-way
-latency (stream runs): the table and plot of average delay and of the actual
+Owns, for a sweep whose report x axis is ``payload`` (two or more sizes) and
+one-way latency (stream runs): the table and plot of average delay and of the actual
 drop rate against payload size, one line per group (the other swept keys,
 e.g. the protocol), and the computed "best payload range" statement per group.
 
@@ -118,8 +118,10 @@ def _retrans_rate(m: dict[str, Any]) -> tuple[float | None, str]:
     return None, ""
 
 
-def applies(axes: dict[str, list[Any]], runs: list[dict[str, Any]]) -> bool:
-    """Whether the sweep has a payload axis of 2+ sizes and one-way latency."""
+def applies(axes: dict[str, list[Any]], runs: list[dict[str, Any]], x_axis: str | None = AXIS) -> bool:
+    """Whether the report's x axis is a payload axis of 2+ sizes and the runs measured one-way latency."""
+    if x_axis != AXIS:
+        return False
     values = axes.get(AXIS) or []
     order, nums = fmt.order_values(values)
     return len(order) >= 2 and nums is not None and any(r.get("pattern") == "stream" for r in runs)
@@ -220,9 +222,13 @@ def plot_png(gs: list[Group]) -> bytes:
     return buf.getvalue()
 
 
-def section(axes: dict[str, list[Any]], runs: list[dict[str, Any]]) -> tuple[str, bytes | None]:
-    """(HTML section, PNG of the plot) for the payload analysis; ("", None) when it does not apply."""
-    if not applies(axes, runs):
+def section(axes: dict[str, list[Any]], runs: list[dict[str, Any]], x_axis: str | None = AXIS
+            ) -> tuple[str, bytes | None]:
+    """(HTML section, PNG of the plot) for the payload analysis; ("", None) when it does not apply.
+
+    It applies when ``x_axis`` (the report's x role: ``[report] x`` or the first varying key) is
+    the payload axis."""
+    if not applies(axes, runs, x_axis):
         return "", None
     gs = [g for g in groups(axes, runs) if g.points]
     if not gs:
