@@ -12,7 +12,7 @@
 Prints each measurement and the ratios; absolute figures drift between machines, ratios taken in one run are
 what to trust (MEASUREMENTS.md).
 
-Usage (root): python bench/wire_bench.py [--seconds 6] [--only throughput,rtt,timing] [--json out.json]
+Usage (root): python bench/wire_bench.py [--seconds 6] [--rounds 2] [--only throughput,rtt,timing] [--json out.json]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,48 +99,60 @@ def one_way(t: Topo, count: int, rate: float) -> dict:
 
 
 class Bench:
-    def __init__(self, binary: Path, seconds: float, workdir: Path):
-        self.binary, self.seconds, self.workdir = binary, seconds, workdir
+    def __init__(self, binary: Path, seconds: float, workdir: Path, rounds: int):
+        self.binary, self.seconds, self.workdir, self.rounds = binary, seconds, workdir, rounds
         self.results: dict = {"binary": str(binary), "seconds": seconds}
 
     def log(self, msg: str) -> None:
         print(msg, flush=True)
 
     def throughput(self) -> None:
-        res = {}
-        with Topo("plain", wired=False) as t:
-            tune_tcp(t)
-            res["plain_bps"] = iperf(t, self.seconds, 1)
-        self.log(f"TCP plain veth            : {res['plain_bps'] / 1e9:6.2f} Gbit/s")
-        for delay in (0, 10, 50):
-            with Topo(f"tp{delay}") as t:
+        runs: dict[str, list[dict]] = {}
+        for rnd in range(self.rounds):
+            with Topo("plain", wired=False) as t:
                 tune_tcp(t)
-                ready = t.start_wire(self.binary, wire_config(delay), 1, self.workdir, control=False)
-                cpu0, t0 = proc_cpu_s(ready["pid"]), time.monotonic()
-                bps = iperf(t, self.seconds + (4 if delay else 0), 3 if delay else 1)
-                cpu = (proc_cpu_s(ready["pid"]) - cpu0) / (time.monotonic() - t0)
-                stats = t.stop_wire()
-            sched = stats["a_to_b"]["sched_error"]
-            res[f"wire_{delay}ms_bps"] = bps
-            res[f"wire_{delay}ms_cpu"] = cpu
-            res[f"wire_{delay}ms_sched_p99_us"] = sched["p99_us"]
-            res[f"wire_{delay}ms_kernel_drops"] = stats["a_to_b"]["io"]["rx_kernel_drops"]
-            self.log(f"TCP wire {delay:3d} ms each way : {bps / 1e9:6.2f} Gbit/s  ratio to plain "
-                     f"{bps / res['plain_bps']:.2f}  wire CPU {cpu:.2f} cores  sched p50/p99 "
-                     f"{sched['p50_us']:.0f}/{sched['p99_us']:.0f} us  rx drops {res[f'wire_{delay}ms_kernel_drops']}")
-        self.results["throughput"] = res
+                runs.setdefault("plain", []).append({"bps": iperf(t, self.seconds, 1)})
+            self.log(f"[{rnd}] TCP plain veth            : {runs['plain'][-1]['bps'] / 1e9:6.2f} Gbit/s")
+            for delay in (0, 10, 50):
+                with Topo(f"tp{delay}") as t:
+                    tune_tcp(t)
+                    ready = t.start_wire(self.binary, wire_config(delay), 1, self.workdir, control=False)
+                    cpu0, t0 = proc_cpu_s(ready["pid"]), time.monotonic()
+                    bps = iperf(t, self.seconds + (4 if delay else 0), 3 if delay else 1)
+                    cpu = (proc_cpu_s(ready["pid"]) - cpu0) / (time.monotonic() - t0)
+                    stats = t.stop_wire()
+                sched = stats["a_to_b"]["sched_error"]
+                r = {"bps": bps, "cpu": cpu, "sched_p50_us": sched["p50_us"], "sched_p99_us": sched["p99_us"],
+                     "rx_kernel_drops": stats["a_to_b"]["io"]["rx_kernel_drops"]}
+                runs.setdefault(f"wire_{delay}ms", []).append(r)
+                self.log(f"[{rnd}] TCP wire {delay:3d} ms each way : {bps / 1e9:6.2f} Gbit/s  wire CPU {cpu:.2f} cores  "
+                         f"sched p50/p99 {sched['p50_us']:.0f}/{sched['p99_us']:.0f} us  rx drops {r['rx_kernel_drops']}")
+        med = {k: statistics.median(x["bps"] for x in v) for k, v in runs.items()}
+        for k, v in med.items():
+            self.log(f"median {k:12s}: {v / 1e9:6.2f} Gbit/s   ratio to plain {v / med['plain']:.2f}")
+        self.results["throughput"] = {"runs": runs, "median_bps": med}
 
     def rtt(self) -> None:
-        with Topo("rplain", wired=False) as t:
-            plain = sockperf_rtt(t, self.seconds)
-        with Topo("rwire") as t:
-            t.start_wire(self.binary, wire_config(0), 1, self.workdir, control=False)
-            wire = sockperf_rtt(t, self.seconds)
-            t.stop_wire()
-        added = wire["p50_us"] - plain["p50_us"]
-        self.log(f"sockperf RTT p50 plain {plain['p50_us']:.1f} us, wire {wire['p50_us']:.1f} us: added {added:.1f} us "
-                 f"(p99 {plain['p99_us']:.1f} -> {wire['p99_us']:.1f} us)")
-        self.results["rtt"] = {"plain": plain, "wire": wire, "added_p50_us": added}
+        plain, wire = [], []
+        for rnd in range(max(3, self.rounds)):
+            # Alternate the order: sockperf's p50 is bimodal (~5 or ~70 us) by CPU placement alone.
+            for kind in (("plain", "wire") if rnd % 2 == 0 else ("wire", "plain")):
+                if kind == "plain":
+                    with Topo("rplain", wired=False) as t:
+                        plain.append(sockperf_rtt(t, self.seconds))
+                else:
+                    with Topo("rwire") as t:
+                        t.start_wire(self.binary, wire_config(0), 1, self.workdir, control=False)
+                        wire.append(sockperf_rtt(t, self.seconds))
+                        t.stop_wire()
+            self.log(f"[{rnd}] sockperf RTT p50 plain {plain[-1]['p50_us']:.1f} us, wire {wire[-1]['p50_us']:.1f} us "
+                     f"(p99 {plain[-1]['p99_us']:.1f} / {wire[-1]['p99_us']:.1f} us)")
+        mp = statistics.median(x["p50_us"] for x in plain)
+        mw = statistics.median(x["p50_us"] for x in wire)
+        lo = min(x["p50_us"] for x in wire) - min(x["p50_us"] for x in plain)
+        self.log(f"sockperf RTT p50, median of rounds: plain {mp:.1f} us, wire {mw:.1f} us: added {mw - mp:.1f} us "
+                 f"(lowest p50s: added {lo:.1f} us)")
+        self.results["rtt"] = {"plain": plain, "wire": wire, "added_p50_us": mw - mp, "added_lowest_p50_us": lo}
 
     def timing(self) -> None:
         rows = []
@@ -165,6 +178,7 @@ class Bench:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=6)
+    p.add_argument("--rounds", type=int, default=2, help="repeat each measurement; medians are reported")
     p.add_argument("--only", default="throughput,rtt,timing")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
@@ -176,7 +190,7 @@ def main() -> int:
         print("roughnet-wire is not built (cargo build --release -p roughnet-wire)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="rn-wire-bench-") as d:
-        b = Bench(binary, args.seconds, Path(d))
+        b = Bench(binary, args.seconds, Path(d), args.rounds)
         for part in args.only.split(","):
             getattr(b, part.strip())()
     if args.json:

@@ -70,3 +70,13 @@ def test_unreadable_config_file_is_exit_2(tmp_path):
 def test_unknown_profile_lists_the_known_ones():
     code, line, _ = run_wire("--if-a", "a", "--if-b", "b", "--profile", "moon-link", "--seed", "1")
     assert code == 2 and "moon-link" in line["message"] and "ethernet-1g" in line["message"]
+
+
+def test_print_profile_is_a_link_config():
+    out = subprocess.run([str(WIRE), "--print-profile", "satellite-geo"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    cfg = json.loads(out.stdout)
+    assert set(cfg) >= {"a_to_b", "b_to_a"}
+    assert cfg["a_to_b"]["delay_ns"] > 100_000_000  # a geostationary hop is over 100 ms one way
+    code, line, _ = run_wire("--print-profile", "moon-link")
+    assert code == 2 and "moon-link" in line["message"]

@@ -119,7 +119,7 @@ impl LoopStats {
             "timed_wakeups": h.len(),
             "wake_late_p50_us": us(0.5),
             "wake_late_p99_us": us(0.99),
-            "wake_late_max_us": if h.len() > 0 { h.max() as f64 / 1000.0 } else { 0.0 },
+            "wake_late_max_us": if !h.is_empty() { h.max() as f64 / 1000.0 } else { 0.0 },
             "spin_fraction": if uptime_ns > 0 { self.spin_ns as f64 / uptime_ns as f64 } else { 0.0 },
         })
     }
