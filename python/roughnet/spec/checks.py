@@ -133,6 +133,11 @@ def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]
                                         "receivers other than `from`", name))  # fmt: skip
             elif name in to[:j]:
                 problems.append(Problem(tpath, "receiver listed twice", "distinct receivers", name))
+        if isinstance(w.to, dict):  # hosts of `of` beyond the first n exist too (another run may use them)
+            for j, name in enumerate(w.to.get("of") or []):
+                if _concrete(name) and name not in hosts and name not in to:
+                    problems.append(Problem(f"workload.to.of[{j}]", "unknown host",
+                                            "one of the [[host]] names (" + ", ".join(sorted(hosts)) + ")", name))
         if _concrete(w.from_, to) and all(_concrete(link.between) for link in s.link):
             for name in to:
                 if name in hosts and w.from_ in hosts and name != w.from_ and not _connected(s, w.from_, name):
