@@ -59,7 +59,7 @@ def _sha256(value: Any) -> str:
 #: Run fields added after run ids were first stored: hashed only when not empty.
 _RUN_FIELDS_ADDED = ("services",)
 #: Scenario keys added after sweep ids were first stored: hashed only when set.
-_WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats")
+_WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync")
 _SCENARIO_KEYS_ADDED = ("service",)
 #: [[link]] keys (and keys of its direction tables) added after sweep ids were first stored: hashed only when set.
 _LINK_KEYS_ADDED = ("jitter_distribution", "jitter_correlation", "reorder_by_jitter", "reorder", "reorder_gap",
@@ -75,6 +75,8 @@ def run_id_of(run: runspec.Run) -> str:
     for key in _RUN_FIELDS_ADDED:
         if not content.get(key):
             content.pop(key, None)
+    if content["workload"].get("sync") is None:  # added with the sync pattern
+        content["workload"].pop("sync", None)
     for link in content.get("links", ()):
         _drop_added_defaults(link, runspec.Link, _LINK_FIELDS_V1)
         for side in ("forward", "reverse"):

@@ -19,7 +19,7 @@ from typing import Any
 
 #: Engines a link may ask for.  ``auto`` is resolved by links.choose at preflight.
 ENGINES = ("auto", "kernel", "netem", "wire")
-PATTERNS = ("stream", "ping", "ramp", "bulk")
+PATTERNS = ("stream", "ping", "ramp", "bulk", "sync")
 PROTOCOLS = ("tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka", "nats")
 #: Managed services (brokers, routers) a scenario may declare in [[service]].
 SERVICE_KINDS = ("mosquitto", "kafka", "nats", "zenoh-router")
@@ -169,6 +169,9 @@ class Workload:
     warmup: int = 0  # messages sent first and not counted
     timeout_ns: int = 60_000_000_000  # the whole run, after which receivers are stopped
     options: dict[str, Any] = field(default_factory=dict)  # protocol knobs, already in base units
+    # sync only (payload_bytes is then each bundle's manifest): {"bundles": N per side, "overlap": fraction,
+    # "bundle_payload_bytes": int, "window": bundles in flight}; None for the other patterns
+    sync: dict[str, Any] | None = None
 
     def __hash__(self) -> int:  # options is a dict; hash on the rest
         return hash((self.pattern, self.protocol, self.sender, self.receivers, self.payload_bytes))

@@ -73,6 +73,8 @@ def agent_specs(run: Run, address_of, broker_of=None, extra_options=None) -> lis
     ``extra_options`` are added to every agent's options (e.g. a TLS CA path).
     """
     w = run.workload
+    if w.pattern == "sync":
+        return sync_specs(run, address_of, broker_of, extra_options)
     if w.pattern in ("stream", "bulk"):
         rx_role, tx_role = "receiver", "sender"
     else:  # ping, ramp
@@ -92,6 +94,50 @@ def agent_specs(run: Run, address_of, broker_of=None, extra_options=None) -> lis
             spec.config["broker"] = broker_of(spec.host)
         if extra_options:
             spec.config["options"] = spec.config["options"] | extra_options
+    return specs
+
+
+#: Bytes in front of a bundle's manifest in the agent's bundle message (docs/agent-protocol.md, "sync").
+SYNC_BUNDLE_OVERHEAD = 40
+
+
+def sync_specs(run: Run, address_of, broker_of=None, extra_options=None) -> list[AgentSpec]:
+    """The two syncers of a sync run: ``to`` first (the runner waits for its ready), ``from`` last.
+
+    ``from`` holds bundles ``0 .. N``, ``to`` holds ``N - shared .. 2N - shared`` (``shared`` =
+    round(overlap * N)).  Each publishes on ``<topic>/<host>`` and subscribes to its peer's topic
+    (brokered protocols); point to point, each listens on its address towards the peer and
+    connects to the peer's.
+    """
+    w = run.workload
+    s = w.sync or {}
+    n = int(s["bundles"])
+    shared = round(n * float(s.get("overlap", 0.0)))
+    peer_of = {w.sender: w.receivers[0], w.receivers[0]: w.sender}
+    first = {w.sender: 0, w.receivers[0]: n - shared}
+    specs = []
+    for host in (w.receivers[0], w.sender):
+        peer = peer_of[host]
+        cfg = _common_config(w, run) | {
+            "role": "syncer",
+            "messages": None,
+            "payload_bytes": SYNC_BUNDLE_OVERHEAD + w.payload_bytes + int(s.get("bundle_payload_bytes", 0)),
+            "manifest_bytes": w.payload_bytes,
+            "bundle_payload_bytes": int(s.get("bundle_payload_bytes", 0)),
+            "bundles": n,
+            "bundle_first": first[host],
+            "window": int(s.get("window", 1)),
+            "topic": f"{topic_of(run)}/{host}",
+            "peer_topic": f"{topic_of(run)}/{peer}",
+        }
+        if broker_of is not None:
+            cfg["broker"] = broker_of(host)
+        else:
+            cfg["listen"] = f"{address_of(host, peer)}:{AGENT_PORT}"
+            cfg["peers"] = [f"{address_of(peer, host)}:{AGENT_PORT}"]
+        if extra_options:
+            cfg["options"] = cfg["options"] | extra_options
+        specs.append(AgentSpec(host, "syncer", cfg))
     return specs
 
 

@@ -194,3 +194,100 @@ def histograms(host: str, res: dict[str, Any]) -> list[dict[str, Any]]:
         if isinstance(h, dict) and h.get("hdr"):
             out.append({"host": host, "kind": kind, "hdr": h["hdr"], "count": h.get("count", 0)})
     return out
+
+
+# --- pattern sync (SEEDS S3): both agents are "syncers" and both measure ---
+
+#: Per-side fields of a syncer's result kept in the record's ``receivers`` entries.
+SYNC_SIDE_FIELDS = ("bundles_start", "bundles_held", "bundles_received", "bundles_sent", "duplicates",
+                    "bad_bundles", "bad_messages", "messages_sent", "messages_received", "summaries_sent",
+                    "summaries_received", "bytes_sent", "bytes_received", "goodput_bytes", "goodput_bps",
+                    "elapsed_s", "overhead_ratio", "in_flight_max", "complete", "full_sync", "time_to_complete_s",
+                    "time_to_full_sync_s", "end_reason")  # fmt: skip
+
+
+def sync_side_metrics(res: dict[str, Any]) -> dict[str, Any]:
+    """One syncer's metrics, from its result line (docs/agent-protocol.md, "sync")."""
+    m = {k: res.get(k) for k in SYNC_SIDE_FIELDS}
+    m.update(_lat_metrics("lat_actual", res.get("bundle_latency"), ("p50", "p99", "mean", "max")))
+    return m
+
+
+def sync_capacity_bps(run) -> int | None:
+    """Application-independent channel capacity between the two syncers: the direct link's rate,
+    counted once when the link is half duplex (one medium for both directions), else per direction."""
+    w = run.workload
+    pair = {w.sender, *w.receivers}
+    for link in run.links:
+        if set(link.hosts) == pair:
+            fwd, rev = link.forward.rate_bps, link.reverse.rate_bps
+            if fwd is None or rev is None:
+                return None
+            return max(fwd, rev) if link.half_duplex is not None else fwd + rev
+    return None
+
+
+def sync_metrics(run, sides: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Run-level metrics of a sync run: bundles per direction, goodput against the channel, time to sync.
+
+    ``sides``: (host, result) of each syncer.  Direction ``from_to`` is what the ``to`` host received.
+    """
+    w = run.workload
+    by_host = dict(sides)
+    rx_to = by_host.get(w.receivers[0], {})
+    rx_from = by_host.get(w.sender, {})
+    results = [r for _, r in sides]
+    m: dict[str, Any] = {
+        "bundles_from_to": rx_to.get("bundles_received"),
+        "bundles_to_from": rx_from.get("bundles_received"),
+        "received": _sum([r.get("bundles_received") for r in results]),
+        "sent": _sum([r.get("bundles_sent") for r in results]),
+        "duplicates": _sum([r.get("duplicates") for r in results]),
+        "bytes": _sum([r.get("bytes_received") for r in results]),
+        "sync_messages": _sum([r.get("messages_sent") for r in results]),
+        "sync_summaries": _sum([r.get("summaries_sent") for r in results]),
+    }
+    goodput = _sum([r.get("goodput_bytes") for r in results]) or 0
+    elapsed = max([float(r.get("elapsed_s") or 0.0) for r in results] or [0.0])
+    m["goodput_bytes"] = goodput
+    m["sync_elapsed_s"] = elapsed
+    m["goodput_bps"] = round(goodput * 8 / elapsed, 3) if elapsed > 0 else None
+    m["throughput_bps"] = m["goodput_bps"]
+    for key, res in (("from_to", rx_to), ("to_from", rx_from)):
+        m[f"goodput_bps_{key}"] = res.get("goodput_bps")
+    app_bytes = _sum([r.get("bytes_sent") for r in results])
+    m["overhead_ratio"] = round(app_bytes / goodput, 4) if goodput and app_bytes is not None else None
+    capacity = sync_capacity_bps(run)
+    m["channel_capacity_bps"] = capacity
+    m["goodput_fraction"] = round(m["goodput_bps"] / capacity, 4) if capacity and m["goodput_bps"] else None
+    full = all(r.get("full_sync") for r in results) and len(results) == 2
+    times = [r.get("time_to_full_sync_s") for r in results]
+    m["full_sync"] = full
+    m["time_to_full_sync_s"] = max(times) if full and all(isinstance(t, (int, float)) for t in times) else None
+    return m
+
+
+def sync_verdict(run, sides: list[tuple[str, dict[str, Any]]], cpu: dict[str, Any],
+                 link_counters: dict[Any, dict[str, Any]] | None = None) -> tuple[str, list[str]]:  # fmt: skip
+    """Validity of a sync run: corrupted or refused bundles and interrupted runs are invalid; a run
+    that ran into the scenario timeout without a window of its own is suspect; plus the machine's
+    and the emulator's reasons (``verdict``)."""
+    invalid: list[str] = []
+    suspect: list[str] = []
+    for host, res in sides:
+        bad = int(res.get("bad_bundles") or 0) + int(res.get("bad_messages") or 0)
+        if bad:
+            invalid.append(f"syncer {host}: {bad} corrupted or unreadable message(s)")
+        reason = res.get("end_reason")
+        if reason == "signal":
+            invalid.append(f"syncer {host} was stopped before the end of its sync")
+        elif reason == "timeout":
+            suspect.append(f"syncer {host} reached the scenario timeout before full sync "
+                           f"({res.get('bundles_held')} bundles held)")  # fmt: skip
+    _, machine = verdict(run.workload.pattern, [], None, cpu, link_counters)
+    suspect.extend(machine)
+    if invalid:
+        return "invalid", invalid + suspect
+    if suspect:
+        return "suspect", suspect
+    return "valid", []

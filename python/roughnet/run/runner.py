@@ -234,6 +234,9 @@ def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats)
         record["failure_reason"] = "; ".join(a.describe_failure() for a in missing)
         record["stderr_tail"] = _stderr_tails(missing)
         return
+    if w.pattern == "sync":  # two syncers, both measure: collect.sync_metrics
+        _fill_sync_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
+        return
     # Pinger measures round trips; the ponger only echoes.  Otherwise receivers measure.
     if w.pattern in ("ping", "ramp"):
         measured = [(sender.spec.host, sender.result)]
@@ -262,6 +265,25 @@ def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats)
         w.pattern, [(a.spec.host, a.result) for a in receivers if w.pattern in ("stream", "bulk")],
         sender.result, cpu_stats, link_counters,
     )
+    record["status"] = "ok"
+
+
+def _fill_sync_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats) -> None:
+    """The record of a sync run (every agent has a result): per-side and run-level sync metrics."""
+    sides = [(a.spec.host, a.result) for a in agents]
+    record["receivers"] = [{"host": h, "metrics": collect.sync_side_metrics(r)} for h, r in sides]
+    for host, res in sides:
+        record["histograms"].extend(collect.histograms(host, {"latency_actual": res.get("bundle_latency")}))
+    metrics = collect.sync_metrics(run, sides)
+    metrics.update(collect.link_drop_metrics(link_counters))
+    metrics.update(collect.tcp_metrics(tcp_deltas))
+    metrics["cpu_agents_s"] = round(sum(float((r.get("cpu") or {}).get(k, 0) or 0)
+                                        for _, r in sides for k in ("user_s", "sys_s")), 4)  # fmt: skip
+    metrics["cpu_machine_util"] = cpu_stats.get("mean")
+    record["metrics"] = metrics
+    record["link_counters"] = {str(k): v for k, v in link_counters.items()}
+    record["tcp_counters"] = tcp_deltas
+    record["validity"], record["validity_reasons"] = collect.sync_verdict(run, sides, cpu_stats, link_counters)
     record["status"] = "ok"
 
 

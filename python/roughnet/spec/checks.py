@@ -25,6 +25,7 @@ from .model import KNOB_TABLES, DirectionTable, Scenario
 from .problems import Problem
 from .receivers import receivers
 from .services import needed_kind
+from .syncspec import check_sync
 from .sweep import axes_of
 from .overlay import check_overlay
 from .wirechecks import check_wire_link
@@ -108,8 +109,9 @@ PATTERN_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "ping": (("messages",), ("duration", "rate", "step")),
     "ramp": (("messages", "step", "interval"), ("duration", "rate")),
     "bulk": (("duration",), ("messages", "rate", "interval", "step")),
+    "sync": (("sync",), ("messages", "rate", "interval", "step")),  # duration: optional (the window)
 }
-SINGLE_RECEIVER = ("ping", "ramp")
+SINGLE_RECEIVER = ("ping", "ramp", "sync")
 
 
 def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]) -> None:
@@ -167,6 +169,7 @@ def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]
         problems.append(Problem("workload.to", f"pattern \"{w.pattern}\" has exactly one receiver",
                                 "a single host name", w.to))  # fmt: skip
     _check_payload(s, problems)
+    check_sync(w, _concrete, problems)
     _check_knobs(s, problems)
     _check_timeout(s, problems)
 
@@ -176,6 +179,7 @@ _KEY_EXPECTED = {
     "duration": "a duration like '10 s'",
     "interval": "a duration like '10 ms'",
     "step": "a size like '1 KiB'",
+    "sync": "a [workload.sync] table with bundles = N",
 }
 
 

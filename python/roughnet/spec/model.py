@@ -30,6 +30,7 @@ from .knobs import (
 )
 from .receivers import TO
 from .services import SERVICE_TABLES, AnyService
+from .syncspec import SyncTable
 from .table import HOST, HOST_NAME, Table, field
 from .wire import (
     CORRELATION,
@@ -233,6 +234,8 @@ class WorkloadTable(_Table):
     kafka: KafkaKnobs | None = Field(None, description="Kafka knobs; only with protocol = \"kafka\" (or swept).")
     nats: NatsKnobs | None = Field(None, description="NATS knobs (none yet); only with protocol = \"nats\" (or "
                                    "swept).")  # fmt: skip
+    sync: SyncTable | None = Field(None, description="Pattern sync only: the bundle stores (for sync, `payload` is "
+                                   "each bundle's manifest and `duration` the fixed window).")  # fmt: skip
 
 
 _SWEEP_KEY = kinds.name(SWEEP_KEY, "a sweep key (lowercase letters, digits and '_')", placeholders=False)
@@ -316,6 +319,7 @@ def model_tables() -> list[tuple[str, type[BaseModel]]]:
         ("[[link.distance]]", DistanceTable),
         ("[workload]", WorkloadTable),
         *((f"[workload.{proto}]", table) for proto, table in KNOB_TABLES.items()),
+        ("[workload.sync]", SyncTable),
         *((f'[[service]] kind = "{kind}"', table) for kind, table in SERVICE_TABLES.items()),
         ("[report]", ReportTable),
     ]

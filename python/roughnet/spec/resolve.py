@@ -18,6 +18,7 @@ from .. import runspec, units
 from . import knobs, services
 from .directions import DIRECTION_FIELDS, direction
 from .model import LinkTable, Scenario
+from .syncspec import sync_settings
 from .receivers import receivers
 from .timeline import distance_trace, half_duplex, schedule
 
@@ -60,6 +61,7 @@ def workload(s: Scenario) -> runspec.Workload:
         warmup=w.warmup,
         timeout_ns=units.parse_duration_ns(s.scenario.timeout),
         options=knobs.options(getattr(w, w.protocol, None)),
+        sync=sync_settings(w),
     )
 
 

@@ -1,0 +1,115 @@
+"""scenarios/hf-sync.toml (SEEDS S3) at CI size, through `roughnet run` (root, agent, wire).
+
+The committed scenario is shrunk (a few bundles per side, a faster modem, shorter timeouts)
+and the S3 properties are asserted: goodput stays below the channel's capacity, every bundle
+is delivered in both directions when the window is long enough, and a window too short for
+the stores ends the run with bundles delivered but no full sync.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from roughnet.run.collect import sync_capacity_bps
+from tests.integration.test_seed_scenarios import needs, run, shrink
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)")
+
+#: The CI modem: 4x the HF rate, 1 s one way, the profile's half duplex and 590-byte frames.
+FAST_MODEM = {
+    "link.rate": 'rate = "6000 bit/s"',
+}
+BUNDLES, MANIFEST = 6, 200
+
+
+def _ci(tmp_path: Path, protocols: str, window: str, bundles: int = BUNDLES, duration: str = "90 s") -> Path:
+    return shrink("hf-sync", {
+        "scenario.timeout": 'timeout = "120 s"',
+        **FAST_MODEM,
+        "workload.duration": f'duration = "{duration}"',
+        "workload.sync.bundles": f"bundles = {bundles}",
+        "sweep.protocol": f"protocol = {protocols}",
+        "sweep.window": f"window = {window}",
+    }, tmp_path)  # fmt: skip
+
+
+def _delay_line(path: Path) -> None:
+    """Shorten the profile's 4 s one-way delay to 1 s (a key added under the link's rate)."""
+    text = path.read_text().replace('rate = "6000 bit/s"', 'rate = "6000 bit/s"\ndelay = "1 s"', 1)
+    path.write_text(text)
+
+
+def _metrics(row: dict) -> dict:
+    m = dict(row)
+    extra = row.get("metrics_extra")
+    if isinstance(extra, str):
+        extra = json.loads(extra)
+    m.update(extra or {})
+    return m
+
+
+@needs("tcp")
+def test_hf_sync_tcp_delivers_every_bundle_below_capacity(tmp_path: Path) -> None:
+    path = _ci(tmp_path, '["tcp"]', "[1, 4]")
+    _delay_line(path)
+    rows = run(path, tmp_path, timeout=600)
+    assert len(rows) == 2
+    for row in rows:
+        assert row["status"] == "ok", row.get("failure_reason")
+        m = _metrics(row)
+        assert m["full_sync"] is True, m
+        assert m["bundles_from_to"] == BUNDLES and m["bundles_to_from"] == BUNDLES, m
+        assert m["duplicates"] == 0
+        assert m["channel_capacity_bps"] == 6000
+        # Goodput (manifest bytes delivered, both directions, over the sync) below the channel.
+        assert 0 < m["goodput_bps"] < m["channel_capacity_bps"], m
+        assert m["goodput_fraction"] < 1.0
+        assert m["overhead_ratio"] > 1.0
+        assert m["time_to_full_sync_s"] is not None and m["time_to_full_sync_s"] > 2.0  # at least a round trip
+
+
+@needs("tcp")
+def test_hf_sync_window_too_short_for_the_stores_ends_without_full_sync(tmp_path: Path) -> None:
+    path = _ci(tmp_path, '["tcp"]', "[4]", bundles=400, duration="25 s")
+    _delay_line(path)
+    rows = run(path, tmp_path, timeout=600)
+    m = _metrics(rows[0])
+    assert rows[0]["status"] == "ok", rows[0].get("failure_reason")
+    assert m["full_sync"] is False
+    assert m["time_to_full_sync_s"] is None
+    assert 0 < m["received"] < 800, m
+    assert 0 < m["goodput_bps"] < m["channel_capacity_bps"], m
+
+
+@needs("mqtt", "zenoh")
+def test_hf_sync_mqtt_and_zenoh_deliver_every_bundle(tmp_path: Path) -> None:
+    path = _ci(tmp_path, '["mqtt", "zenoh"]', "[4]")
+    _delay_line(path)
+    rows = run(path, tmp_path, timeout=900)
+    by_proto = {r["protocol"]: r for r in rows}
+    for proto, row in by_proto.items():
+        assert row["status"] == "ok", (proto, row.get("failure_reason"))
+        m = _metrics(row)
+        assert m["bundles_from_to"] == BUNDLES and m["bundles_to_from"] == BUNDLES, (proto, m)
+        assert 0 < m["goodput_bps"] < m["channel_capacity_bps"], (proto, m)
+
+
+def test_capacity_counts_a_half_duplex_medium_once() -> None:
+    """No root: the capacity the goodput is compared with."""
+    from roughnet import runspec
+
+    d = runspec.Direction(rate_bps=1475)
+    link = runspec.Link(index=0, hosts=("a", "b"), forward=d, reverse=d, half_duplex={"turnaround_ns": 1})
+    w = runspec.Workload(pattern="sync", protocol="tcp", sender="a", receivers=("b",), payload_bytes=200)
+
+    class R:
+        workload = w
+        links = (link,)
+
+    assert sync_capacity_bps(R) == 1475
+    R.links = (runspec.Link(index=0, hosts=("a", "b"), forward=d, reverse=d),)
+    assert sync_capacity_bps(R) == 2950
