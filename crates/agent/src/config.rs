@@ -78,9 +78,10 @@ pub enum Pattern {
     Ping,
     Ramp,
     Bulk,
+    Sync,
 }
 
-pub const PATTERNS: [&str; 4] = ["stream", "ping", "ramp", "bulk"];
+pub const PATTERNS: [&str; 5] = ["stream", "ping", "ramp", "bulk", "sync"];
 
 impl Pattern {
     pub fn as_str(&self) -> &'static str {
@@ -89,6 +90,7 @@ impl Pattern {
             Pattern::Ping => "ping",
             Pattern::Ramp => "ramp",
             Pattern::Bulk => "bulk",
+            Pattern::Sync => "sync",
         }
     }
 }
@@ -147,7 +149,44 @@ struct RawConfig {
     broker: Option<String>,
     #[serde(default)]
     topic: Option<String>,
+    // --- sync pattern (patterns::sync); null / absent for the other patterns ---
+    #[serde(default)]
+    bundles: Option<u64>,
+    #[serde(default)]
+    bundle_first: Option<u64>,
+    #[serde(default)]
+    manifest_bytes: Option<u64>,
+    #[serde(default)]
+    bundle_payload_bytes: Option<u64>,
+    #[serde(default)]
+    window: Option<u64>,
+    #[serde(default)]
+    peer_topic: Option<String>,
 }
+
+/// The sync pattern's settings (docs/agent-protocol.md, "sync").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncConfig {
+    /// Bundles this side starts with: ids `first .. first + bundles`.
+    pub bundles: u32,
+    pub first: u32,
+    /// Manifest bytes per bundle (incompressible: pseudo-random, as if already compressed).
+    pub manifest_bytes: usize,
+    /// Payload bytes after the manifest (0: manifest only).
+    pub bundle_payload_bytes: usize,
+    /// Bundles in flight (sent, not yet acknowledged by a summary) at most.
+    pub window: u32,
+}
+
+/// Bytes in front of a bundle's manifest: the 32-byte header, kind, padding, bundle id.
+pub const SYNC_BUNDLE_OVERHEAD: usize = HEADER_LEN + 8;
+/// Most bundles one side may start with (ids are 32-bit).
+pub const SYNC_MAX_BUNDLES: u64 = 1 << 24;
+/// Most bundles in flight.
+pub const SYNC_MAX_WINDOW: u64 = 65_535;
+/// Largest summary message: header, kind, count, then at most this many id ranges.
+pub const SYNC_MAX_RANGES: usize = 64;
+pub const SYNC_MAX_SUMMARY_BYTES: usize = HEADER_LEN + 4 + 8 * SYNC_MAX_RANGES;
 
 /// A checked configuration.  Units are in the field names.
 #[derive(Debug, Clone)]
@@ -174,6 +213,11 @@ pub struct Config {
     pub broker: Option<String>,
     /// Per-run topic / key name given by the runner (drivers default it when absent).
     pub topic: Option<String>,
+    /// sync: the topic the peer publishes to (this side subscribes to it); `topic` is this side's.
+    pub peer_topic: Option<String>,
+    /// sync: the pattern's settings (None for the other patterns).  A syncer's `role`
+    /// is `Receiver` (it binds `listen`) and it also has `peers` (its one peer).
+    pub sync: Option<SyncConfig>,
     /// CLOCK_MONOTONIC when the configuration was read: `timeout_ms` counts from here.
     pub start_ns: u64,
 }
@@ -213,11 +257,12 @@ impl Config {
             "ping" => Pattern::Ping,
             "ramp" => Pattern::Ramp,
             "bulk" => Pattern::Bulk,
+            "sync" => Pattern::Sync,
             other => {
                 return Err(ConfigError::invalid(
                     "pattern",
                     format!("{other:?}"),
-                    "one of stream, ping, ramp, bulk",
+                    "one of stream, ping, ramp, bulk, sync",
                 ))
             }
         };
@@ -226,6 +271,17 @@ impl Config {
             (Pattern::Stream | Pattern::Bulk, "receiver") => Role::Receiver,
             (Pattern::Ping | Pattern::Ramp, "pinger") => Role::Pinger,
             (Pattern::Ping | Pattern::Ramp, "ponger") => Role::Ponger,
+            // A syncer is a receiver and a sender at once; drivers match on Role, so the
+            // configuration keeps the listening side's role and patterns::sync hands
+            // the drivers a Receiver and a Sender copy (see `Config::sync`).
+            (Pattern::Sync, "syncer") => Role::Receiver,
+            (Pattern::Sync, other) => {
+                return Err(ConfigError::invalid(
+                    "role",
+                    format!("{other:?}"),
+                    "syncer for pattern sync (each side binds `listen` and connects to `peers`)",
+                ))
+            }
             (Pattern::Stream | Pattern::Bulk, other) => {
                 return Err(ConfigError::invalid(
                     "role",
@@ -267,7 +323,28 @@ impl Config {
             }
             (_, None) => None,
         };
+        // sync: the one peer (its listen address), unless a broker carries the traffic.
+        let sync_peers = match (pattern, &raw.peers) {
+            (Pattern::Sync, Some(p)) if p.len() > 1 => {
+                return Err(ConfigError::invalid(
+                    "peers",
+                    format!("{} addresses", p.len()),
+                    "exactly one peer for role syncer (sync reconciles two stores)",
+                ))
+            }
+            (Pattern::Sync, Some(p)) if p.len() == 1 => vec![parse_addr("peers[0]", &p[0])?],
+            (Pattern::Sync, _) if has_broker => Vec::new(),
+            (Pattern::Sync, _) => {
+                return Err(ConfigError::Missing {
+                    key: "peers",
+                    when: "(one address) for role syncer (or `broker`, for a protocol with a broker)"
+                        .into(),
+                })
+            }
+            _ => Vec::new(),
+        };
         let peers = match (role, &raw.peers) {
+            _ if pattern == Pattern::Sync => sync_peers,
             (Role::Sender | Role::Pinger, Some(p)) if !p.is_empty() => {
                 if p.len() > MAX_PEERS {
                     return Err(ConfigError::invalid(
@@ -333,6 +410,15 @@ impl Config {
                 }
                 _ => {}
             },
+            Pattern::Sync => {
+                if let Some(m) = raw.messages {
+                    return Err(ConfigError::invalid(
+                        "messages",
+                        m,
+                        "null for pattern sync (it takes `bundles`, and `duration_ms` for a fixed window)",
+                    ));
+                }
+            }
             Pattern::Ping | Pattern::Ramp => {
                 if raw.messages.is_none() {
                     return Err(ConfigError::Missing {
@@ -412,6 +498,7 @@ impl Config {
                 ));
             }
         }
+        let sync = check_sync(&raw, pattern)?;
         if raw.timeout_ms == 0 {
             return Err(ConfigError::invalid("timeout_ms", 0, "at least 1 ms"));
         }
@@ -440,6 +527,8 @@ impl Config {
             options: raw.options,
             broker: raw.broker.filter(|b| !b.is_empty()),
             topic: raw.topic.filter(|t| !t.is_empty()),
+            peer_topic: raw.peer_topic.filter(|t| !t.is_empty()),
+            sync,
             start_ns: crate::clock::now_ns(),
         })
     }
@@ -450,6 +539,7 @@ impl Config {
             (Pattern::Ramp, Some(n)) => {
                 self.payload_bytes + self.step_bytes * (n as usize).saturating_sub(1)
             }
+            (Pattern::Sync, _) => self.payload_bytes.max(SYNC_MAX_SUMMARY_BYTES),
             _ => self.payload_bytes,
         }
     }
@@ -463,6 +553,108 @@ impl Config {
     pub fn give_up_ns(&self) -> u64 {
         self.start_ns.saturating_add(self.timeout_ns)
     }
+}
+
+/// The sync keys: required (bundles) and checked for pattern sync, refused for the others.
+fn check_sync(raw: &RawConfig, pattern: Pattern) -> Result<Option<SyncConfig>, ConfigError> {
+    if pattern != Pattern::Sync {
+        let given = [
+            ("bundles", raw.bundles.is_some()),
+            ("bundle_first", raw.bundle_first.is_some()),
+            ("manifest_bytes", raw.manifest_bytes.is_some()),
+            ("bundle_payload_bytes", raw.bundle_payload_bytes.is_some()),
+            ("window", raw.window.is_some()),
+            ("peer_topic", raw.peer_topic.is_some()),
+        ];
+        if let Some((key, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(ConfigError::invalid(
+                *key,
+                "(set)",
+                format!("null for pattern {} (only sync has it)", raw.pattern),
+            ));
+        }
+        return Ok(None);
+    }
+    // sync moves every bundle exactly once and never retransmits: the transport must be reliable.
+    let opt = |k: &str| raw.options.get(k).and_then(|v| v.as_str().map(str::to_owned));
+    let unreliable = match raw.protocol.as_str() {
+        "udp" => Some("udp does not retransmit".to_string()),
+        "zenoh" if opt("reliability").as_deref() == Some("best_effort") => {
+            Some("zenoh with reliability best_effort".into())
+        }
+        "zenoh" if opt("transport").as_deref() == Some("udp") => {
+            Some("zenoh over its udp transport does not retransmit".into())
+        }
+        "mqtt" if raw.options.get("qos").and_then(|v| v.as_u64()) == Some(0) => {
+            Some("mqtt qos 0 is at most once".into())
+        }
+        _ => None,
+    };
+    if let Some(why) = unreliable {
+        return Err(ConfigError::invalid(
+            "protocol",
+            format!("{:?} ({why})", raw.protocol),
+            "a reliable transport for pattern sync (tcp, mqtt with qos >= 1, zenoh reliable over tcp, ...)",
+        ));
+    }
+    let bundles = match raw.bundles {
+        None => {
+            return Err(ConfigError::Missing {
+                key: "bundles",
+                when: "for pattern sync".into(),
+            })
+        }
+        Some(b) if b > SYNC_MAX_BUNDLES => {
+            return Err(ConfigError::invalid(
+                "bundles",
+                b,
+                format!("at most {SYNC_MAX_BUNDLES} bundles per side"),
+            ))
+        }
+        Some(b) => b,
+    };
+    let first = raw.bundle_first.unwrap_or(0);
+    if first + bundles > u32::MAX as u64 {
+        return Err(ConfigError::invalid(
+            "bundle_first",
+            first,
+            "ids that fit in 32 bits (bundle_first + bundles <= 4294967295)",
+        ));
+    }
+    let manifest = raw.manifest_bytes.unwrap_or(200);
+    let payload = raw.bundle_payload_bytes.unwrap_or(0);
+    if manifest == 0 || manifest + payload > MAX_MESSAGE_BYTES {
+        return Err(ConfigError::invalid(
+            "manifest_bytes",
+            manifest,
+            format!("at least 1 byte, with bundle_payload_bytes at most {MAX_MESSAGE_BYTES} bytes"),
+        ));
+    }
+    let window = raw.window.unwrap_or(1);
+    if window == 0 || window > SYNC_MAX_WINDOW {
+        return Err(ConfigError::invalid(
+            "window",
+            window,
+            format!("1 to {SYNC_MAX_WINDOW} bundles in flight"),
+        ));
+    }
+    let size = SYNC_BUNDLE_OVERHEAD as u64 + manifest + payload;
+    if raw.payload_bytes != size {
+        return Err(ConfigError::invalid(
+            "payload_bytes",
+            raw.payload_bytes,
+            format!(
+                "{size} for pattern sync: the bundle message size, {SYNC_BUNDLE_OVERHEAD} + manifest_bytes ({manifest}) + bundle_payload_bytes ({payload})"
+            ),
+        ));
+    }
+    Ok(Some(SyncConfig {
+        bundles: bundles as u32,
+        first: first as u32,
+        manifest_bytes: manifest as usize,
+        bundle_payload_bytes: payload as usize,
+        window: window as u32,
+    }))
 }
 
 #[cfg(test)]
@@ -555,6 +747,46 @@ mod tests {
         assert!(Config::parse(&r.to_string()).unwrap().listen.is_none());
         r["broker"] = "".into();
         assert!(err_of(r).contains("`listen` is required"));
+    }
+
+    #[test]
+    fn sync_takes_a_syncer_with_listen_and_one_peer_and_a_reliable_transport() {
+        let v = serde_json::json!({"v":1,"role":"syncer","protocol":"tcp","pattern":"sync",
+            "listen":"127.0.0.1:9","peers":["127.0.0.1:10"],"payload_bytes":240,"bundles":5,
+            "bundle_first":3,"window":2});
+        let c = Config::parse(&v.to_string()).unwrap();
+        assert_eq!(c.role, Role::Receiver);
+        assert_eq!(c.peers.len(), 1);
+        assert!(c.listen.is_some());
+        let s = c.sync.unwrap();
+        assert_eq!((s.bundles, s.first, s.manifest_bytes, s.window), (5, 3, 200, 2));
+        assert_eq!(c.max_message_bytes(), SYNC_MAX_SUMMARY_BYTES.max(240));
+        let mut w = v.clone();
+        w["protocol"] = "udp".into();
+        let e = err_of(w);
+        assert!(e.contains("reliable transport") && e.contains("udp"), "{e}");
+        let mut w = v.clone();
+        w["protocol"] = "zenoh".into();
+        w["options"] = serde_json::json!({"reliability": "best_effort"});
+        assert!(err_of(w).contains("reliable transport"));
+        let mut w = v.clone();
+        w["payload_bytes"] = 64.into();
+        assert!(err_of(w).contains("the bundle message size"));
+        let mut w = v.clone();
+        w["peers"] = serde_json::json!(["127.0.0.1:10", "127.0.0.1:11"]);
+        assert!(err_of(w).contains("exactly one peer"));
+        let mut w = v.clone();
+        w["role"] = "sender".into();
+        assert!(err_of(w).contains("syncer for pattern sync"));
+        let mut w = v.clone();
+        w["bundles"] = serde_json::Value::Null;
+        assert!(err_of(w).contains("`bundles` is required"));
+        let mut w = v;
+        w["window"] = 0.into();
+        assert!(err_of(w).contains("`window` = 0"));
+        let mut b = base();
+        b["window"] = 4.into();
+        assert!(err_of(b).contains("only sync has it"));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! | ping | pinger, ponger | `ping` (request/reply round trips) |
 //! | ramp | pinger, ponger | `ramp` (ping whose size grows each iteration) |
 //! | bulk | sender, receiver | `bulk` (maximum throughput) |
+//! | sync | syncer (both sides) | `sync` (two stores of bundles reconcile) |
 
 use thiserror::Error;
 
@@ -21,6 +22,7 @@ pub mod bulk;
 pub mod ping;
 pub mod ramp;
 pub mod stream;
+pub mod sync;
 
 #[derive(Debug, Error)]
 pub enum PatternError {
@@ -63,6 +65,7 @@ pub fn run(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         (Pattern::Ping, Role::Pinger) => ping::ping(cfg, driver, false),
         (Pattern::Ramp, Role::Pinger) => ramp::run(cfg, driver),
         (Pattern::Ping | Pattern::Ramp, Role::Ponger) => ping::pong(cfg, driver),
+        (Pattern::Sync, _) => sync::run(cfg, driver),
         (p, r) => Err(PatternError::Protocol(format!(
             "role {} does not belong to pattern {}",
             r.as_str(),
