@@ -48,7 +48,7 @@ def roughnet(*args: str, results: Path, timeout: float = 300, check: bool = True
 def runs(results: Path) -> list[dict]:
     con = duckdb.connect(str(results / "results.duckdb"), read_only=True)
     try:
-        cur = con.execute("select * from runs order by index")
+        cur = con.execute("select * from runs order by run_index")
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, row)) for row in cur.fetchall()]
     finally:
