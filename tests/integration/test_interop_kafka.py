@@ -26,6 +26,7 @@ import pytest
 from roughnet.binaries import find_binary
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (pip install confluent-kafka)")
+ck_admin = pytest.importorskip("confluent_kafka.admin", reason="confluent-kafka is not installed")
 
 AGENT = find_binary("roughnet-agent")
 LIBS = Path(os.environ.get("ROUGHNET_KAFKA_LIBS", "/var/cache/roughnet/kafka-4.3.1/libs"))
@@ -78,7 +79,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         p = subprocess.Popen(["java", "-Xmx512m", "-cp", cp, "kafka.Kafka", str(conf)], stdout=log, stderr=log)
     try:
         # Ready when the admin API answers (a real protocol operation).
-        admin = ck.admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        admin = ck_admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
         deadline = time.monotonic() + 90
         while True:
             assert p.poll() is None, (d / "log").read_text()[-3000:]
@@ -108,8 +109,8 @@ def agent_config(role: str, broker: str, topic: str, **extra: object) -> str:
 
 def test_confluent_kafka_consumes_the_agents_messages(broker: str) -> None:
     topic = "roughnet-interop-a"
-    admin = ck.admin.AdminClient({"bootstrap.servers": broker})
-    admin.create_topics([ck.admin.NewTopic(topic, 1, 1)])[topic].result(30)
+    admin = ck_admin.AdminClient({"bootstrap.servers": broker})
+    admin.create_topics([ck_admin.NewTopic(topic, 1, 1)])[topic].result(30)
     out = subprocess.run([str(AGENT), "run", "--config-json", agent_config("sender", broker, "roughnet/interop-a")],
                          capture_output=True, text=True, timeout=90, check=False)
     assert out.returncode == 0, out.stdout + out.stderr

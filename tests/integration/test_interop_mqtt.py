@@ -168,7 +168,11 @@ def test_mosquitto_sub_sees_the_agents_messages(broker: str) -> None:
     host, port = broker.rsplit(":", 1)
     topic = "rn/interop/c"
     # -C 101: the 100 messages and one end marker; %l prints each payload's length.
-    sub = subprocess.Popen([sub_bin, "-h", host, "-p", port, "-t", topic, "-q", "1", "-V", "5", "-C", "101",
+    stdbuf = shutil.which("stdbuf")
+    if stdbuf is None:
+        pytest.skip("stdbuf (coreutils) is not installed: mosquitto_sub's piped output would be block-buffered")
+    # Line-buffered, so its SUBACK line arrives before it has seen anything.
+    sub = subprocess.Popen([stdbuf, "-oL", sub_bin, "-h", host, "-p", port, "-t", topic, "-q", "1", "-V", "5", "-C", "101",
                             "-F", "%l", "-d"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert sub.stdout is not None
