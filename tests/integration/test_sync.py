@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from roughnet.run.collect import sync_capacity_bps
-from tests.integration.test_seed_scenarios import needs, run, shrink
+from test_seed_scenarios import needs, run, shrink
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)")
 
@@ -26,7 +26,27 @@ FAST_MODEM = {
 BUNDLES, MANIFEST = 6, 200
 
 
+def _drop_tables(path: Path, headers: set[str]) -> None:
+    """Remove the tables whose header line is in ``headers`` (up to the next header)."""
+    out, skip = [], False
+    for line in path.read_text().splitlines():
+        if line.startswith("["):
+            skip = line.strip() in headers
+        if not skip:
+            out.append(line)
+    path.write_text("\n".join(out) + "\n")
+
+
 def _ci(tmp_path: Path, protocols: str, window: str, bundles: int = BUNDLES, duration: str = "90 s") -> Path:
+    path = _shrink(tmp_path, protocols, window, bundles, duration)
+    unused = {f"[workload.{p}]" for p in ("tcp", "mqtt", "zenoh") if f'"{p}"' not in protocols}
+    if '"mqtt"' not in protocols:
+        unused.add("[[service]]")
+    _drop_tables(path, unused)
+    return path
+
+
+def _shrink(tmp_path: Path, protocols: str, window: str, bundles: int, duration: str) -> Path:
     return shrink("hf-sync", {
         "scenario.timeout": 'timeout = "120 s"',
         **FAST_MODEM,
