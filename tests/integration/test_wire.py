@@ -233,3 +233,14 @@ def test_rate_10mbit_tcp_goodput_within_5_percent(topo):
     # The wire kept up: it was the configured rate, not the emulator, that limited the flow.
     assert stats["a_to_b"]["io"]["rx_kernel_drops"] == 0
     assert stats["a_to_b"]["sched_error"]["p99_us"] < 5_000
+
+
+def test_interface_removed_is_a_runtime_error_exit_1(topo):
+    topo.start_wire(WIRE, {}, seed=1, workdir=topo.workdir, control=False)
+    assert topo.run(topo.ns_l, ["ip", "link", "del", "rnla"]).returncode == 0
+    out, err = topo.wire.communicate(timeout=10)
+    assert topo.wire.returncode == 1, err
+    lines = [json.loads(x) for x in out.splitlines()]
+    # The counters up to then, then the error naming the interface.
+    assert [x["type"] for x in lines] == ["stats", "error"]
+    assert lines[1]["kind"] == "io" and "rnla" in lines[1]["message"]
