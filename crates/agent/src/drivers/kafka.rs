@@ -178,11 +178,12 @@ impl Kafka {
                 "between 1 and 100000000 bytes",
             ));
         }
-        if opts.fetch_max_wait < 1_000_000 || opts.fetch_max_wait > 300_000_000_000 {
+        let w = opts.fetch_max_wait;
+        if w % 1_000_000 != 0 || w > 300_000_000_000 {
             return Err(ConfigError::invalid(
                 "options.fetch_max_wait",
                 format!("{} ns", opts.fetch_max_wait),
-                "between 1 ms and 300 s (librdkafka's fetch.wait.max.ms counts whole ms)",
+                "whole ms from 0 to 300 s (librdkafka's fetch.wait.max.ms)",
             ));
         }
         let (host, port) = brokered::broker_addr(cfg, "kafka")?;
