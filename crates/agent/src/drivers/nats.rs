@@ -192,6 +192,8 @@ impl NatsEndpoint {
             let opts = ConnectOptions::new()
                 .name(brokered::client_id("nats", cfg))
                 .subscription_capacity(SUBSCRIPTION_CAPACITY)
+                // Subjects were checked once in from_config, not per publish.
+                .skip_subject_validation(true)
                 .connection_timeout(Duration::from_secs(5))
                 .event_callback(move |ev| {
                     let flag = flag.clone();

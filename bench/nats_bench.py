@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""roughnet-agent's NATS driver against `nats-bench`, NATS's own Go benchmark.
+
+nats-bench (github.com/nats-io/nats.go/examples/nats-bench@v1.11.0, built from the
+Go module proxy: `go install github.com/nats-io/nats.go/examples/nats-bench@v1.11.0`)
+runs one publisher and one subscriber as fast as they can and prints each side's
+msgs/sec.  The agent runs the same workload as two processes: a stream receiver
+and a stream sender with no rate, N messages of S bytes; its receiver's msgs/sec
+(first to last arrival) is compared with nats-bench's "Sub stats".  Both go through
+one nats-server started here on 127.0.0.1 (or --server); rounds alternate the order.
+This is a comparison against an independent tool, not a target: nats-bench keeps
+publisher and subscriber in one Go process, the agent uses two processes.
+
+Usage: python bench/nats_bench.py [--rounds 3] [--messages 200000] [--size 128] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+
+from roughnet.binaries import require_binary  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def nats_server() -> Iterator[str]:
+    port = free_port()
+    p = subprocess.Popen([shutil.which("nats-server") or "/usr/sbin/nats-server", "-a", "127.0.0.1", "-p",
+                          str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if p.poll() is not None:
+                    raise RuntimeError("nats-server exited")
+                time.sleep(0.02)
+        yield f"127.0.0.1:{port}"
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def agent_rate(agent: Path, server: str, subject: str, n: int, size: int) -> float:
+    def cfg(role: str) -> str:
+        return json.dumps({"v": 1, "role": role, "protocol": "nats", "pattern": "stream", "broker": server,
+                           "topic": subject, "payload_bytes": size, "messages": n, "report_interval_ms": 0,
+                           "timeout_ms": 120000})
+
+    rx = subprocess.Popen([str(agent), "run", "--config-json", cfg("receiver")], stdout=subprocess.PIPE, text=True)
+    assert rx.stdout is not None
+    assert json.loads(rx.stdout.readline())["type"] == "ready"
+    subprocess.run([str(agent), "run", "--config-json", cfg("sender")], capture_output=True, check=True,
+                   timeout=300)
+    out, _ = rx.communicate(timeout=120)
+    r = json.loads(out.splitlines()[-1])
+    if r["lost"]:
+        print(f"agent receiver lost {r['lost']} (slow consumer)", file=sys.stderr)
+    return r["received"] / r["duration_s"]
+
+
+def bench_rate(tool: str, server: str, subject: str, n: int, size: int) -> float:
+    out = subprocess.run([tool, "-s", f"nats://{server}", "-np", "1", "-ns", "1", "-n", str(n), "-ms", str(size),
+                          subject], capture_output=True, text=True, check=True, timeout=300).stdout
+    return float(re.search(r"Sub stats: ([\d,]+) msgs/sec", out).group(1).replace(",", ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--server", help="use this nats-server (IP:PORT) instead of starting one")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--nats-bench", default=shutil.which("nats-bench") or os.path.expanduser("~/go/bin/nats-bench"))
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    if not Path(a.nats_bench).exists():
+        sys.exit("nats-bench not found: go install github.com/nats-io/nats.go/examples/nats-bench@v1.11.0")
+    agent = require_binary("roughnet-agent")
+    rows = []
+    with (nats_server() if a.server is None else _given(a.server)) as server:
+        for r in range(a.rounds):
+            res = {}
+            for which in (["agent", "nats-bench"] if r % 2 == 0 else ["nats-bench", "agent"]):
+                if which == "agent":
+                    res[which] = agent_rate(agent, server, f"rn.bench.a{r}", a.messages, a.size)
+                else:
+                    res[which] = bench_rate(a.nats_bench, server, f"rn.bench.n{r}", a.messages, a.size)
+            row = {"round": r, "agent_msgs_s": res["agent"], "nats_bench_sub_msgs_s": res["nats-bench"],
+                   "ratio": res["agent"] / res["nats-bench"]}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    summary = {"ratio_median": statistics.median(r["ratio"] for r in rows), "size": a.size, "messages": a.messages}
+    print(json.dumps(summary))
+    if a.json:
+        a.json.write_text(json.dumps({"rounds": rows, "summary": summary}, indent=1))
+
+
+@contextmanager
+def _given(server: str) -> Iterator[str]:
+    yield server
+
+
+if __name__ == "__main__":
+    main()
