@@ -105,17 +105,27 @@ def test_hf_sync_window_too_short_for_the_stores_ends_without_full_sync(tmp_path
     assert 0 < m["goodput_bps"] < m["channel_capacity_bps"], m
 
 
-@needs("mqtt", "zenoh")
-def test_hf_sync_mqtt_and_zenoh_deliver_every_bundle(tmp_path: Path) -> None:
-    path = _ci(tmp_path, '["mqtt", "zenoh"]', "[4]")
+def _delivers_every_bundle(tmp_path: Path, protocol: str) -> None:
+    path = _ci(tmp_path, f'["{protocol}"]', "[4]")
     _delay_line(path)
     rows = run(path, tmp_path, timeout=900)
-    by_proto = {r["protocol"]: r for r in rows}
-    for proto, row in by_proto.items():
-        assert row["status"] == "ok", (proto, row.get("failure_reason"))
-        m = _metrics(row)
-        assert m["bundles_from_to"] == BUNDLES and m["bundles_to_from"] == BUNDLES, (proto, m)
-        assert 0 < m["goodput_bps"] < m["channel_capacity_bps"], (proto, m)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["status"] == "ok", row.get("failure_reason")
+    m = _metrics(row)
+    assert m["full_sync"] is True, m
+    assert m["bundles_from_to"] == BUNDLES and m["bundles_to_from"] == BUNDLES, m
+    assert 0 < m["goodput_bps"] < m["channel_capacity_bps"], m
+
+
+@needs("mqtt")
+def test_hf_sync_mqtt_qos1_delivers_every_bundle(tmp_path: Path) -> None:
+    _delivers_every_bundle(tmp_path, "mqtt")
+
+
+@needs("zenoh")
+def test_hf_sync_zenoh_reliable_delivers_every_bundle(tmp_path: Path) -> None:
+    _delivers_every_bundle(tmp_path, "zenoh")
 
 
 def test_capacity_counts_a_half_duplex_medium_once() -> None:
