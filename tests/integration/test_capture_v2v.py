@@ -1,10 +1,11 @@
 """SEEDS S0 experiment 2 at CI size, and packet capture end to end (root, agent, brokers).
 
 scenarios/v2v-payload.toml is shrunk by replacing whole lines (fewer messages, three payloads,
-one protocol per sweep) and run with `roughnet run`. Asserted as properties: for reliable
-protocols latency does not fall as the payload grows, nothing is lost, and the packet analysis
-of the captures sees TCP retransmissions at 10 % drop (and agrees with the kernel's counters
-where the protocol is plain TCP). Each protocol is skipped, with the reason, while
+one protocol per sweep) and run with `roughnet run`. Asserted as properties: nothing is lost,
+the packet analysis of the captures sees TCP retransmissions at 10 % drop (and agrees with the
+kernel's counters where the protocol is plain TCP), segments per message grow with the payload,
+the report has its payload and packet sections, and for plain TCP the median latency of the
+largest payload is not below the smallest's (why not for the brokered protocols: see below). Each protocol is skipped, with the reason, while
 roughnet-agent is built without it; plain TCP runs meanwhile.
 """
 
@@ -126,13 +127,20 @@ def test_v2v_payload_small(tmp_path, protocol):
     assert rows[-1]["extra"]["pcap_tcp_retrans"] > 0
     assert sum(r["extra"]["pcap_tcp_retrans"] for r in rows) > 0
     if protocol == "tcp":
-        for r in rows:  # the pcap count and the kernel's RetransSegs are independent; they agree
-            assert abs(r["extra"]["pcap_tcp_retrans"] - r["tcp_retrans_segs"]) <= max(2, r["tcp_retrans_segs"] // 20)
-    # latency does not fall as the payload grows (reliable protocols): the largest payload's mean is
-    # not below the smallest's, and neither is the middle one's
-    means = [r["lat_mean_us"] for r in rows]
-    assert means[-1] >= means[0], (protocol, means)
-    assert means[1] >= means[0] * 0.8, (protocol, means)
+        for r in rows:  # the pcap count and the kernel's RetransSegs are independent; they agree up to the
+            # retransmitted SYN/FIN/bare-ACK probes the kernel counts and the pcap (data segments only) does not
+            assert 0 <= r["tcp_retrans_segs"] - r["extra"]["pcap_tcp_retrans"] <= max(3, r["tcp_retrans_segs"] // 20)
+    # Latency against payload. Asserted for plain TCP only, on the median of the largest against the
+    # smallest payload: a 512 KB message is at least 360 segments, so at 10 % drop nearly every one
+    # needs a retransmission round on top of its transmission time. NOT asserted for the brokered
+    # protocols: measured here (60 messages at 10 msg/s, two lossy hops through the broker), 1 KB
+    # MQTT had a higher median and mean than 512 KB (p50 100 ms against 9 ms), because a lost small
+    # message waits for a retransmission timeout (no later data triggers a fast retransmit) and the
+    # messages behind it wait too; large messages recover with SACK inside the message. The report
+    # shows the trend as measured.
+    if protocol == "tcp":
+        p50 = [r["lat_p50_us"] for r in rows]
+        assert p50[-1] >= p50[0], (protocol, p50, [r["lat_mean_us"] for r in rows])
     html = (res / "reports" / rows[0]["sweep_id"] / "index.html").read_text()
     assert "Packet analysis" in html
     assert "Best payload range" in html
