@@ -257,11 +257,11 @@ def test_killed_writer_keeps_committed_runs(tmp_path, stream):
 
 def test_format_version_written_and_newer_refused(tmp_path):
     with Store(tmp_path) as store:
-        assert store.format_version() == FORMAT_VERSION == 1
+        assert store.format_version() == FORMAT_VERSION == 2
     con = duckdb.connect(str(tmp_path / "results.duckdb"))
     con.execute("UPDATE meta SET value = '7' WHERE key = 'format_version'")
     con.close()
-    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 1"):
+    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 2"):
         Store(tmp_path)
 
 
@@ -454,3 +454,146 @@ def test_captured_runner_records_round_trip(tmp_path):
                 lo = h.get_value_at_percentile(pct - 0.1) / 1000
                 hi = h.get_value_at_percentile(pct + 0.1) / 1000
                 assert lo <= rec["metrics"][name] <= hi, (name, lo, rec["metrics"][name], hi)
+
+
+# ------------------------------------------------------------------ format 1 -> 2 (sync metric columns)
+
+SYNC_CAPTURED = Path(__file__).parent / "fixtures" / "results" / "captured" / "hf-sync-2runs.json"
+SYNC_COLUMNS = ("bundles_from_to", "bundles_to_from", "goodput_bps", "channel_capacity_bps",
+                "goodput_fraction", "overhead_ratio", "time_to_full_sync_s", "full_sync")
+
+
+def _sync_sweep(records: list[dict]):
+    class _Sweep:  # what begin_sweep reads of a runspec.Sweep
+        sweep_id = records[0]["sweep_id"]
+        scenario = "hf-sync"
+        source = "scenarios/hf-sync.toml"
+        description = ""
+        axes = {"protocol": ["tcp"], "window": [1, 4]}
+        report = {"x": "window", "lines": "protocol"}
+        runs = tuple(records)
+
+    return _Sweep
+
+
+def _write_v1(root: Path, records: list[dict], monkeypatch) -> None:
+    """A version-1 file written by the Store itself with the version-1 layout (the v1 code path:
+    only the metric list and the version number differ from version 2)."""
+    v1 = schema.metrics_of(1)
+    with monkeypatch.context() as m:
+        m.setattr(schema, "FORMAT_VERSION", 1)
+        m.setattr(schema, "METRICS", v1)
+        m.setattr(schema, "METRIC_NAMES", tuple(x.name for x in v1))
+        m.setattr(schema, "METRIC_BY_NAME", {x.name: x for x in v1})
+        with Store(root) as store:
+            assert store.format_version() == 1
+            store.begin_sweep(_sync_sweep(records))
+            for rec in records:
+                store.record_run(copy.deepcopy(rec))
+
+
+def _columns(con, table: str) -> list[tuple[str, str]]:
+    return con.execute(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? "
+        "ORDER BY ordinal_position", [table]).fetchall()
+
+
+def test_v1_layout_has_no_sync_columns_and_v2_adds_them_last():
+    v1 = [m.name for m in schema.metrics_of(1)]
+    assert not set(SYNC_COLUMNS) & set(v1)
+    assert list(schema.METRIC_NAMES) == v1 + list(SYNC_COLUMNS)
+    assert schema.METRIC_BY_NAME["full_sync"].sql_type == "BOOLEAN"
+    with pytest.raises(ResultsError, match="expected 1..2"):
+        schema.create_statements(0)
+
+
+def test_upgrade_from_v1_moves_sync_metrics_into_columns(tmp_path, monkeypatch):
+    records = json.loads(SYNC_CAPTURED.read_text())
+    root = tmp_path / "res"
+    _write_v1(root, records, monkeypatch)
+    con = duckdb.connect(str(root / "results.duckdb"), read_only=True)
+    assert migrate.read_version(con, "v1") == 1
+    assert "goodput_bps" not in [c for c, _ in _columns(con, "runs")]
+    extra = json.loads(con.execute("SELECT metrics_extra FROM runs ORDER BY run_index").fetchone()[0])
+    assert extra["full_sync"] is True and extra["bundles_from_to"] == 6  # where version 1 kept them
+    con.close()
+
+    with pytest.raises(ResultsError, match="needs an upgrade to 2"):
+        Store(root, read_only=True)
+    with Store(root) as store:
+        assert store.format_version() == 2
+        con = store.con
+        fresh = duckdb.connect()
+        migrate.create(fresh)
+        for table in ("runs", "receivers"):  # upgraded columns == a new file's, in the same order
+            assert _columns(con, table) == _columns(fresh, table)
+        fresh.close()
+        rows = con.execute(
+            f"SELECT run_id, {', '.join(SYNC_COLUMNS)}, metrics_extra FROM runs ORDER BY run_index").fetchall()
+        assert len(rows) == 2
+        for row, rec in zip(rows, records, strict=True):
+            assert row[0] == rec["run_id"]
+            for name, value in zip(SYNC_COLUMNS, row[1:-1], strict=True):
+                assert value == pytest.approx(rec["metrics"][name]), name
+            assert row[1 + SYNC_COLUMNS.index("full_sync")] is True
+            left = json.loads(row[-1])
+            assert not set(left) & set(SYNC_COLUMNS)  # moved, not copied
+            assert left["sync_messages"] == rec["metrics"]["sync_messages"]  # the rest stays
+        # receivers: the per-side sync fields that are columns moved too
+        side = con.execute(
+            "SELECT host, goodput_bps, full_sync, time_to_full_sync_s, metrics_extra FROM receivers "
+            "WHERE run_id = ? ORDER BY host", [records[0]["run_id"]]).fetchall()
+        want = {r["host"]: r["metrics"] for r in records[0]["receivers"]}
+        assert [s[0] for s in side] == sorted(want)
+        for host, goodput, full, t, rest in side:
+            assert goodput == want[host]["goodput_bps"] and full is True
+            assert t == pytest.approx(want[host]["time_to_full_sync_s"])
+            assert json.loads(rest)["bundles_received"] == want[host]["bundles_received"]
+            assert "goodput_bps" not in json.loads(rest)
+        # reading back gives the records' metrics, whichever column or JSON they live in
+        for have, rec in zip(store.runs(records[0]["sweep_id"]), records, strict=True):
+            for name, value in rec["metrics"].items():
+                assert have["metrics"][name] == pytest.approx(value), name
+            for hr, wr in zip(have["receivers"], sorted(rec["receivers"], key=lambda r: r["host"]), strict=True):
+                for name, value in wr["metrics"].items():
+                    assert hr["metrics"][name] == pytest.approx(value), (hr["host"], name)
+        out = store.export(records[0]["sweep_id"], "csv", tmp_path / "sync.csv")
+    table = pyarrow.csv.read_csv(out)
+    assert table.column("bundles_to_from").to_pylist() == [6, 6]
+    assert table.column("full_sync").to_pylist() == [True, True]
+    backup = root / "results.duckdb.v1.bak"
+    con = duckdb.connect(str(backup), read_only=True)
+    assert migrate.read_version(con, "backup") == 1
+    con.close()
+
+
+def test_upgrade_from_v1_keeps_values_that_do_not_fit_a_column(tmp_path):
+    """A metrics_extra value of the wrong type stays in the JSON (nothing is lost); nulls go."""
+    con = duckdb.connect(str(tmp_path / "results.duckdb"))
+    migrate.create(con, 1)
+    con.execute(
+        "INSERT INTO runs (sweep_id, run_id, status, metrics_extra) VALUES ('s', 'r', 'ok', ?)",
+        [json.dumps({"full_sync": "maybe", "bundles_from_to": 2.5, "goodput_bps": 10,
+                     "time_to_full_sync_s": None, "other": 1})])
+    con.close()
+    with Store(tmp_path) as store:
+        row = store.con.execute(
+            "SELECT full_sync, bundles_from_to, goodput_bps, time_to_full_sync_s, metrics_extra FROM runs"
+        ).fetchone()
+    assert row[:4] == (None, None, 10.0, None)
+    assert json.loads(row[4]) == {"full_sync": "maybe", "bundles_from_to": 2.5, "other": 1}
+
+
+def test_v2_round_trip_of_sync_records(tmp_path):
+    records = json.loads(SYNC_CAPTURED.read_text())
+    with Store(tmp_path) as store:
+        store.begin_sweep(_sync_sweep(records))
+        for rec in records:
+            store.record_run(copy.deepcopy(rec))
+        (full,) = store.con.execute("SELECT list(full_sync ORDER BY run_index) FROM runs").fetchone()
+        assert full == [True, True]
+        bad = copy.deepcopy(records[0])
+        bad["metrics"]["full_sync"] = "yes"
+        with pytest.raises(ResultsError, match=r"full_sync is 'yes'; expected true, false or null"):
+            store.record_run(bad)
+        assert store.runs(records[0]["sweep_id"])[0]["metrics"]["full_sync"] is True

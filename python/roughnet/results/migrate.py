@@ -7,14 +7,19 @@ defined in ``schema``; opening files, backups and locking live in ``store``.
 
 Version 0 is the draft layout of the project skeleton (never released): one
 ``runs`` table with all metrics in a single JSON column and no receivers or
-histograms tables.  Its migration exists so the mechanism is exercised by
-tests before a real version 2 needs it; docs/results-format.md describes it.
+histograms tables.  Version 1 -> 2 adds the sync metric columns (pattern
+sync, SEEDS S3) to ``runs`` and ``receivers`` and moves their values out of
+``metrics_extra``, where version 1 kept them.  docs/results-format.md
+describes every step.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from collections.abc import Callable
+from typing import Any
 
 import duckdb
 
@@ -76,7 +81,7 @@ def _v0_to_v1(con: duckdb.DuckDBPyConnection) -> None:
     """Version 0 -> 1: metrics JSON becomes one column per metric; new tables."""
     con.execute("ALTER TABLE sweeps RENAME TO sweeps_v0")
     con.execute("ALTER TABLE runs RENAME TO runs_v0")
-    for stmt in schema.create_statements():
+    for stmt in schema.create_statements(1):
         if stmt.startswith("CREATE TABLE meta"):
             continue
         con.execute(stmt)
@@ -90,9 +95,9 @@ def _v0_to_v1(con: duckdb.DuckDBPyConnection) -> None:
     )
     metric_exprs = ",\n".join(
         f"TRY_CAST(json_extract_string(metrics, '$.{m.name}') AS {m.sql_type})"
-        for m in schema.METRICS
+        for m in schema.metrics_of(1)
     )
-    metric_cols = ", ".join(schema.METRIC_NAMES)
+    metric_cols = ", ".join(m.name for m in schema.metrics_of(1))
     con.execute(
         f"""INSERT INTO runs (sweep_id, run_id, run_index, scenario, repeat, status,
                failure_reason, started_at, duration_s, engine, params, validity_reasons,
@@ -106,8 +111,69 @@ def _v0_to_v1(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("DROP TABLE sweeps_v0")
 
 
+def _column_value(metric: schema.Metric, value: Any) -> Any:
+    """A metrics_extra JSON value as the column's type; None when it does not fit (kept in JSON)."""
+    if value is None:
+        return None
+    if metric.sql_type == "BOOLEAN":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)) and value in (0, 1):
+            return bool(value)
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if metric.sql_type == "BIGINT":
+        return int(value) if float(value).is_integer() else None
+    return float(value)
+
+
+def _move_extra_to_columns(con: duckdb.DuckDBPyConnection, table: str, metrics: list[schema.Metric]) -> int:
+    """Add ``metrics`` as columns of ``table`` and move their values out of ``metrics_extra``.
+
+    A value of the wrong type stays in metrics_extra (nothing is lost).  Returns rows changed."""
+    for m in metrics:
+        con.execute(f"ALTER TABLE {table} ADD COLUMN {m.name} {m.sql_type}")
+    rows = con.execute(
+        f"SELECT rowid, metrics_extra FROM {table} WHERE metrics_extra IS NOT NULL"
+    ).fetchall()
+    updates = []
+    for rowid, text in rows:
+        try:
+            extra = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(extra, dict):
+            continue
+        values: list[Any] = []
+        moved = False
+        for m in metrics:
+            v = _column_value(m, extra.get(m.name))
+            if m.name in extra and (v is not None or extra[m.name] is None):  # a null is the column's null
+                del extra[m.name]
+                moved = True
+            values.append(v)
+        if moved:
+            rest = json.dumps(extra, ensure_ascii=False) if extra else None
+            updates.append([*values, rest, rowid])
+    if updates:
+        sets = ", ".join(f"{m.name} = ?" for m in metrics)
+        con.executemany(f"UPDATE {table} SET {sets}, metrics_extra = ? WHERE rowid = ?", updates)
+    return len(updates)
+
+
+def _v1_to_v2(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 1 -> 2: sync metric columns on runs and receivers, values moved from metrics_extra."""
+    added = [m for m in schema.METRICS if m.since == 2]
+    for table in ("runs", "receivers"):
+        n = _move_extra_to_columns(con, table, added)
+        log.info("format 2: %d %s row(s) had sync metrics moved out of metrics_extra", n, table)
+
+
 #: from-version -> function upgrading a connection to from-version + 1.
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {0: _v0_to_v1}
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {0: _v0_to_v1, 1: _v1_to_v2}
 
 
 def upgrade(con: duckdb.DuckDBPyConnection, from_version: int, where: str) -> None:
@@ -134,15 +200,18 @@ def upgrade(con: duckdb.DuckDBPyConnection, from_version: int, where: str) -> No
         raise
 
 
-def create(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the current layout in an empty database, in one transaction."""
+def create(con: duckdb.DuckDBPyConnection, version: int | None = None) -> None:
+    """Create the layout of ``version`` (default: the current one) in an empty database,
+    in one transaction.  Older versions build test files for the upgrade steps."""
+    if version is None:
+        version = schema.FORMAT_VERSION
     con.execute("BEGIN TRANSACTION")
     try:
-        for stmt in schema.create_statements():
+        for stmt in schema.create_statements(version):
             con.execute(stmt)
         con.execute(
             "INSERT INTO meta VALUES ('format_version', ?), ('created_by', ?)",
-            [str(schema.FORMAT_VERSION), "roughnet"],
+            [str(version), "roughnet"],
         )
         con.execute("COMMIT")
     except BaseException:

@@ -13,18 +13,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from roughnet.errors import ResultsError
+
 #: Layout version written into ``meta.format_version``.  Bump it, add a
 #: migration in ``migrate.MIGRATIONS`` and describe the change in
 #: docs/results-format.md whenever a table or column changes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str
-    sql_type: str  # "BIGINT" or "DOUBLE"
-    unit: str  # "msgs", "bytes", "us", "bit/s", "fraction", "s", "segments", "packets"
+    sql_type: str  # "BIGINT", "DOUBLE" or "BOOLEAN"
+    unit: str  # "msgs", "bytes", "us", "bit/s", "fraction", "s", "segments", "packets", "bundles", "ratio", "bool"
     label: str  # human name for reports
+    since: int = 1  # the format version that added the column (migrate adds it to older files)
 
 
 #: Every metric a run record (and a receiver) may carry, in column order.
@@ -61,6 +64,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("cpu_machine_util", "DOUBLE", "fraction", "machine CPU utilisation"),
     Metric("sched_behind_max_us", "DOUBLE", "us", "sender max behind schedule"),
     Metric("sched_late_fraction", "DOUBLE", "fraction", "sender late fraction"),
+    # version 2: pattern sync (SEEDS S3; run.collect.sync_metrics).  New columns go last, so a
+    # file upgraded with ALTER TABLE ADD COLUMN has the same column order as a new one.
+    Metric("bundles_from_to", "BIGINT", "bundles", "bundles delivered from -> to", since=2),
+    Metric("bundles_to_from", "BIGINT", "bundles", "bundles delivered to -> from", since=2),
+    Metric("goodput_bps", "DOUBLE", "bit/s", "goodput", since=2),
+    Metric("channel_capacity_bps", "DOUBLE", "bit/s", "channel capacity", since=2),
+    Metric("goodput_fraction", "DOUBLE", "fraction", "goodput / channel capacity", since=2),
+    Metric("overhead_ratio", "DOUBLE", "ratio", "overhead (bytes sent / goodput bytes)", since=2),
+    Metric("time_to_full_sync_s", "DOUBLE", "s", "time to full sync", since=2),
+    Metric("full_sync", "BOOLEAN", "bool", "full sync", since=2),
 )
 
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
@@ -103,14 +116,26 @@ RUN_JSON: tuple[str, ...] = (
 )
 
 
-def _metric_ddl() -> str:
-    return ",\n    ".join(f"{m.name} {m.sql_type}" for m in METRICS)
+def metrics_of(version: int) -> tuple[Metric, ...]:
+    """The metric columns of format ``version`` (1 or later), in column order."""
+    return tuple(m for m in METRICS if m.since <= version)
 
 
-def create_statements() -> list[str]:
-    """DDL of the current format, in order.  Tables carry no key constraints:
-    ``store.record_run`` keeps (sweep_id, run_id) unique by deleting and
-    inserting inside one transaction."""
+def _metric_ddl(version: int) -> str:
+    return ",\n    ".join(f"{m.name} {m.sql_type}" for m in metrics_of(version))
+
+
+def create_statements(version: int | None = None) -> list[str]:
+    """DDL of format ``version`` (default: the current one; 1 or later), in order.
+
+    Older versions are for ``migrate`` (an upgrade step creates its own
+    version's tables) and for tests that build old files.  Tables carry no key
+    constraints: ``store.record_run`` keeps (sweep_id, run_id) unique by
+    deleting and inserting inside one transaction."""
+    if version is None:
+        version = FORMAT_VERSION
+    if not 1 <= version <= FORMAT_VERSION:
+        raise ResultsError(f"format version {version} has no table layout here; expected 1..{FORMAT_VERSION}")
     scalars = ",\n    ".join(f"{n} {t}" for n, t in RUN_SCALARS)
     jsons = ",\n    ".join(f"{n} JSON" for n in RUN_JSON)
     return [
@@ -133,14 +158,14 @@ def create_statements() -> list[str]:
     {jsons},
     metrics_extra JSON,
     recorded_at TIMESTAMP,
-    {_metric_ddl()}
+    {_metric_ddl(version)}
 )""",
         f"""CREATE TABLE receivers (
     sweep_id VARCHAR NOT NULL,
     run_id VARCHAR NOT NULL,
     host VARCHAR NOT NULL,
     metrics_extra JSON,
-    {_metric_ddl()}
+    {_metric_ddl(version)}
 )""",
         """CREATE TABLE histograms (
     sweep_id VARCHAR NOT NULL,

@@ -88,9 +88,15 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def _metric_value(name: str, sql_type: str, value: Any, where: str) -> int | float | None:
+def _metric_value(name: str, sql_type: str, value: Any, where: str) -> bool | int | float | None:
     if value is None:
         return None
+    if sql_type == "BOOLEAN":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)) and value in (0, 1):
+            return bool(value)
+        raise ResultsError(f"{where}.{name} is {value!r}; expected true, false or null")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         try:
             value = float(value)  # numpy scalars, numeric strings
