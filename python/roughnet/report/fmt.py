@@ -105,6 +105,13 @@ REPORT_METRIC_COLUMNS: dict[str, str] = {
     "cpu": "cpu_agents_s",
     "latency_actual_p50": "lat_actual_p50_us",
     "latency_actual_p99": "lat_actual_p99_us",
+    # pattern sync (columns since results format 2)
+    "goodput": "goodput_bps",
+    "goodput_fraction": "goodput_fraction",
+    "bundles_from_to": "bundles_from_to",
+    "bundles_to_from": "bundles_to_from",
+    "overhead": "overhead_ratio",
+    "time_to_full_sync": "time_to_full_sync_s",
 }
 for _stat in ("min", "mean", "p50", "p90", "p99", "p999", "p9999", "p999999", "max"):
     REPORT_METRIC_COLUMNS[f"latency_{_stat}"] = f"lat_{_stat}_us"
@@ -116,6 +123,7 @@ DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
     "ping": ("lat_p50_us", "lat_p99_us"),
     "ramp": ("lat_p50_us", "lat_p99_us"),
     "bulk": ("throughput_bps",),
+    "sync": (),  # drawn by the report's sync module (bundles per direction, goodput vs capacity, time to sync)
 }
 RTT_PATTERNS = ("ping", "ramp")
 
@@ -172,6 +180,8 @@ def scale_for(column: str, values: Iterable[float | None]) -> Scale:
         return Scale("%", 100.0)
     if unit == "s":
         return Scale("s", 1.0)
+    if unit == "ratio":
+        return Scale("×", 1.0)
     return Scale("", 1.0)
 
 
@@ -195,6 +205,8 @@ def value(column: str, v: float | None) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"
     meta = METRIC_BY_NAME.get(column)
+    if meta is not None and meta.sql_type == "BOOLEAN":
+        return "yes" if v else "no"
     if meta is not None and meta.sql_type == "BIGINT":
         return f"{int(v):,}"
     s = scale_for(column, [v])

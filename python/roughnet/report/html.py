@@ -1,8 +1,8 @@
 """The self-contained HTML report of one sweep (plus the same plots as PNG files).
 
 Owns page layout: header (scenario, sweep id, description, date, machine,
-versions, engines, run counts), one figure per metric, latency CDFs, ramp
-plots, the list of failed and of suspect/invalid runs with reasons, the table
+versions, engines, run counts), one figure per metric, the sync figures
+(``sync``), latency CDFs, ramp plots, the list of failed and of suspect/invalid runs with reasons, the table
 of every run and the scenario file.  Images are embedded as base64 data URIs
 and CSS is inline, so index.html opens offline on its own; the PNGs are also
 written beside it for use elsewhere.  Data comes from ``shaping``; pictures
@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from roughnet.report import fmt, packets, payload, plots, shaping
+from roughnet.report import fmt, packets, payload, plots, shaping, sync
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +201,8 @@ def render(
                 caption += f", one panel per {', '.join(roles.panels)}"
             caption += " (lines join the means of repeats; markers are runs)"
             figure(column, plots.metric_png(mp), caption)
+    for name, png, caption in sync.figures(runs, roles, axes):  # pattern sync (SEEDS S3)
+        figure(name, png, caption)
     cdfs = shaping.latency_cdfs(runs, histograms, roles)
     if cdfs:
         rtt = bool(patterns) and set(patterns) <= set(fmt.RTT_PATTERNS)
@@ -219,6 +221,7 @@ def render(
         if payload_png is not None:
             figure("payload", payload_png, "Average delay and actual drop rate against payload size")
         sections.append(payload_html + "".join(figures))
+    sections.append(sync.section(runs))
     sections.append(_problem_lists(runs))
     param_keys = list(axes)
     sections.append(packets.section(runs, param_keys))  # capture = true: packet analysis per run
@@ -251,7 +254,7 @@ def _remove_stale_pngs(out_dir: Path) -> None:
     """PNGs an earlier report wrote here under the names we use (only those)."""
     from roughnet.results.schema import METRIC_NAMES
 
-    for name in (*METRIC_NAMES, "latency_cdf", "ramp", "payload"):
+    for name in (*METRIC_NAMES, "latency_cdf", "ramp", "payload", *sync.PNG_NAMES):
         (out_dir / f"{name}.png").unlink(missing_ok=True)
 
 

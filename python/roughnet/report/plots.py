@@ -58,10 +58,13 @@ def _spans_decades(values: Sequence[float]) -> bool:
     return bool(pos) and len(pos) == len(values) and max(pos) / min(pos) >= 100
 
 
-def metric_png(plot: MetricPlot) -> bytes:
-    """Metric against the x key; one line per line value; one panel per panel value."""
+def metric_png(plot: MetricPlot, refs: Sequence[tuple[float, str]] = ()) -> bytes:
+    """Metric against the x key; one line per line value; one panel per panel value.
+
+    ``refs``: (y in stored units, label) reference lines drawn dashed across every panel
+    (e.g. the channel capacity under goodput)."""
     all_y = [p.y for panel in plot.panels for line in panel.lines for p in line.points]
-    scale = fmt.scale_for(plot.column, all_y)
+    scale = fmt.scale_for(plot.column, [*all_y, *(y for y, _ in refs)])
     fig, axes = _figure(len(plot.panels), plot.grid_cols)
     x_index = {v: i for i, v in enumerate(plot.x_order)}
     x_nums = [p.x_num for panel in plot.panels for line in panel.lines for p in line.points if p.x_num is not None]
@@ -109,10 +112,14 @@ def metric_png(plot: MetricPlot) -> bytes:
         if panel.title:
             ax.set_title(panel.title, fontsize=10)
         ax.grid(True, alpha=0.3)
+        for i, (y, label) in enumerate(refs):
+            ax.axhline(y * scale.factor, color="0.35", linestyle=("--", ":", "-.")[i % 3], linewidth=1.1)
+            handles.setdefault(label, Line2D([], [], color="0.35", linestyle=("--", ":", "-.")[i % 3], label=label))
     if handles:
         ordered = sorted(handles.values(), key=lambda h: list(handles).index(h.get_label()))
-        fig.legend(handles=ordered, loc="outside lower center", ncols=min(4, len(ordered)), fontsize=9)
-    ys = [y * scale.factor for y in all_y]
+        ncols = min(4, len(ordered), 2 * _grid(len(axes), plot.grid_cols)[1])  # a lone panel: 2 a row
+        fig.legend(handles=ordered, loc="outside lower center", ncols=ncols, fontsize=9)
+    ys = [y * scale.factor for y in [*all_y, *(y for y, _ in refs)]]
     if _spans_decades(ys):
         for ax in axes:
             ax.set_yscale("log")

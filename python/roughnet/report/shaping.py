@@ -366,12 +366,36 @@ def ramp_panels(runs: list[dict[str, Any]], roles: Roles) -> list[tuple[str, lis
 # ------------------------------------------------------------------ tables
 
 
-def key_columns(patterns: Iterable[str]) -> list[tuple[str, str]]:
-    """(column, header) of the key metrics shown for every run, by the patterns present."""
+#: Key columns of sync runs in the run table / CLI summary (instead of latency columns).
+SYNC_TABLE_COLUMNS = ("bundles_from_to", "bundles_to_from", "goodput_bps", "goodput_fraction", "full_sync",
+                      "time_to_full_sync_s")  # fmt: skip
+
+
+def sync_directions(runs: Iterable[dict[str, Any]]) -> tuple[str, str]:
+    """Names of the two directions of sync runs: ("ship→shore", "shore→ship") from the runs'
+    ``from`` / ``to`` hosts when every sync run has the same, else ("from→to", "to→from")."""
+    pairs = set()
+    for r in runs:
+        if r.get("pattern") != "sync":
+            continue
+        w = (r.get("run") or {}).get("workload") or {}
+        rx = w.get("receivers") or []
+        pairs.add((w.get("sender"), rx[0] if rx else None))
+    if len(pairs) == 1:
+        a, b = next(iter(pairs))
+        if a and b:
+            return f"{a}→{b}", f"{b}→{a}"
+    return "from→to", "to→from"
+
+
+def key_columns(patterns: Iterable[str], directions: tuple[str, str] | None = None) -> list[tuple[str, str]]:
+    """(column, header) of the key metrics shown for every run, by the patterns present.
+
+    ``directions`` names the two directions of sync runs (``sync_directions``)."""
     pats = [p for p in patterns if p]
     cols: list[str] = []
     for p in pats:
-        for c in fmt.DEFAULT_METRICS.get(p, ()):
+        for c in (SYNC_TABLE_COLUMNS if p == "sync" else fmt.DEFAULT_METRICS.get(p, ())):
             if c not in cols:
                 cols.append(c)
     if any(p in ("stream", "ping", "ramp") for p in pats) and "loss_ratio" not in cols:
@@ -383,6 +407,12 @@ def key_columns(patterns: Iterable[str]) -> list[tuple[str, str]]:
         "lat_p99_us": "p99",
         "loss_ratio": "msg loss",
         "throughput_bps": "throughput",
+        "bundles_from_to": f"bundles {(directions or ('from→to',))[0]}",
+        "bundles_to_from": f"bundles {(directions or ('', 'to→from'))[1]}",
+        "goodput_bps": "goodput",
+        "goodput_fraction": "of capacity",
+        "full_sync": "full sync",
+        "time_to_full_sync_s": "time to sync",
     }
     rtt_only = set(pats) <= set(fmt.RTT_PATTERNS) and bool(pats)
     out = []
@@ -398,7 +428,7 @@ def run_table(runs: list[dict[str, Any]], param_keys: list[str]) -> tuple[list[s
     """Headers and string rows of the table of every run (report and CLI summary)."""
     keys = []
     fixed = {"#", "run", "repeat", "status", "validity", *param_keys}
-    for col, header in key_columns(dict.fromkeys(r.get("pattern") for r in runs)):
+    for col, header in key_columns(dict.fromkeys(r.get("pattern") for r in runs), sync_directions(runs)):
         while header in fixed:  # a swept key named like a metric header
             header += " (measured)"
         fixed.add(header)
