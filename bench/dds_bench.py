@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""roughnet-agent's dds driver against Cyclone DDS's own ddsperf (Debian cyclonedds-tools), on loopback.
+
+Both use Cyclone DDS with the same configuration (interface 127.0.0.1, multicast off, unicast peer
+127.0.0.1: the agent's default) and reliable QoS. Interleaved rounds, so machine drift (this machine is
+shared) hits both alike; the figures are medians over rounds and the ratios are agent / ddsperf.
+
+- round-trip p50: ``ddsperf ping size S waitset`` against ``ddsperf pong waitset`` (waitsets, as the agent
+  uses; ddsperf's default listener mode, which answers on Cyclone's receive thread, is reported too)
+  versus agent pinger/ponger, closed loop, S-byte messages.
+- throughput: ``ddsperf pub size S`` against ``ddsperf sub waitset`` (samples/s over the whole run) versus
+  an agent stream sender/receiver as fast as possible (received messages / receiver duration).
+
+Usage: python bench/dds_bench.py [--rounds 3] [--seconds 4] [--size 200]. Prints one JSON object.
+Helpers here (agent runs, medians) are shared by bench/zenoh_bench.py and bench/zmq_bench.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "python"))
+
+from roughnet.binaries import find_binary  # noqa: E402
+
+XML = (
+    '<CycloneDDS><Domain Id="any"><General><Interfaces><NetworkInterface address="127.0.0.1"/></Interfaces>'
+    "<AllowMulticast>false</AllowMulticast></General><Discovery><ParticipantIndex>auto</ParticipantIndex>"
+    '<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex><Peers><Peer address="127.0.0.1"/></Peers>'
+    "</Discovery></Domain></CycloneDDS>"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def agent_binary() -> str:
+    a = find_binary("roughnet-agent")
+    if a is None:
+        sys.exit("roughnet-agent is not built (make build, or set ROUGHNET_AGENT)")
+    return str(a)
+
+
+def agent_pair(protocol: str, pattern: str, listener: dict, connector: dict, options: dict | None = None,
+               topic: str = "roughnet/bench") -> tuple[dict, dict]:
+    """Run a listening role, then the connecting role against it; (listener result, connector result)."""
+    agent = agent_binary()
+    port = free_port()
+    roles = ("receiver", "sender") if pattern in ("stream", "bulk") else ("ponger", "pinger")
+    base = {"v": 1, "protocol": protocol, "pattern": pattern, "report_interval_ms": 0, "timeout_ms": 120000,
+            "topic": topic, "options": options or {}}
+    lcfg = base | {"role": roles[0], "listen": f"127.0.0.1:{port}"} | listener
+    lp = subprocess.Popen([agent, "run", "--config-json", json.dumps(lcfg)], stdout=subprocess.PIPE, text=True)
+    ready = json.loads(lp.stdout.readline())
+    if ready.get("type") != "ready":
+        sys.exit(f"agent {roles[0]} did not start: {ready}")
+    ccfg = base | {"role": roles[1], "peers": [ready["listen"]]} | connector
+    cp = subprocess.run([agent, "run", "--config-json", json.dumps(ccfg)], capture_output=True, text=True,
+                        timeout=180, check=False)
+    out, _ = lp.communicate(timeout=180)
+
+    def res(text: str) -> dict:
+        lines = [json.loads(x) for x in text.splitlines() if x.strip()]
+        return next(x for x in lines if x.get("type") in ("result", "error"))
+
+    return res(out), res(cp.stdout)
+
+
+def agent_ping_p50(protocol: str, size: int, n: int, options: dict | None = None) -> float:
+    _po, pi = agent_pair(protocol, "ping", {"payload_bytes": size, "messages": n},
+                         {"payload_bytes": size, "messages": n, "warmup": n // 10}, options)
+    return pi["rtt_actual"]["p50_us"]
+
+
+def agent_stream_rate(protocol: str, size: int, seconds: float, options: dict | None = None) -> float:
+    """Messages per second a receiver got from an as-fast-as-possible sender."""
+    d = int(seconds * 1000)
+    rx, _tx = agent_pair(protocol, "stream", {"payload_bytes": size, "duration_ms": d},
+                         {"payload_bytes": size, "duration_ms": d}, options)
+    if not rx.get("duration_s"):
+        return 0.0
+    return rx["received"] / rx["duration_s"]
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def ddsperf_ping(size: int, seconds: int, mode: str) -> float:
+    env = dict(os.environ, CYCLONEDDS_URI=XML)
+    pong = subprocess.Popen(["ddsperf", "-D", str(seconds + 2), "pong", mode], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        out = subprocess.run(["ddsperf", "-D", str(seconds), "ping", "size", str(size), mode], env=env,
+                             capture_output=True, text=True, timeout=seconds + 30, check=False).stdout
+    finally:
+        pong.terminate()
+        pong.wait(timeout=10)
+    p50s = [float(m.group(1)) for m in re.finditer(r" 50% ([0-9.]+)us", out)]
+    return median(p50s[1:] or p50s)  # skip the first second (discovery, warm-up)
+
+
+def ddsperf_throughput(size: int, seconds: int) -> float:
+    env = dict(os.environ, CYCLONEDDS_URI=XML)
+    sub = subprocess.Popen(["ddsperf", "-D", str(seconds + 2), "sub", "waitset"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    time.sleep(0.5)
+    subprocess.run(["ddsperf", "-D", str(seconds), "pub", "size", str(size)], env=env,
+                   capture_output=True, timeout=seconds + 30, check=False)
+    out, _ = sub.communicate(timeout=seconds + 30)
+    rates = [float(m.group(1)) * 1000 for m in re.finditer(r"\(([0-9.]+) kS/s", out)]
+    return max(rates) if rates else 0.0  # the whole-run average, last printed while data still flowed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--size", type=int, default=200)
+    ap.add_argument("--pings", type=int, default=20000)
+    a = ap.parse_args()
+    if shutil.which("ddsperf") is None:
+        sys.exit("ddsperf is not installed (apt-get install cyclonedds-tools)")
+    r: dict[str, list[float]] = {k: [] for k in ("ddsperf_ws_p50_us", "ddsperf_listener_p50_us", "agent_p50_us",
+                                                 "ddsperf_msgs_per_s", "agent_msgs_per_s")}
+    for _ in range(a.rounds):
+        r["ddsperf_ws_p50_us"].append(ddsperf_ping(a.size, a.seconds, "waitset"))
+        r["agent_p50_us"].append(agent_ping_p50("dds", a.size, a.pings))
+        r["ddsperf_listener_p50_us"].append(ddsperf_ping(a.size, a.seconds, "listener"))
+        r["ddsperf_msgs_per_s"].append(ddsperf_throughput(a.size, a.seconds))
+        r["agent_msgs_per_s"].append(agent_stream_rate("dds", a.size, a.seconds))
+    med = {k: round(median(v), 2) for k, v in r.items()}
+    out = {
+        "bench": "dds", "transport": "loopback 127.0.0.1, unicast discovery", "size_bytes": a.size,
+        "rounds": a.rounds, "median": med, "all": r,
+        "ratio_latency_vs_ddsperf_waitset": round(med["agent_p50_us"] / med["ddsperf_ws_p50_us"], 3),
+        "ratio_latency_vs_ddsperf_listener": round(med["agent_p50_us"] / med["ddsperf_listener_p50_us"], 3),
+        "ratio_throughput": round(med["agent_msgs_per_s"] / med["ddsperf_msgs_per_s"], 3),
+        "load_avg": os.getloadavg(),
+    }
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
