@@ -13,8 +13,9 @@
 //!   envelope it received.
 //!
 //! Knobs: `sndhwm`, `rcvhwm` (messages, libzmq's default 1000), `transport`
-//! (`tcp`).  Receives wait with zmq_poll (millisecond timeouts, rounded up) after
-//! a non-blocking attempt; `recv_into` copies into the pattern's buffer.
+//! (`tcp`).  Receives try a non-blocking receive, then block in libzmq with
+//! ZMQ_RCVTIMEO (milliseconds, rounded up; zmq_poll for a pinger with several
+//! pongers); `recv_into` copies into the pattern's buffer.
 
 use std::net::SocketAddr;
 
@@ -155,23 +156,42 @@ fn try_recv(s: &zmq::Socket, buf: &mut [u8], what: &str) -> Result<Option<usize>
     }
 }
 
-/// Receive one frame, waiting until `deadline_ns`.
+/// Receive one frame, waiting until `deadline_ns`: a non-blocking attempt, then
+/// a blocking receive with ZMQ_RCVTIMEO set to the time left (rounded up to a
+/// millisecond; setting it is a libzmq field store, no system call).  This is
+/// libzmq's own blocking path, one wake-up less than zmq_poll + receive.
 fn recv_deadline(
     s: &zmq::Socket,
     buf: &mut [u8],
     deadline_ns: u64,
     what: &str,
 ) -> Result<Option<usize>, DriverError> {
+    if let Some(n) = try_recv(s, buf, what)? {
+        return Ok(Some(n));
+    }
     loop {
-        if let Some(n) = try_recv(s, buf, what)? {
-            return Ok(Some(n));
-        }
-        if now_ns() >= deadline_ns {
+        let left = deadline_ns.saturating_sub(now_ns());
+        if left == 0 {
             return Ok(None);
         }
-        let mut items = [s.as_poll_item(zmq::POLLIN)];
-        if !poll_until(&mut items, deadline_ns, what)? && now_ns() >= deadline_ns {
-            return Ok(None);
+        let ms = left.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
+        s.set_rcvtimeo(ms)
+            .map_err(|e| zerr("ZMQ_RCVTIMEO on", what, e))?;
+        match s.recv_into(buf, 0) {
+            Ok(n) if n > buf.len() => {
+                return Err(DriverError::TooLarge {
+                    size: n,
+                    limit: buf.len(),
+                })
+            }
+            Ok(n) => return Ok(Some(n)),
+            Err(zmq::Error::EAGAIN) => return Ok(None),
+            Err(zmq::Error::EINTR) => {
+                if now_ns() >= deadline_ns {
+                    return Ok(None);
+                }
+            }
+            Err(e) => return Err(zerr("zmq recv on", what, e)),
         }
     }
 }
@@ -416,8 +436,24 @@ impl Requester for ZmqRequester {
             }
             let mut items: Vec<zmq::PollItem> = Vec::new();
             if k == 1 {
-                let mut one = [self.socks[0].0.as_poll_item(zmq::POLLIN)];
-                poll_until(&mut one, deadline_ns, &self.socks[0].1)?;
+                // One ponger: block in libzmq's receive (the delimiter frame), then the body.
+                let (s, ep) = &self.socks[0];
+                let Some(mut n) = recv_deadline(s, buf, deadline_ns, ep)? else {
+                    return Ok(None);
+                };
+                while s.get_rcvmore().unwrap_or(false) {
+                    n = match s.recv_into(buf, 0) {
+                        Ok(n) if n > buf.len() => {
+                            return Err(DriverError::TooLarge {
+                                size: n,
+                                limit: buf.len(),
+                            })
+                        }
+                        Ok(n) => n,
+                        Err(e) => return Err(zerr("zmq recv on", ep, e)),
+                    };
+                }
+                return Ok(Some((n, 0)));
             } else {
                 // Several peers (fan-out ping): one poll over all sockets.
                 items.extend(self.socks.iter().map(|(s, _)| s.as_poll_item(zmq::POLLIN)));
