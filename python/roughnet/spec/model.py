@@ -81,6 +81,12 @@ REPORT_METRICS = (
     "link_drops",
     "tcp_retransmits",
     "cpu",
+    "goodput",
+    "goodput_fraction",
+    "bundles_from_to",
+    "bundles_to_from",
+    "overhead",
+    "time_to_full_sync",
 )
 
 _SCENARIO_NAME = kinds.name(SCENARIO_NAME, "a name of lowercase letters, digits and '-' (at most 40 characters, "
