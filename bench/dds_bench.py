@@ -100,12 +100,15 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+DDSPERF = ["ddsperf"]
+
+
 def ddsperf_ping(size: int, seconds: int, mode: str) -> float:
     env = dict(os.environ, CYCLONEDDS_URI=XML)
-    pong = subprocess.Popen(["ddsperf", "-D", str(seconds + 2), "pong", mode], env=env,
+    pong = subprocess.Popen([*DDSPERF, "-D", str(seconds + 2), "pong", mode], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        out = subprocess.run(["ddsperf", "-D", str(seconds), "ping", "size", str(size), mode], env=env,
+        out = subprocess.run([*DDSPERF, "-D", str(seconds), "ping", "size", str(size), mode], env=env,
                              capture_output=True, text=True, timeout=seconds + 30, check=False).stdout
     finally:
         pong.terminate()
@@ -116,10 +119,10 @@ def ddsperf_ping(size: int, seconds: int, mode: str) -> float:
 
 def ddsperf_throughput(size: int, seconds: int) -> float:
     env = dict(os.environ, CYCLONEDDS_URI=XML)
-    sub = subprocess.Popen(["ddsperf", "-D", str(seconds + 2), "sub", "waitset"], env=env,
+    sub = subprocess.Popen([*DDSPERF, "-D", str(seconds + 2), "sub", "waitset"], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     time.sleep(0.5)
-    subprocess.run(["ddsperf", "-D", str(seconds), "pub", "size", str(size)], env=env,
+    subprocess.run([*DDSPERF, "-D", str(seconds), "pub", "size", str(size)], env=env,
                    capture_output=True, timeout=seconds + 30, check=False)
     out, _ = sub.communicate(timeout=seconds + 30)
     rates = [float(m.group(1)) * 1000 for m in re.finditer(r"\(([0-9.]+) kS/s", out)]
@@ -132,9 +135,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--size", type=int, default=200)
     ap.add_argument("--pings", type=int, default=20000)
+    ap.add_argument("--ddsperf", default="ddsperf",
+                    help="ddsperf to compare with (default: Debian's, Cyclone 0.10; the agent bundles Cyclone 11: "
+                         "a ddsperf built from cyclors' bundled source compares like with like)")
     a = ap.parse_args()
-    if shutil.which("ddsperf") is None:
-        sys.exit("ddsperf is not installed (apt-get install cyclonedds-tools)")
+    if shutil.which(a.ddsperf) is None:
+        sys.exit(f"{a.ddsperf} not found (apt-get install cyclonedds-tools, or pass --ddsperf)")
+    DDSPERF[0] = a.ddsperf
     r: dict[str, list[float]] = {k: [] for k in ("ddsperf_ws_p50_us", "ddsperf_listener_p50_us", "agent_p50_us",
                                                  "ddsperf_msgs_per_s", "agent_msgs_per_s")}
     for _ in range(a.rounds):
@@ -145,7 +152,7 @@ def main() -> None:
         r["agent_msgs_per_s"].append(agent_stream_rate("dds", a.size, a.seconds))
     med = {k: round(median(v), 2) for k, v in r.items()}
     out = {
-        "bench": "dds", "transport": "loopback 127.0.0.1, unicast discovery", "size_bytes": a.size,
+        "bench": "dds", "ddsperf": a.ddsperf, "transport": "loopback 127.0.0.1, unicast discovery", "size_bytes": a.size,
         "rounds": a.rounds, "median": med, "all": r,
         "ratio_latency_vs_ddsperf_waitset": round(med["agent_p50_us"] / med["ddsperf_ws_p50_us"], 3),
         "ratio_latency_vs_ddsperf_listener": round(med["agent_p50_us"] / med["ddsperf_listener_p50_us"], 3),
