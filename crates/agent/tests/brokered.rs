@@ -214,6 +214,56 @@ impl Drop for Broker {
     }
 }
 
+impl Broker {
+    /// SIGKILL, as a crash would.
+    fn crash(&mut self) {
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A broker that dies in mid-run makes both agents fail (exit 1) with an error
+/// that names it, instead of waiting for the timeout.
+fn broker_crash_fails_the_run(protocol: &str, b: &mut Broker, topic: &str, extra: Value) {
+    let mut e = extra;
+    e["messages"] = json!(1_000_000);
+    e["rate_msgs_per_s"] = json!(1000.0);
+    e["timeout_ms"] = json!(60_000);
+    let mut rx = start(&cfg(
+        "receiver",
+        protocol,
+        "stream",
+        &b.addr,
+        topic,
+        e.clone(),
+    ));
+    rx.ready();
+    let tx = start(&cfg("sender", protocol, "stream", &b.addr, topic, e));
+    // Let messages flow for a while (no assertion depends on how long).
+    std::thread::sleep(Duration::from_millis(1500));
+    b.crash();
+    let t = Instant::now();
+    for (name, agent) in [("sender", tx), ("receiver", rx)] {
+        let (code, lines) = agent.finish();
+        assert_eq!(
+            code, 1,
+            "{protocol} {name} after the broker died: {lines:?}"
+        );
+        let err = lines
+            .iter()
+            .find(|l| l["type"] == "error")
+            .expect("an error line");
+        let msg = err["message"].as_str().unwrap();
+        assert!(msg.contains(&b.addr), "{protocol} {name}: {msg}");
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(50),
+        "{protocol}: agents waited for their timeout"
+    );
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -464,7 +514,7 @@ fn certificates(name: &str) -> Option<PathBuf> {
 
 #[test]
 fn mqtt_through_mosquitto() {
-    let Some(b) = mosquitto(None) else {
+    let Some(mut b) = mosquitto(None) else {
         eprintln!("SKIP mqtt_through_mosquitto: mosquitto is not installed");
         return;
     };
@@ -496,6 +546,7 @@ fn mqtt_through_mosquitto() {
     );
     assert_eq!(rs[0]["expected"], tx["sent"], "{}", rs[0]);
     assert_eq!(rs[0]["received"], tx["sent"]);
+    broker_crash_fails_the_run("mqtt", &mut b, "rn/crash", json!({"options": {"qos": 1}}));
 }
 
 #[test]
@@ -577,7 +628,7 @@ fn mqtt_errors_are_clear() {
 
 #[test]
 fn nats_through_nats_server() {
-    let Some(b) = nats_server() else {
+    let Some(mut b) = nats_server() else {
         eprintln!("SKIP nats_through_nats_server: nats-server is not installed");
         return;
     };
@@ -602,11 +653,12 @@ fn nats_through_nats_server() {
         json!({"interval_ns": 200_000}),
     );
     bulk("nats", a, "rn.bulk", json!({}));
+    broker_crash_fails_the_run("nats", &mut b, "rn.crash", json!({}));
 }
 
 #[test]
 fn kafka_through_a_kraft_broker() {
-    let Some(b) = kafka() else {
+    let Some(mut b) = kafka() else {
         eprintln!(
             "SKIP kafka_through_a_kraft_broker: no Kafka jars (set ROUGHNET_KAFKA_LIBS) or no java"
         );
@@ -653,4 +705,10 @@ fn kafka_through_a_kraft_broker() {
         json!({"options": {"linger": 0}}),
     );
     bulk("kafka", a, "rn/kbulk", json!({}));
+    broker_crash_fails_the_run(
+        "kafka",
+        &mut b,
+        "rn/kcrash",
+        json!({"options": {"linger": 0}}),
+    );
 }

@@ -55,6 +55,8 @@ const QUEUE_FULL_WAIT: Duration = Duration::from_millis(1);
 /// How long `finish` waits for outstanding deliveries (at most the run's timeout).
 const FLUSH_WAIT_NS: u64 = 30_000_000_000;
 const SLICE: Duration = Duration::from_millis(50);
+/// An idle receiver checks this often that its broker still listens.
+const IDLE_PROBE_NS: u64 = 1_000_000_000;
 
 fn default_acks() -> String {
     "all".into()
@@ -303,9 +305,9 @@ impl Kafka {
     }
 
     fn consumer(&self, cfg: &Config, topic: &str) -> Result<ConsumerSide, DriverError> {
-        let c: BaseConsumer = self
+        let c: BaseConsumer<WatchContext> = self
             .consumer_config(cfg)
-            .create()
+            .create_with_context(WatchContext::default())
             .map_err(|e| self.kerr(e))?;
         c.subscribe(&[topic]).map_err(|e| self.kerr(e))?;
         // Ready only once the group coordinator assigned us partitions.
@@ -339,6 +341,7 @@ impl Kafka {
         Ok(ConsumerSide {
             consumer: c,
             pending,
+            last_probe_ns: now_ns(),
         })
     }
 }
@@ -389,6 +392,7 @@ impl Driver for Kafka {
 #[derive(Default)]
 struct AckContext {
     acks: Mutex<Acks>,
+    down: BrokersDown,
 }
 
 #[derive(Default)]
@@ -398,7 +402,62 @@ struct Acks {
     last_error: Option<String>,
 }
 
-impl ClientContext for AckContext {}
+impl ClientContext for AckContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.down.note(error, reason);
+    }
+}
+
+/// Set once librdkafka reports the broker gone: the run cannot go on.
+#[derive(Default)]
+struct BrokersDown(Mutex<Option<String>>);
+
+impl BrokersDown {
+    fn note(&self, error: KafkaError, reason: &str) {
+        tracing::warn!("kafka: {error}: {reason}");
+        // librdkafka reports a broker that went away as a transport failure on each
+        // reconnect; a refused connection means no broker listens there any more (a
+        // live broker never refuses, an impaired link times out instead).
+        let gone = match &error {
+            KafkaError::Global(RDKafkaErrorCode::AllBrokersDown) => true,
+            KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure) => {
+                reason.contains("Connection refused")
+            }
+            _ => false,
+        };
+        if gone {
+            *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{error}: {reason}"));
+        }
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    fn check(&self, broker: &str) -> Result<(), DriverError> {
+        match &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(m) => Err(protocol_error(
+                broker,
+                format!("lost the Kafka broker ({m})"),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The consumer's context: watches for the broker going away.
+#[derive(Default)]
+struct WatchContext {
+    down: BrokersDown,
+}
+
+impl ClientContext for WatchContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.down.note(error, reason);
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for WatchContext {}
 
 impl ProducerContext for AckContext {
     type DeliveryOpaque = usize;
@@ -423,9 +482,11 @@ struct ProducerSide {
 }
 
 struct ConsumerSide {
-    consumer: BaseConsumer,
+    consumer: BaseConsumer<WatchContext>,
     /// Messages that arrived while waiting for the assignment.
     pending: VecDeque<Vec<u8>>,
+    /// Last message or broker check (CLOCK_MONOTONIC ns).
+    last_probe_ns: u64,
 }
 
 /// One Kafka client pair: every role is this (a sender has only the producer,
@@ -436,6 +497,8 @@ pub struct KafkaEndpoint {
     broker: String,
     cfg: Config,
     acks_zero: bool,
+    /// Set when this endpoint found the broker gone.
+    lost: bool,
 }
 
 impl KafkaEndpoint {
@@ -451,6 +514,7 @@ impl KafkaEndpoint {
             broker: d.broker.clone(),
             cfg: cfg.clone(),
             acks_zero: d.opts.acks == "0",
+            lost: false,
         }
     }
 
@@ -459,6 +523,7 @@ impl KafkaEndpoint {
             .producer
             .as_ref()
             .expect("sending roles have a producer");
+        p.producer.context().down.check(&self.broker)?;
         loop {
             let mut rec =
                 BaseRecord::<(), [u8], usize>::with_opaque_to(&p.topic, now_ns() as usize)
@@ -489,10 +554,41 @@ impl KafkaEndpoint {
         if let Some(m) = c.pending.pop_front() {
             return copy_into(buf, &m).map(Some);
         }
-        match c.consumer.poll(until(deadline_ns)) {
-            None => Ok(None),
-            Some(Ok(m)) => copy_into(buf, m.payload().unwrap_or_default()).map(Some),
-            Some(Err(e)) => Err(protocol_error(&self.broker, e)),
+        let got = c.consumer.poll(until(deadline_ns));
+        c.consumer.context().down.check(&self.broker)?;
+        match got {
+            None => {
+                // Idle: is a broker still listening?  librdkafka retries a vanished
+                // broker for ever and reports it late, so look for ourselves: a refused
+                // TCP connection is definite (a timeout, e.g. on a lossy link, is not).
+                let now = now_ns();
+                if now.saturating_sub(c.last_probe_ns) >= IDLE_PROBE_NS {
+                    c.last_probe_ns = now;
+                    if let Ok(addr) = self.broker.parse::<std::net::SocketAddr>() {
+                        if let Err(e) = std::net::TcpStream::connect_timeout(&addr, SLICE) {
+                            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                                self.lost = true;
+                                return Err(protocol_error(
+                                    &self.broker,
+                                    format!(
+                                        "lost the Kafka broker (nothing listens any more: {e})"
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
+                Ok(None)
+            }
+            Some(Ok(m)) => {
+                c.last_probe_ns = now_ns();
+                copy_into(buf, m.payload().unwrap_or_default()).map(Some)
+            }
+            // Transient consumer errors (a rebalance, a retried fetch) are logged, not fatal.
+            Some(Err(e)) => {
+                tracing::warn!("kafka: consumer: {e}");
+                Ok(None)
+            }
         }
     }
 
@@ -528,6 +624,31 @@ impl KafkaEndpoint {
             );
         }
         Ok(())
+    }
+}
+
+impl Drop for KafkaEndpoint {
+    fn drop(&mut self) {
+        let lost = self.lost
+            || self
+                .producer
+                .as_ref()
+                .is_some_and(|p| p.producer.context().down.is_set())
+            || self
+                .consumer
+                .as_ref()
+                .is_some_and(|c| c.consumer.context().down.is_set());
+        if lost {
+            // Closing would wait for the vanished broker (leaving the group waits up
+            // to the session timeout, 45 s): the process ends right after, so let the
+            // clients go without a goodbye.
+            std::mem::forget(self.producer.take());
+            std::mem::forget(self.consumer.take());
+        } else if let Some(p) = &self.producer {
+            // After `close` the queue is empty; this only matters after an error.
+            p.producer
+                .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+        }
     }
 }
 
