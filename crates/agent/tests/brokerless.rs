@@ -184,10 +184,7 @@ fn fan_out(protocol: &str, name: &str) {
         r1["listen"] = json!("127.0.0.1:17001");
         r2["listen"] = json!("127.0.0.1:17002");
     }
-    let (rxs, tx) = run_set(
-        vec![r1, r2],
-        cfg("sender", protocol, "stream", name, extra),
-    );
+    let (rxs, tx) = run_set(vec![r1, r2], cfg("sender", protocol, "stream", name, extra));
     assert_eq!(tx["peers"], 2, "{tx}");
     for rx in rxs {
         assert_eq!(rx["received"], 300, "{rx}");
@@ -217,7 +214,10 @@ fn zenoh_over_udp_counts_what_arrives() {
         cfg("sender", "zenoh", "stream", "zsu", extra),
     );
     assert_eq!(tx["sent"], 1000);
-    let (r, l) = (rx["received"].as_u64().unwrap(), rx["lost"].as_u64().unwrap());
+    let (r, l) = (
+        rx["received"].as_u64().unwrap(),
+        rx["lost"].as_u64().unwrap(),
+    );
     assert_eq!(r + l, 1000, "{rx}");
     assert!(r > 0, "{rx}");
     assert_eq!(rx["bad_messages"], 0, "{rx}");
@@ -252,7 +252,10 @@ fn zenoh_best_effort_counts_what_arrives() {
         cfg("sender", "zenoh", "stream", "zbe", extra),
     );
     assert_eq!(tx["sent"], 500);
-    let (r, l) = (rx["received"].as_u64().unwrap(), rx["lost"].as_u64().unwrap());
+    let (r, l) = (
+        rx["received"].as_u64().unwrap(),
+        rx["lost"].as_u64().unwrap(),
+    );
     assert_eq!(r + l, 500, "{rx}");
     assert!(r > 0, "{rx}");
 }
@@ -271,9 +274,21 @@ fn zenoh_client_mode_through_the_agent_router() {
     assert_eq!(l["role"], "router", "{l}");
     let broker = format!("127.0.0.1:{port}");
     let opts = json!({"mode": "client"});
-    let mut rx = cfg("receiver", "zenoh", "stream", "zc", json!({"messages": 500, "options": opts, "broker": broker}));
+    let mut rx = cfg(
+        "receiver",
+        "zenoh",
+        "stream",
+        "zc",
+        json!({"messages": 500, "options": opts, "broker": broker}),
+    );
     rx.as_object_mut().unwrap().remove("listen");
-    let tx = cfg("sender", "zenoh", "stream", "zc", json!({"messages": 500, "options": opts, "broker": broker}));
+    let tx = cfg(
+        "sender",
+        "zenoh",
+        "stream",
+        "zc",
+        json!({"messages": 500, "options": opts, "broker": broker}),
+    );
     let (rx, tx) = pair(rx, tx);
     assert_eq!(tx["sent"], 500, "{tx}");
     assert_eq!(rx["received"], 500, "{rx}");
@@ -288,15 +303,30 @@ fn zenoh_client_mode_through_the_agent_router() {
 
 #[test]
 fn zenoh_knob_errors_name_the_protocol() {
-    let c = cfg("sender", "zenoh", "stream", "ze", json!({"messages": 1, "peers": ["127.0.0.1:9"], "options": {"qos": 1}}));
+    let c = cfg(
+        "sender",
+        "zenoh",
+        "stream",
+        "ze",
+        json!({"messages": 1, "peers": ["127.0.0.1:9"], "options": {"qos": 1}}),
+    );
     let (code, lines) = start(&c).finish();
     assert_eq!(code, 2);
     let m = lines[0]["message"].as_str().unwrap();
     assert!(m.contains("protocol zenoh") && m.contains("qos"), "{m}");
-    let c = cfg("sender", "zenoh", "stream", "ze", json!({"messages": 1, "peers": ["127.0.0.1:9"], "options": {"mode": "client"}}));
+    let c = cfg(
+        "sender",
+        "zenoh",
+        "stream",
+        "ze",
+        json!({"messages": 1, "peers": ["127.0.0.1:9"], "options": {"mode": "client"}}),
+    );
     let (code, lines) = start(&c).finish();
     assert_eq!(code, 2);
-    assert!(lines[0]["message"].as_str().unwrap().contains("broker"), "{lines:?}");
+    assert!(
+        lines[0]["message"].as_str().unwrap().contains("broker"),
+        "{lines:?}"
+    );
 }
 
 // ---- zmq ----
@@ -333,10 +363,22 @@ fn zmq_fans_out() {
 
 #[test]
 fn zmq_knob_errors_name_the_protocol() {
-    let c = cfg("sender", "zmq", "stream", "qe", json!({"messages": 1, "peers": ["127.0.0.1:9"], "options": {"transport": "ipc"}}));
+    let c = cfg(
+        "sender",
+        "zmq",
+        "stream",
+        "qe",
+        json!({"messages": 1, "peers": ["127.0.0.1:9"], "options": {"transport": "ipc"}}),
+    );
     let (code, lines) = start(&c).finish();
     assert_eq!(code, 2);
-    assert!(lines[0]["message"].as_str().unwrap().contains("protocol zmq"), "{lines:?}");
+    assert!(
+        lines[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("protocol zmq"),
+        "{lines:?}"
+    );
 }
 
 // ---- dds ----
@@ -348,7 +390,11 @@ fn dds_stream_reliable_1000() {
 
 #[test]
 fn dds_stream_transient_local_depth() {
-    stream_1000("dds", "dst", json!({"durability": "transient_local", "history_depth": 2000}));
+    stream_1000(
+        "dds",
+        "dst",
+        json!({"durability": "transient_local", "history_depth": 2000}),
+    );
 }
 
 #[test]
@@ -385,14 +431,23 @@ fn dds_best_effort_counts_what_arrives() {
         cfg("sender", "dds", "stream", "dbe", extra),
     );
     assert_eq!(tx["sent"], 500);
-    let (r, l) = (rx["received"].as_u64().unwrap(), rx["lost"].as_u64().unwrap());
+    let (r, l) = (
+        rx["received"].as_u64().unwrap(),
+        rx["lost"].as_u64().unwrap(),
+    );
     assert_eq!(r + l, 500, "{rx}");
     assert!(r > 0, "{rx}");
 }
 
 #[test]
 fn dds_knob_errors_name_the_protocol() {
-    let c = cfg("sender", "dds", "stream", "de", json!({"messages": 1, "peers": ["127.0.0.1:9"], "options": {"domain_id": 300}}));
+    let c = cfg(
+        "sender",
+        "dds",
+        "stream",
+        "de",
+        json!({"messages": 1, "peers": ["127.0.0.1:9"], "options": {"domain_id": 300}}),
+    );
     let (code, lines) = start(&c).finish();
     assert_eq!(code, 2);
     let m = lines[0]["message"].as_str().unwrap();

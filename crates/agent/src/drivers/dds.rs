@@ -122,13 +122,23 @@ pub fn type_name(ros2: bool) -> &'static str {
 fn addr_key(a: &SocketAddr) -> String {
     a.to_string()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
 /// The local address the kernel would use towards `peer` (no packet is sent).
 fn local_ip_towards(peer: &SocketAddr) -> Option<IpAddr> {
-    let any = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+    let any = if peer.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
     let s = UdpSocket::bind(any).ok()?;
     s.connect(peer).ok()?;
     s.local_addr().ok().map(|a| a.ip())
@@ -376,7 +386,11 @@ impl Driver for Dds {
 
     fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
         let dom = self.domain(cfg)?;
-        let reader = dom.reader(&self.topic("data"), &self.data_qos(), cfg.max_message_bytes())?;
+        let reader = dom.reader(
+            &self.topic("data"),
+            &self.data_qos(),
+            cfg.max_message_bytes(),
+        )?;
         let announcer = ReadyAnnouncer::new(&dom, &self.base)?;
         let local = cfg
             .listen
@@ -397,7 +411,13 @@ impl Driver for Dds {
         let replies = cfg
             .peers
             .iter()
-            .map(|p| dom.reader(&self.topic(&format!("pong/{}", addr_key(p))), &self.data_qos(), size))
+            .map(|p| {
+                dom.reader(
+                    &self.topic(&format!("pong/{}", addr_key(p))),
+                    &self.data_qos(),
+                    size,
+                )
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let writer = dom.writer(&self.topic("ping"), &self.data_qos())?;
         self.await_ready(&dom, &writer, &mut ready, cfg.peers.len(), cfg)?;
@@ -433,8 +453,15 @@ impl Driver for Dds {
     fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
         let dom = self.domain(cfg)?;
         let listen = cfg.listen.expect("checked: pongers listen");
-        let reader = dom.reader(&self.topic("ping"), &self.data_qos(), cfg.max_message_bytes())?;
-        let writer = dom.writer(&self.topic(&format!("pong/{}", addr_key(&listen))), &self.data_qos())?;
+        let reader = dom.reader(
+            &self.topic("ping"),
+            &self.data_qos(),
+            cfg.max_message_bytes(),
+        )?;
+        let writer = dom.writer(
+            &self.topic(&format!("pong/{}", addr_key(&listen))),
+            &self.data_qos(),
+        )?;
         let announcer = ReadyAnnouncer::new(&dom, &self.base)?;
         Ok(Box::new(DdsResponder {
             reader,
@@ -452,12 +479,20 @@ impl Driver for Dds {
 fn drain(writer: &Writer, reliable: bool) {
     if reliable {
         if let Err(e) = writer.wait_for_acks(ACK_WAIT_NS) {
-            tracing::debug!("dds: waiting for acknowledgements on {}: {e}", writer.topic());
+            tracing::debug!(
+                "dds: waiting for acknowledgements on {}: {e}",
+                writer.topic()
+            );
         }
     }
 }
 
-fn send_end(writer: &mut Writer, reliable: bool, end: &[u8], give_up: u64) -> Result<(), DriverError> {
+fn send_end(
+    writer: &mut Writer,
+    reliable: bool,
+    end: &[u8],
+    give_up: u64,
+) -> Result<(), DriverError> {
     let copies = if reliable { 1 } else { END_COPIES };
     for k in 0..copies {
         writer.write(end, give_up)?;
@@ -632,10 +667,17 @@ mod tests {
     fn unicast_xml_lists_each_peer_once() {
         let ip: IpAddr = "198.18.0.2".parse().unwrap();
         let x = cyclone_xml(Some("198.18.0.1".parse().unwrap()), &[ip, ip], false);
-        assert_eq!(x.matches("<Peer address=\"198.18.0.2\"/>").count(), 1, "{x}");
+        assert_eq!(
+            x.matches("<Peer address=\"198.18.0.2\"/>").count(),
+            1,
+            "{x}"
+        );
         assert!(x.contains("NetworkInterface address=\"198.18.0.1\""));
         assert!(x.contains("<AllowMulticast>false"));
         let m = cyclone_xml(None, &[ip], true);
-        assert!(!m.contains("<Peers>") && m.contains("<AllowMulticast>true"), "{m}");
+        assert!(
+            !m.contains("<Peers>") && m.contains("<AllowMulticast>true"),
+            "{m}"
+        );
     }
 }

@@ -133,8 +133,13 @@ impl Zenoh {
                 "tcp or udp for protocol zenoh (quic needs TLS certificates, not supported by this agent yet)",
             ));
         }
-        let reliable = pick("reliability", &o.reliability, &["reliable", "best_effort"])? == "reliable";
-        let block = pick("congestion_control", &o.congestion_control, &["block", "drop"])? == "block";
+        let reliable =
+            pick("reliability", &o.reliability, &["reliable", "best_effort"])? == "reliable";
+        let block = pick(
+            "congestion_control",
+            &o.congestion_control,
+            &["block", "drop"],
+        )? == "block";
         let priority = match o.priority.unwrap_or(5) {
             1 => Priority::RealTime,
             2 => Priority::InteractiveHigh,
@@ -209,7 +214,9 @@ impl Zenoh {
                 vec![],
                 vec![format!(
                     "tcp/{}",
-                    self.broker.as_deref().expect("checked: client has a broker")
+                    self.broker
+                        .as_deref()
+                        .expect("checked: client has a broker")
                 )],
             ),
             Mode::Peer => (
@@ -221,8 +228,13 @@ impl Zenoh {
                 },
             ),
         };
-        let mode = if self.mode == Mode::Client { "client" } else { "peer" };
-        c.insert_json5("mode", &json(&mode.into())).map_err(conf_err)?;
+        let mode = if self.mode == Mode::Client {
+            "client"
+        } else {
+            "peer"
+        };
+        c.insert_json5("mode", &json(&mode.into()))
+            .map_err(conf_err)?;
         c.insert_json5("listen/endpoints", &json(&listen_eps.clone().into()))
             .map_err(conf_err)?;
         c.insert_json5("connect/endpoints", &json(&connect_eps.clone().into()))
@@ -279,7 +291,11 @@ impl Zenoh {
             })
     }
 
-    fn token(&self, s: &Session, key: String) -> Result<zenoh::liveliness::LivelinessToken, DriverError> {
+    fn token(
+        &self,
+        s: &Session,
+        key: String,
+    ) -> Result<zenoh::liveliness::LivelinessToken, DriverError> {
         s.liveliness()
             .declare_token(key.clone())
             .wait()
@@ -311,7 +327,13 @@ pub fn addr_key(a: &SocketAddr) -> String {
 
 fn str_key(a: &str) -> String {
     a.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -372,7 +394,11 @@ fn await_tokens(
         } else {
             wanted.iter().filter(|w| seen.contains(w)).count()
         };
-        let all = if wanted.is_empty() { found >= 1 } else { found == wanted.len() };
+        let all = if wanted.is_empty() {
+            found >= 1
+        } else {
+            found == wanted.len()
+        };
         if (present && all) || (!present && found == 0) {
             return Ok(true);
         }
@@ -424,7 +450,10 @@ fn await_peers(
             return Ok(());
         }
         if now_ns() >= give_up {
-            return Err(gave_up("waiting for the zenoh subscribers of every peer", cfg));
+            return Err(gave_up(
+                "waiting for the zenoh subscribers of every peer",
+                cfg,
+            ));
         }
         std::thread::sleep(POLL);
     }
@@ -736,7 +765,8 @@ pub fn run_router(endpoints: &[String]) -> Result<(), DriverError> {
         &serde_json::Value::from(endpoints.to_vec()).to_string(),
     )
     .map_err(conf_err)?;
-    c.insert_json5("listen/exit_on_failure", "true").map_err(conf_err)?;
+    c.insert_json5("listen/exit_on_failure", "true")
+        .map_err(conf_err)?;
     c.insert_json5("scouting/multicast/enabled", "false")
         .map_err(conf_err)?;
     let session = zenoh::open(c).wait().map_err(|e| DriverError::Protocol {

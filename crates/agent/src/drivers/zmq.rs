@@ -104,10 +104,12 @@ impl Zmq {
             .socket(kind)
             .map_err(|e| zerr("zmq socket for", addr, e))?;
         if let Some(h) = self.opts.sndhwm {
-            s.set_sndhwm(h).map_err(|e| zerr("ZMQ_SNDHWM on", addr, e))?;
+            s.set_sndhwm(h)
+                .map_err(|e| zerr("ZMQ_SNDHWM on", addr, e))?;
         }
         if let Some(h) = self.opts.rcvhwm {
-            s.set_rcvhwm(h).map_err(|e| zerr("ZMQ_RCVHWM on", addr, e))?;
+            s.set_rcvhwm(h)
+                .map_err(|e| zerr("ZMQ_RCVHWM on", addr, e))?;
         }
         s.set_linger(LINGER_MS)
             .map_err(|e| zerr("ZMQ_LINGER on", addr, e))?;
@@ -116,7 +118,11 @@ impl Zmq {
         Ok(s)
     }
 
-    fn bound(&self, kind: zmq::SocketType, cfg: &Config) -> Result<(zmq::Socket, String), DriverError> {
+    fn bound(
+        &self,
+        kind: zmq::SocketType,
+        cfg: &Config,
+    ) -> Result<(zmq::Socket, String), DriverError> {
         let listen = cfg.listen.expect("checked: listening roles have `listen`");
         let ep = endpoint(&listen);
         let s = self.socket(kind, &ep)?;
@@ -132,7 +138,11 @@ impl Zmq {
 }
 
 /// Poll `items` until one is readable or `deadline_ns` passes; true when readable.
-fn poll_until(items: &mut [zmq::PollItem], deadline_ns: u64, what: &str) -> Result<bool, DriverError> {
+fn poll_until(
+    items: &mut [zmq::PollItem],
+    deadline_ns: u64,
+    what: &str,
+) -> Result<bool, DriverError> {
     let left = deadline_ns.saturating_sub(now_ns());
     let ms = left.div_ceil(1_000_000) as i64;
     match zmq::poll(items, ms) {
@@ -528,7 +538,14 @@ impl Responder for ZmqResponder {
     fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
         for f in 0..self.env_frames {
             let frame = &self.envelope[f][..self.env_len[f]];
-            send_blocking(&self.s, frame, zmq::SNDMORE, self.give_up, self.timeout_ms, &self.local)?;
+            send_blocking(
+                &self.s,
+                frame,
+                zmq::SNDMORE,
+                self.give_up,
+                self.timeout_ms,
+                &self.local,
+            )?;
         }
         send_blocking(&self.s, msg, 0, self.give_up, self.timeout_ms, &self.local)
     }

@@ -82,7 +82,6 @@ impl Domain {
                 dds_delete(domain);
                 return Err(err("dds_create_participant", participant));
             }
-            let mut d: dds_topic_descriptor_t = std::mem::zeroed();
             let descriptor = Box::new(dds_topic_descriptor_t {
                 m_size: std::mem::size_of::<OctetSeq>() as u32,
                 m_align: std::mem::align_of::<OctetSeq>() as u32,
@@ -93,8 +92,9 @@ impl Domain {
                 m_nops: OPS.len() as u32,
                 m_ops: OPS.as_ptr(),
                 m_meta: c"".as_ptr(),
-                type_information: std::mem::replace(&mut d.type_information, std::mem::zeroed()),
-                type_mapping: std::mem::replace(&mut d.type_mapping, std::mem::zeroed()),
+                // No XTypes type information: peers match on the type name.
+                type_information: std::mem::zeroed(),
+                type_mapping: std::mem::zeroed(),
                 restrict_data_representation: 0,
             });
             Ok(Domain {
@@ -144,7 +144,10 @@ impl Domain {
         let t = self.topic(topic)?;
         // SAFETY: live entities; the buffer comes from malloc so Cyclone may realloc/free it.
         unsafe {
-            let r = check(topic, dds_create_reader(self.participant, t, qos.0, ptr::null()))?;
+            let r = check(
+                topic,
+                dds_create_reader(self.participant, t, qos.0, ptr::null()),
+            )?;
             let rc = check(topic, dds_create_readcondition(r, ANY_STATE))?;
             let ws = check(topic, dds_create_waitset(self.participant))?;
             check(topic, dds_waitset_attach(ws, rc, r as dds_attach_t))?;
@@ -179,7 +182,10 @@ impl Domain {
         unsafe {
             let ws = check("dds_create_waitset", dds_create_waitset(self.participant))?;
             for r in readers {
-                check(&r.topic, dds_waitset_attach(ws, r.cond, r.r as dds_attach_t))?;
+                check(
+                    &r.topic,
+                    dds_waitset_attach(ws, r.cond, r.r as dds_attach_t),
+                )?;
             }
             Ok(WaitSet(ws))
         }
@@ -294,7 +300,10 @@ impl Writer {
 
     pub fn wait_for_acks(&self, timeout_ns: i64) -> Result<(), DriverError> {
         // SAFETY: live writer.
-        check(&self.topic, unsafe { dds_wait_for_acks(self.w, timeout_ns) }).map(|_| ())
+        check(&self.topic, unsafe {
+            dds_wait_for_acks(self.w, timeout_ns)
+        })
+        .map(|_| ())
     }
 }
 
@@ -322,7 +331,11 @@ impl Reader {
 
     /// Take one valid sample into `buf`: (length, publication handle), or None.
     #[inline]
-    pub fn take(&mut self, buf: &mut [u8], _dom: &Domain) -> Result<Option<(usize, u64)>, DriverError> {
+    pub fn take(
+        &mut self,
+        buf: &mut [u8],
+        _dom: &Domain,
+    ) -> Result<Option<(usize, u64)>, DriverError> {
         loop {
             let mut samples = [&mut *self.sample as *mut OctetSeq as *mut c_void];
             let mut info: [dds_sample_info_t; 1] = unsafe { std::mem::zeroed() };
@@ -372,7 +385,8 @@ impl Reader {
     /// True when the matched writers changed since the last call (true the first time).
     pub fn matched_changed(&self) -> Result<bool, DriverError> {
         let s = self.status()?;
-        let changed = s.total_count != self.seen_total.get() || s.current_count != self.seen_current.get();
+        let changed =
+            s.total_count != self.seen_total.get() || s.current_count != self.seen_current.get();
         self.seen_total.set(s.total_count);
         self.seen_current.set(s.current_count);
         Ok(changed)
