@@ -311,7 +311,7 @@ fn version_line() {
     for p in ["tcp", "udp"] {
         assert!(protocols.contains(&json!(p)), "{p} missing from {protocols:?}");
     }
-    assert_eq!(v["patterns"], json!(["stream", "ping", "ramp", "bulk"]));
+    assert_eq!(v["patterns"], json!(["stream", "ping", "ramp", "bulk", "sync"]));
 }
 
 /// Start `n` listening roles; return them with their addresses.
