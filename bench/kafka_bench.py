@@ -72,6 +72,14 @@ def kafka_broker() -> Iterator[str]:
         with open(Path(d) / "log", "wb") as log:
             p = subprocess.Popen(["java", "-Xmx512m", "-cp", CP, "kafka.Kafka", str(conf)], stdout=log, stderr=log)
         try:
+            while True:  # listening first, so the admin client does not log refusals
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if p.poll() is not None:
+                        raise RuntimeError("kafka exited: " + (Path(d) / "log").read_text()[-2000:])
+                    time.sleep(0.1)
             admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
             deadline = time.monotonic() + 90
             while True:
