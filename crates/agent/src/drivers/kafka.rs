@@ -181,7 +181,7 @@ impl Kafka {
             ));
         }
         let w = opts.fetch_max_wait;
-        if w % 1_000_000 != 0 || w > 300_000_000_000 {
+        if !w.is_multiple_of(1_000_000) || w > 300_000_000_000 {
             return Err(ConfigError::invalid(
                 "options.fetch_max_wait",
                 format!("{} ns", opts.fetch_max_wait),

@@ -113,7 +113,7 @@ impl Mqtt {
             return Err(ConfigError::invalid("options.qos", opts.qos, "0, 1 or 2"));
         }
         let ka = opts.keep_alive;
-        if ka != 0 && (ka % 1_000_000_000 != 0 || ka > 65_535_000_000_000) {
+        if ka != 0 && (!ka.is_multiple_of(1_000_000_000) || ka > 65_535_000_000_000) {
             return Err(ConfigError::invalid(
                 "options.keep_alive",
                 format!("{ka} ns"),
