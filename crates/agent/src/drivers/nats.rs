@@ -314,10 +314,21 @@ impl NatsEndpoint {
     }
 
     /// Send the end marker, flush it to the server, close.
+    ///
+    /// Core NATS delivers at most once: a subscriber that falls behind (a slow
+    /// consumer) loses messages, the end marker included.  So the marker is sent
+    /// END_COPIES times, END_GAP apart, as over UDP; receivers count it once.
     fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        const END_COPIES: usize = 5;
+        const END_GAP: Duration = Duration::from_millis(10);
         let reply = self.inbox.clone();
         let subject = self.subject.clone();
-        self.publish_to(&subject, reply.as_ref(), end)?;
+        for i in 0..END_COPIES {
+            if i > 0 {
+                std::thread::sleep(END_GAP);
+            }
+            self.publish_to(&subject, reply.as_ref(), end)?;
+        }
         let limit = Duration::from_nanos(
             self.cfg
                 .give_up_ns()
