@@ -389,7 +389,8 @@ def test_start_failure_when_process_exits_quotes_log(monkeypatch, tmp_path):
     def probe(deadline):
         raise ConnectionRefusedError(111, "Connection refused")
 
-    script = "import sys; print('line one'); print('fatal: cannot bind', flush=True); sys.exit(3)"
+    # It lives long enough for a probe to fail first (else "last probe" is "no attempt finished").
+    script = "import sys, time; print('line one'); print('fatal: cannot bind', flush=True); time.sleep(0.5); sys.exit(3)"
     run, t, art = _fake_kind(monkeypatch, tmp_path, script, probe)
     with pytest.raises(ServiceError) as ei:
         lifecycle.start_services(run, t, art)
