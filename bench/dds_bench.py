@@ -7,11 +7,18 @@ shared) hits both alike; the figures are medians over rounds and the ratios are 
 
 - round-trip p50: ``ddsperf ping size S waitset`` against ``ddsperf pong waitset`` (waitsets, as the agent
   uses; ddsperf's default listener mode, which answers on Cyclone's receive thread, is reported too)
-  versus agent pinger/ponger, closed loop, S-byte messages.
+  versus agent pinger/ponger, closed loop, S-byte messages.  ddsperf prints half the round trip (one-way
+  latency estimate); the ``ddsperf_*_p50_us`` figures here are 2x what it prints, i.e. round trips.
 - throughput: ``ddsperf pub size S`` against ``ddsperf sub waitset`` (samples/s over the whole run) versus
   an agent stream sender/receiver as fast as possible (received messages / receiver duration).
 
-Usage: python bench/dds_bench.py [--rounds 3] [--seconds 4] [--size 200]. Prints one JSON object.
+CPU placement dominates round trips on a small VM: with both processes on one CPU the round trip was
+~16 us (agent and ddsperf alike), with the two sides on different CPUs ~55-70 us (cross-CPU wake-ups), and
+unpinned runs land in either mode at random.  ``--pin same`` / ``--pin split`` pin both sides (via taskset)
+to CPU 0 / to CPUs 0 and 1 for every run, agent and ddsperf alike, so rounds compare like with like.
+
+Usage: python bench/dds_bench.py [--rounds 3] [--seconds 4] [--size 200] [--pin none|same|split].
+Prints one JSON object.
 Helpers here (agent runs, medians) are shared by bench/zenoh_bench.py and bench/zmq_bench.py.
 """
 
@@ -55,6 +62,16 @@ def agent_binary() -> str:
     return str(a)
 
 
+PIN: dict[str, list[str]] = {"listener": [], "connector": []}
+"""Command prefixes (taskset) for the listening / connecting side of every run; set by --pin."""
+
+
+def set_pin(mode: str) -> None:
+    cpus = {"none": (None, None), "same": ("0", "0"), "split": ("0", "1")}[mode]
+    for side, cpu in zip(("listener", "connector"), cpus):
+        PIN[side] = [] if cpu is None else ["taskset", "-c", cpu]
+
+
 def agent_pair(protocol: str, pattern: str, listener: dict, connector: dict, options: dict | None = None,
                topic: str = "roughnet/bench") -> tuple[dict, dict]:
     """Run a listening role, then the connecting role against it; (listener result, connector result)."""
@@ -64,13 +81,14 @@ def agent_pair(protocol: str, pattern: str, listener: dict, connector: dict, opt
     base = {"v": 1, "protocol": protocol, "pattern": pattern, "report_interval_ms": 0, "timeout_ms": 120000,
             "topic": topic, "options": options or {}}
     lcfg = base | {"role": roles[0], "listen": f"127.0.0.1:{port}"} | listener
-    lp = subprocess.Popen([agent, "run", "--config-json", json.dumps(lcfg)], stdout=subprocess.PIPE, text=True)
+    lp = subprocess.Popen([*PIN["listener"], agent, "run", "--config-json", json.dumps(lcfg)], stdout=subprocess.PIPE,
+                          text=True)
     ready = json.loads(lp.stdout.readline())
     if ready.get("type") != "ready":
         sys.exit(f"agent {roles[0]} did not start: {ready}")
     ccfg = base | {"role": roles[1], "peers": [ready["listen"]]} | connector
-    cp = subprocess.run([agent, "run", "--config-json", json.dumps(ccfg)], capture_output=True, text=True,
-                        timeout=180, check=False)
+    cp = subprocess.run([*PIN["connector"], agent, "run", "--config-json", json.dumps(ccfg)], capture_output=True,
+                        text=True, timeout=180, check=False)
     out, _ = lp.communicate(timeout=180)
 
     def res(text: str) -> dict:
@@ -105,24 +123,28 @@ DDSPERF = ["ddsperf"]
 
 def ddsperf_ping(size: int, seconds: int, mode: str) -> float:
     env = dict(os.environ, CYCLONEDDS_URI=XML)
-    pong = subprocess.Popen([*DDSPERF, "-D", str(seconds + 2), "pong", mode], env=env,
+    pong = subprocess.Popen([*PIN["listener"], *DDSPERF, "-D", str(seconds + 2), "pong", mode], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        out = subprocess.run([*DDSPERF, "-D", str(seconds), "ping", "size", str(size), mode], env=env,
-                             capture_output=True, text=True, timeout=seconds + 30, check=False).stdout
+        out = subprocess.run([*PIN["connector"], *DDSPERF, "-D", str(seconds), "ping", "size", str(size), mode],
+                             env=env, capture_output=True, text=True, timeout=seconds + 30, check=False).stdout
     finally:
         pong.terminate()
         pong.wait(timeout=10)
-    p50s = [float(m.group(1)) for m in re.finditer(r" 50% ([0-9.]+)us", out)]
+    # ddsperf's ping statistics are HALF the round trip: process_pong records
+    # (t_receive - t_send) / 2 (update_roundtrip in ddsperf.c, Cyclone 0.10 and 11 alike).  Its own
+    # counts agree: cnt per second x mean is ~0.5 s, i.e. each ping really takes 2 x mean.  The agent
+    # reports the full round trip, so double ddsperf's figure to compare like with like.
+    p50s = [2 * float(m.group(1)) for m in re.finditer(r" 50% ([0-9.]+)us", out)]
     return median(p50s[1:] or p50s)  # skip the first second (discovery, warm-up)
 
 
 def ddsperf_throughput(size: int, seconds: int) -> float:
     env = dict(os.environ, CYCLONEDDS_URI=XML)
-    sub = subprocess.Popen([*DDSPERF, "-D", str(seconds + 2), "sub", "waitset"], env=env,
+    sub = subprocess.Popen([*PIN["listener"], *DDSPERF, "-D", str(seconds + 2), "sub", "waitset"], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     time.sleep(0.5)
-    subprocess.run([*DDSPERF, "-D", str(seconds), "pub", "size", str(size)], env=env,
+    subprocess.run([*PIN["connector"], *DDSPERF, "-D", str(seconds), "pub", "size", str(size)], env=env,
                    capture_output=True, timeout=seconds + 30, check=False)
     out, _ = sub.communicate(timeout=seconds + 30)
     rates = [float(m.group(1)) * 1000 for m in re.finditer(r"\(([0-9.]+) kS/s", out)]
@@ -138,7 +160,12 @@ def main() -> None:
     ap.add_argument("--ddsperf", default="ddsperf",
                     help="ddsperf to compare with (default: Debian's, Cyclone 0.10; the agent bundles Cyclone 11: "
                          "a ddsperf built from cyclors' bundled source compares like with like)")
+    ap.add_argument("--pin", choices=("none", "same", "split"), default="none",
+                    help="CPU placement of both sides, agent and ddsperf alike: unpinned, one CPU (0), CPUs 0 and 1")
     a = ap.parse_args()
+    if a.pin != "none" and shutil.which("taskset") is None:
+        sys.exit("--pin needs taskset (util-linux)")
+    set_pin(a.pin)
     if shutil.which(a.ddsperf) is None:
         sys.exit(f"{a.ddsperf} not found (apt-get install cyclonedds-tools, or pass --ddsperf)")
     DDSPERF[0] = a.ddsperf
@@ -153,7 +180,7 @@ def main() -> None:
     med = {k: round(median(v), 2) for k, v in r.items()}
     out = {
         "bench": "dds", "ddsperf": a.ddsperf, "transport": "loopback 127.0.0.1, unicast discovery", "size_bytes": a.size,
-        "rounds": a.rounds, "median": med, "all": r,
+        "rounds": a.rounds, "pin": a.pin, "median": med, "all": r,
         "ratio_latency_vs_ddsperf_waitset": round(med["agent_p50_us"] / med["ddsperf_ws_p50_us"], 3),
         "ratio_latency_vs_ddsperf_listener": round(med["agent_p50_us"] / med["ddsperf_listener_p50_us"], 3),
         "ratio_throughput": round(med["agent_msgs_per_s"] / med["ddsperf_msgs_per_s"], 3),
