@@ -46,7 +46,7 @@ test-rust:
 	"$(CARGO)" test --release --locked --workspace
 
 test-python:
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+	$(VENV)/bin/pytest -q -rs -p no:cacheprovider tests
 
 bench: setup
 	$(PY) bench/agent_bench.py
