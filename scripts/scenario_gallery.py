@@ -202,7 +202,7 @@ def main() -> int:
             est = f"{REDUCTIONS[name].full_runs} runs x {per:.1f} s = {REDUCTIONS[name].full_runs * per / 60:.1f} min" \
                 if per else "n/a"
             print(f"{name}: wall {s['wall_s']:.0f} s, {s['runs']} runs, mean run {per or 0:.1f} s, "
-                  f"rc {s['rc']}, full size estimate (runs x reduced per-run time) {est}", flush=True)
+                  f"rc {s['rc']}, full-size lower bound (full runs x reduced per-run time) {est}", flush=True)
             print(f"  copied: {', '.join(s['copied']) or '-'}; missing: {', '.join(s['missing']) or '-'}; "
                   f"report PNGs: {', '.join(s.get('available', [])) or '-'}", flush=True)
             for r in s["failed"]:
