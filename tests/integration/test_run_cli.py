@@ -55,9 +55,16 @@ def runs(results: Path) -> list[dict]:
         con.close()
 
 
-def rn_namespaces() -> set[str]:
+def rn_namespaces(scenario_path: Path | None = None) -> set[str]:
+    """roughnet's namespaces; with a scenario, only those of its runs (other runs may be going on)."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    return {ln.split()[0] for ln in out.splitlines() if ln.startswith("rn-")}
+    names = {ln.split()[0] for ln in out.splitlines() if ln.startswith("rn-")}
+    if scenario_path is None:
+        return names
+    shown = subprocess.run([*ROUGHNET, "show", str(scenario_path), "--json"], capture_output=True, text=True,
+                           check=True).stdout
+    tokens = {r["run_id"][:8] for r in json.loads(shown)}
+    return {n for n in names if n.split("-")[1] in tokens}
 
 
 def root_snapshot() -> dict[str, str]:
@@ -155,10 +162,11 @@ rate = "300 msg/s"
 """
     before = root_snapshot()
     res = tmp_path / "res"
-    roughnet("run", str(scenario(tmp_path, body)), "--no-report", results=res)
+    path = scenario(tmp_path, body)
+    roughnet("run", str(path), "--no-report", results=res)
     assert runs(res)[0]["status"] == "ok"
     assert root_snapshot() == before
-    assert not rn_namespaces()
+    assert not rn_namespaces(path)
 
 
 SWEEP = TWO_HOSTS.format(name="sweep") + """
@@ -203,7 +211,7 @@ def test_interrupted_sweep_leaves_nothing_and_resume_runs_only_missing(tmp_path,
     proc.send_signal(sig)
     out, errs = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, errs)
-    assert not rn_namespaces()
+    assert not rn_namespaces(path)
     done = runs(res)
     assert 1 <= len(done) < 4 and all(r["status"] == "ok" for r in done)
     first_ids = {r["run_id"] for r in done}
@@ -225,15 +233,15 @@ def test_sigkill_leaves_objects_that_clean_removes(tmp_path):
     proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while not rn_namespaces() and time.monotonic() < deadline:
+    while not rn_namespaces(path) and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.5)
     proc.kill()
     proc.wait()
-    assert rn_namespaces(), "expected namespaces left behind by the killed run"
+    assert rn_namespaces(path), "expected namespaces left behind by the killed run"
     out = roughnet("clean")
     assert "removed" in out.stdout
-    assert not rn_namespaces()
+    assert not rn_namespaces(path)
     assert root_snapshot() == before
     # stored runs stay readable
     if (res / "results.duckdb").exists():

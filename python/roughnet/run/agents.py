@@ -24,8 +24,10 @@ from ..runspec import Run, Workload
 log = logging.getLogger(__name__)
 
 AGENT_PORT = 5201
-#: How long a receiver may take to print its ready line.
-READY_TIMEOUT_S = 10.0
+#: How long a receiver may take to print its ready line: subscribing through a broker over
+#: a lossy or slow link (a Kafka consumer group joining at 25 % drop, a handshake over an HF
+#: modem) takes far longer than on a clean one. Bounded by the run's own timeout.
+READY_TIMEOUT_S = 60.0
 #: Receivers get this long after the sender finished before they are told to stop.
 DRAIN_GRACE_S = 3.0
 
@@ -292,7 +294,7 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
         for spec in specs[:-1]:
             agents.append(start_agent(topo, agent_path, spec, artifacts))
         for a in agents:
-            a.wait_ready(READY_TIMEOUT_S)
+            a.wait_ready(min(READY_TIMEOUT_S, max(10.0, w.timeout_ns / 1e9)))
         sender = start_agent(topo, agent_path, specs[-1], artifacts)
         agents.append(sender)
         budget = w.timeout_ns / 1e9 + DRAIN_GRACE_S

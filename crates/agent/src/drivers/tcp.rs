@@ -37,6 +37,8 @@ pub const READ_BUF: usize = 256 * 1024;
 pub const LISTEN_CHECK_NS: u64 = 10_000_000;
 /// Pause between connection attempts while a peer is not listening yet.
 pub const CONNECT_RETRY: Duration = Duration::from_millis(50);
+/// Longest single connect attempt (the kernel retries the SYN within it).
+pub const CONNECT_ATTEMPT_NS: u64 = 30_000_000_000;
 /// SO_SNDTIMEO: a stuck write returns this often to look at signals and the timeout.
 pub const SEND_TIMEOUT: Duration = Duration::from_millis(100);
 /// Linux refuses TCP_MAXSEG below this (TCP_MIN_MSS).
@@ -128,7 +130,10 @@ impl Tcp {
                 });
             }
             let s = self.socket(peer, false)?;
-            let wait = Duration::from_nanos((give_up - now).min(5_000_000_000));
+            // One attempt may take CONNECT_ATTEMPT_NS: the kernel retransmits the SYN by itself,
+            // and on a slow link (an HF modem: 4 s each way plus turnaround) the handshake takes
+            // longer than a few seconds. A new attempt would start the handshake over.
+            let wait = Duration::from_nanos((give_up - now).min(CONNECT_ATTEMPT_NS));
             match s.connect_timeout(&(*peer).into(), wait) {
                 Ok(()) => {
                     s.set_nonblocking(false)
