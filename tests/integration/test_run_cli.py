@@ -187,16 +187,18 @@ payload = ["100 B", "200 B", "300 B", "400 B"]
 
 
 def _wait_for_rows(results: Path, count: int, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until ``count`` runs are stored.
+
+    The running sweep holds the database open for writing (DuckDB lets no other process
+    read it meanwhile), so progress is read from the per-run record.json files, which the
+    store writes right after each run's transaction commits.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        if (results / "results.duckdb").exists():
-            try:
-                if len(runs(results)) >= count:
-                    return
-            except duckdb.Error:
-                pass  # the writer holds the lock for a moment
-        time.sleep(0.3)
+        if len(list(results.glob("runs/*/*/record.json"))) >= count:
+            return
+        time.sleep(0.2)
     raise AssertionError(f"fewer than {count} runs stored after {timeout} s")
 
 
@@ -239,7 +241,7 @@ def test_sigkill_leaves_objects_that_clean_removes(tmp_path):
     proc.kill()
     proc.wait()
     assert rn_namespaces(path), "expected namespaces left behind by the killed run"
-    out = roughnet("clean")
+    out = roughnet("clean", results=res)
     assert "removed" in out.stdout
     assert not rn_namespaces(path)
     assert root_snapshot() == before

@@ -66,6 +66,18 @@ def topic_of(run: Run) -> str:
     return f"roughnet/{run.run_id}"
 
 
+#: How long a receiver keeps listening after the end marker when messages are missing.
+#: Over UDP a missing message is lost for good; over a reliable protocol through a broker
+#: on a lossy link, the end marker can overtake messages still in their acknowledgement
+#: handshakes (seen with MQTT QoS 2 at 10 % drop), which arrive seconds later.
+LINGER_LOSSY_MS = 1000
+LINGER_RELIABLE_MS = 5000
+
+
+def linger_ms(protocol: str) -> int:
+    return LINGER_LOSSY_MS if protocol == "udp" else LINGER_RELIABLE_MS
+
+
 def agent_specs(run: Run, address_of, broker_of=None, extra_options=None) -> list[AgentSpec]:
     """The agents of a run, receivers first.
 
@@ -86,6 +98,8 @@ def agent_specs(run: Run, address_of, broker_of=None, extra_options=None) -> lis
     for host in w.receivers:
         addr = address_of(host, w.sender)
         cfg = _common_config(w, run) | {"role": rx_role, "listen": f"{addr}:{AGENT_PORT}"}
+        if rx_role == "receiver":
+            cfg["linger_ms"] = linger_ms(w.protocol)
         specs.append(AgentSpec(host, rx_role, cfg))
         peers.append(f"{addr}:{AGENT_PORT}")
     cfg = _common_config(w, run) | {"role": tx_role, "peers": peers}
@@ -301,11 +315,13 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
         t0 = time.monotonic()
         if not _wait_watching(sender, budget, watch):
             sender.stop()
-        # Receivers end by themselves once they have everything (or saw the end marker);
-        # give them the drain grace, then ask them to report what they have.
+        # Receivers end by themselves once they have everything, or after the end marker
+        # and their linger, or at their own timeout.  Through a broker over a lossy link the
+        # last messages can arrive seconds after the sender is done, so they get the rest of
+        # the run's budget; past it they are asked to report what they have.
         for a in agents[:-1]:
             left = max(0.5, budget - (time.monotonic() - t0))
-            if not a.wait_done(min(left, DRAIN_GRACE_S + 2.0)):
+            if not _wait_watching(a, left, watch):
                 a.stop()
         return agents
     finally:
