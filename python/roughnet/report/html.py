@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from roughnet.report import fmt, packets, payload, plots, shaping, sync
+from roughnet.report import fanout, fmt, packets, payload, plots, shaping, sync
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +225,7 @@ def render(
     sections.append(_problem_lists(runs))
     param_keys = list(axes)
     sections.append(packets.section(runs, param_keys))  # capture = true: packet analysis per run
+    sections.append(fanout.section(runs, param_keys))  # one-to-many runs: every subscriber
     headers, rows = shaping.run_table(runs, param_keys)
     sections.append(f"<h2>Every run ({len(runs)})</h2>" + (_table(headers, rows, runs) if runs else "<p>No runs stored.</p>"))
     if len(runs) == 1 and runs[0].get("status") == "ok":
