@@ -245,3 +245,39 @@ n = [1500, 200]
     con.close()
     assert rows[0][0] == "failed" and "mosquitto" in rows[0][1] and "died" in rows[0][1], rows[0]
     assert rows[1][0] == "ok", rows[1]
+
+
+RATE_LIMITED = [
+    pytest.param("zenoh", "", marks=needs("zenoh"), id="zenoh"),
+    pytest.param("zmq", "", marks=needs("zmq"), id="zmq"),
+    pytest.param("dds", '[workload.dds]\nreliability = "reliable"', marks=needs("dds"), id="dds-reliable"),
+]
+
+
+@pytest.mark.parametrize("protocol,knobs", RATE_LIMITED)
+def test_brokerless_throughput_close_to_the_link_rate(tmp_path, protocol, knobs):
+    body = f"""
+[scenario]
+name = "rate"
+timeout = "60 s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+between = ["a", "b"]
+rate = "10 Mbit/s"
+[workload]
+pattern = "bulk"
+protocol = "{protocol}"
+from = "a"
+to = "b"
+payload = "1 KiB"
+duration = "4 s"
+{knobs}
+"""
+    (r,) = run_scenario(tmp_path, body)
+    assert r["status"] == "ok", r["failure_reason"]
+    mbps = r["throughput_bps"] / 1e6
+    # application goodput below the 10 Mbit/s line rate by the protocol's and IP's headers
+    assert 7.5 <= mbps <= 10.05, mbps
