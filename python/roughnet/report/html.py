@@ -210,7 +210,9 @@ def render(
                ("Round-trip" if rtt else "One-way latency") + " CDF per run, from the stored HDR histograms")
     ramps = shaping.ramp_panels(runs, roles)
     if ramps:
-        figure("ramp", plots.ramp_png(ramps), "Round trip against message size (ramp runs)")
+        group = ", ".join(roles.panels) or roles.x
+        figure("ramp", plots.ramp_png(ramps), "Round trip against message size (ramp runs)"
+               + (f", one panel per {group}" if group and len(ramps) > 1 else ""))
     if figures:
         sections.append("<h2>Plots</h2>" + "".join(figures))
     elif runs:

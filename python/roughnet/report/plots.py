@@ -170,7 +170,12 @@ def cdf_png(panels: list[CurvePanel], rtt: bool) -> bytes:
 
 
 def ramp_png(panels: list[tuple[str, list[RampSeries]]]) -> bytes:
-    """Ramp: round trip against message size, one panel per x value."""
+    """Ramp: round trip against message size, one panel per group (``shaping.ramp_panels``)."""
+    return _png(ramp_figure(panels))
+
+
+def ramp_figure(panels: list[tuple[str, list[RampSeries]]]) -> Figure:
+    """The figure of ``ramp_png``: one visible axes per panel, one line per series."""
     top_rtt = max((max(s.rtts_us) for _, ss in panels for s in ss if s.rtts_us), default=1.0)
     factor, unit = (1e-3, "ms") if top_rtt >= 10_000 else (1.0, "µs")
     top_size = max((max(s.sizes) for _, ss in panels for s in ss if s.sizes), default=1.0)
@@ -193,4 +198,4 @@ def ramp_png(panels: list[tuple[str, list[RampSeries]]]) -> bytes:
             ax.legend(fontsize=8)
     axes[0].set_ylabel(f"round trip ({unit})")
     fig.suptitle("round trip against message size (ramp)", fontsize=11)
-    return _png(fig)
+    return fig

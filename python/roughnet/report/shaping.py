@@ -336,18 +336,23 @@ class RampSeries:
 
 
 def ramp_panels(runs: list[dict[str, Any]], roles: Roles) -> list[tuple[str, list[RampSeries]]]:
-    """Ramp runs: RTT against message size; one panel per x-axis value, one series per run."""
+    """Ramp runs: RTT against message size, one series per run.
+
+    The plot's x axis is the message size, so the sweep's keys only group the runs: one panel
+    per value of the panel keys (S4: one panel per send interval), else per value of the x key,
+    else a single panel; series are labelled by the remaining keys (lines first)."""
     ramp_runs = [r for r in runs if r.get("pattern") == "ramp" and r.get("points")]
     if not ramp_runs:
         return []
-    others = [k for k in [roles.lines, *roles.panels] if k]
-    x_order = _ordered((r.get("params") or {}).get(roles.x) for r in ramp_runs) if roles.x else [None]
+    group = list(roles.panels) or ([roles.x] if roles.x else [])
+    others = [k for k in [roles.lines, roles.x, *roles.panels] if k and k not in group]
+    keys = _panel_keys(ramp_runs, Roles(x=None, lines=None, panels=group), _seen_axes(ramp_runs, group))
     out: list[tuple[str, list[RampSeries]]] = []
-    for xv in x_order:
+    for key in keys:
         series = []
         for r in ramp_runs:
             params = r.get("params") or {}
-            if roles.x and params.get(roles.x) != xv:
+            if tuple(params.get(k) for k in group) != key:
                 continue
             pts = sorted((float(s), float(t)) for s, t in r["points"])
             series.append(
@@ -359,8 +364,13 @@ def ramp_panels(runs: list[dict[str, Any]], roles: Roles) -> list[tuple[str, lis
                 )
             )
         if series:
-            out.append((f"{roles.x}={fmt.label(xv)}" if roles.x else "", series))
+            out.append((_key_label(group, dict(zip(group, key, strict=True))), series))
     return out
+
+
+def _seen_axes(runs: list[dict[str, Any]], keys: list[str]) -> dict[str, list[Any]]:
+    """Values of ``keys`` in ``runs``, for ordering (numerically when they parse)."""
+    return {k: _ordered(dict.fromkeys((r.get("params") or {}).get(k) for r in runs)) for k in keys}
 
 
 # ------------------------------------------------------------------ tables
