@@ -299,10 +299,10 @@ def test_kafka_topic_rule():
 # ---- preflight ----------------------------------------------------------------------------
 
 
-def test_preflight_rejects_reuse_with_reason():
-    with pytest.raises(PreflightError) as ei:
-        lifecycle.preflight(_sweep(_run((Service("mosquitto", "b", reuse=True),))))
-    assert "reuse = true" in str(ei.value) and "docs/services.md" in str(ei.value)
+def test_preflight_accepts_reuse(monkeypatch):
+    # reuse = true is supported (run.reuse, run.group; tests/unit/test_reuse_groups.py): preflight lets it through.
+    monkeypatch.setattr(lifecycle, "missing_for", lambda kind, tls_needed=False: [])
+    lifecycle.preflight(_sweep(_run((Service("mosquitto", "b", reuse=True),))))
 
 
 def test_preflight_rejects_unknown_host_and_small_heap(monkeypatch):

@@ -1,6 +1,8 @@
 """The ``kernel`` engine: rate with tbf, random loss with nftables, per direction.
 
-Owns the tbf and nftables settings (sizes and rules) and their counters.
+Owns the tbf and nftables settings (sizes and rules) and their counters, and
+removing them again (``clear_link``: a link whose impairments change between
+runs that share one topology, run.group; also used for netem's qdiscs).
 Where each direction is shaped and lost is ``links.points``'s.  Works on any
 kernel with sch_tbf and nftables netdev ingress (no sch_netem needed); does
 no delay or jitter (``links.choose`` sends those elsewhere).
@@ -121,6 +123,50 @@ def nft_ruleset(table: str, chains: list[tuple[str, str, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: What `tc qdisc del` / `nft delete table` print when there is nothing to delete (not an error for clear_link).
+_NOTHING_TO_DELETE = ("no such file or directory", "cannot delete qdisc with handle of zero", "cannot find")
+
+
+def _nothing_there(stderr: str) -> bool:
+    low = stderr.lower()
+    return any(m in low for m in _NOTHING_TO_DELETE)
+
+
+def clear_argvs(ifaces, link: Link) -> list[list[str]]:
+    """The commands that remove every qdisc and loss table the kernel (or netem) engine may have put on ``link``.
+
+    Root qdiscs of every egress point of both directions (deleting the root puts the
+    interface's default back) and the link's nftables table in every namespace of its
+    ingress points.  Pure: reads ``Topology.interfaces()`` rows.
+    """
+    out: list[list[str]] = []
+    egress: list[tuple[str, str]] = []
+    tables: list[str] = []
+    for direction in DIRECTIONS:
+        egress += [(p.ns, p.ifname) for p in egress_points(ifaces, link, direction)]
+        tables += [p.ns for p in ingress_points(ifaces, link, direction)]
+    for ns, ifname in dict.fromkeys(egress):
+        out.append(["tc", "-n", ns, "qdisc", "del", "dev", ifname, "root"])
+    for ns in dict.fromkeys(tables):
+        out.append(ns_exec(ns, ["nft", "delete", "table", "netdev", table_name(link)]))
+    return out
+
+
+def clear_link(topo: Topology, link: Link) -> None:
+    """Remove ``link``'s shaping qdiscs and loss rules (and so their counters); absent ones are fine.
+
+    After it the link carries traffic unimpaired until an engine's ``apply`` is called again.
+    LinkError when a command fails for another reason than there being nothing to delete.
+    """
+    for argv in clear_argvs(topo.interfaces(), link):
+        proc = run_cmd(argv, f"clearing link {link.index}", check=False, error=LinkError)
+        if proc.returncode != 0 and not _nothing_there(proc.stderr):
+            raise LinkError(f"clearing link {link.index} failed: `{' '.join(argv)}` exited {proc.returncode}: "
+                            f"{proc.stderr.strip() or '(no message)'}; expected it to remove the link's "
+                            f"impairments or find none")
+    log.info("link %d cleared (qdiscs and loss rules removed)", link.index)
+
+
 class KernelEngine:
     """tbf on the sending side, nftables random drop on the receiving side."""
 
@@ -145,6 +191,11 @@ class KernelEngine:
             run_cmd(ns_exec(ns, ["nft", "-f", "-"]), f"adding loss rules of link {link.index} in {ns}",
                     input=nft_ruleset(table_name(link), ch), error=LinkError)
         log.info("kernel engine applied to link %d: forward %s, reverse %s", link.index, link.forward, link.reverse)
+
+    def reapply(self, topo: Topology, link: Link) -> None:
+        """Replace whatever this link had with ``link``'s impairments; counters start from zero again."""
+        clear_link(topo, link)
+        self.apply(topo, link)
 
     def counters(self, topo: Topology, link: Link) -> dict[str, Any]:
         ifaces = topo.interfaces()

@@ -3,7 +3,9 @@
 Owns the order of things in a run (topology, link engines, counters before,
 receivers, ready handshake, sender, counters after, teardown) and the sweep
 loop (resume, a failed run is recorded and the sweep goes on, Ctrl-C and
-SIGTERM tear the current run down and stop).  It delegates: namespaces to
+SIGTERM tear the current run down and stop).  Runs that share their
+services (``reuse = true``) are grouped by ``run.reuse`` and run in one
+environment by ``run.group``, which uses ``measure`` from here.  It delegates: namespaces to
 ``topo``, impairments to ``links``, agents to ``run.agents``, judging to
 ``run.collect``, storage to ``results``.
 """
@@ -128,68 +130,126 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     t0 = time.monotonic()
     ledger = topo.Ledger(run.run_id[:8], run.run_id)
     topology = topo.Topology(run, ledger, engines=engines)
-    agents = []
+    agents: list = []
     handles: list = []
-    captures = capture.Captures()
     try:
         topology.build()
-        link_engines = {}
-        for link in run.links:
-            eng = links.engine_for(engines[link.index])
-            eng.apply(topology, link)
-            link_engines[link.index] = eng
-        hosts = run.host_names()
-        tcp_before = {h: tcp_counters(topology, h) for h in hosts}
-        broker_of = extra = watch = None
+        link_engines = apply_links(topology, run, engines)
+        tcp_before = {h: tcp_counters(topology, h) for h in run.host_names()}
         if run.services:
             from .. import services
 
             handles = services.start_services(run, topology, artifacts)
-            broker_of = handles[0].address
-            extra = getattr(handles[0], "agent_options", None) or None
+        measure(run, pf, topology, link_engines, handles, artifacts, record, tcp_before, agents)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except RoughnetError as e:
+        record_failure(record, e, agents)
+    except Exception as e:  # a bug of ours: record it with its traceback, keep the sweep going
+        record_failure(record, e, agents)
+    finally:
+        if handles:
+            _stop_services(handles, record)
+        _teardown_shielded(topology)
+        record["duration_s"] = round(time.monotonic() - t0, 3)
+    return record
 
-            def watch():
-                return services.check_alive(handles)
-        captures = capture.start(run, topology, artifacts)  # --- packet capture (capture = true): tcpdump up
+
+def record_failure(record: dict[str, Any], e: Exception, agents) -> None:
+    """Put a failed run's reason into its record (with the traceback for a bug of ours)."""
+    if isinstance(e, RoughnetError):
+        record["failure_reason"] = str(e)
+        record["stderr_tail"] = _stderr_tails(agents)
+        return
+    log.exception("run %s failed unexpectedly", record.get("run_id"))
+    record["failure_reason"] = f"internal error: {type(e).__name__}: {e}"
+    record["stderr_tail"] = traceback.format_exc()[-2000:]
+
+
+def apply_links(topology, run: Run, engines: dict[int, str]) -> dict[int, Any]:
+    """Apply every link's impairments with its engine; link index -> the engine object."""
+    link_engines = {}
+    for link in run.links:
+        eng = links.engine_for(engines[link.index])
+        eng.apply(topology, link)
+        link_engines[link.index] = eng
+    return link_engines
+
+
+def _link(run: Run, index: int):
+    return next(lk for lk in run.links if lk.index == index)
+
+
+def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], handles: list, artifacts: Path,
+            record: dict[str, Any], tcp_before: dict[str, dict[str, int]], agents: list,
+            link_before: dict[int, dict[str, Any]] | None = None) -> None:
+    """Agents, counters and the record's results, in an environment that is up (topology, links, services).
+
+    ``agents`` receives the agent processes as they start (for stderr tails on failure).
+    ``link_before`` (link index -> engine counters taken just before): record the link counters
+    as the difference (an environment shared with earlier runs: run.group).  Raises RoughnetError
+    (ServiceError when a service died) for the caller to record.
+    """
+    broker_of = extra = watch = None
+    if handles:
+        from .. import services
+
+        broker_of = handles[0].address
+        extra = getattr(handles[0], "agent_options", None) or None
+
+        def watch():
+            return services.check_alive(handles)
+    captures = capture.start(run, topology, artifacts)  # --- packet capture (capture = true): tcpdump up
+    try:
         cpu = CpuSampler()
         cpu.start()
         try:
             specs = agent_specs(run, topology.address, broker_of, extra)
-            agents = run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch)
+            agents.extend(run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch))
         finally:
             cpu_stats = cpu.stop()
         if handles:
-            from .. import services
-
             died = services.check_alive(handles)
             if died:
                 raise ServiceError(died)
-        tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in hosts}
-        link_counters = {i: eng.counters(topology, run.links[i]) for i, eng in link_engines.items()}
+        tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in run.host_names()}
+        link_counters = {i: eng.counters(topology, _link(run, i)) for i, eng in link_engines.items()}
+        if link_before is not None:
+            link_counters = {i: link_counter_delta(link_before.get(i) or {}, c) for i, c in link_counters.items()}
         _fill_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
         if captures:  # --- packet capture: stop tcpdump, pcap_* metrics from its files
             capture.stop(captures)
             sender_result = agents[-1].result if agents else None
             record["metrics"].update(capture.metrics(captures, run.workload.sender,
                                                      capture.messages_sent(sender_result)))
-    except Interrupted:
-        raise
-    except KeyboardInterrupt:
-        raise
-    except RoughnetError as e:
-        record["failure_reason"] = str(e)
-        record["stderr_tail"] = _stderr_tails(agents)
-    except Exception as e:  # a bug of ours: record it with its traceback, keep the sweep going
-        log.exception("run %s failed unexpectedly", run.run_id)
-        record["failure_reason"] = f"internal error: {type(e).__name__}: {e}"
-        record["stderr_tail"] = traceback.format_exc()[-2000:]
     finally:
         capture.stop(captures)
-        if handles:
-            _stop_services(handles, record)
-        _teardown_shielded(topology)
-        record["duration_s"] = round(time.monotonic() - t0, 3)
-    return record
+
+
+#: Link counter keys that count since the engine applied the link (prefixes); the others are levels or settings.
+_CUMULATIVE_PREFIXES = ("drops", "tx_", "rx_", "seen_", "overlimits", "duplicated", "corrupted", "reordered",
+                        "sched_error_count", "send_errors")
+
+
+def link_counter_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """``after`` with every cumulative counter (per direction) made the difference from ``before``.
+
+    Levels (queue high marks, scheduling-error percentiles) and settings stay as ``after`` has them.
+    A counter that went down (the engine started again between the two readings) is kept as is.
+    """
+    out: dict[str, Any] = {}
+    for key, value in after.items():
+        prev = before.get(key)
+        if isinstance(value, dict):
+            out[key] = link_counter_delta(prev if isinstance(prev, dict) else {}, value)
+        elif (isinstance(value, int) and not isinstance(value, bool) and isinstance(prev, int)
+              and not isinstance(prev, bool) and key.startswith(_CUMULATIVE_PREFIXES) and value >= prev):
+            out[key] = value - prev
+        else:
+            out[key] = value
+    return out
 
 
 def _stop_services(handles, record) -> None:
@@ -205,6 +265,11 @@ def _stop_services(handles, record) -> None:
         key = name.replace("-", "_")
         record["metrics"][f"service_{key}_cpu_s"] = u.get("cpu_s")
         record["metrics"][f"service_{key}_rss_max_bytes"] = u.get("rss_max_bytes")
+    for h in handles:
+        record["metrics"][f"service_{h.kind}@{h.host}_pid".replace("-", "_")] = h.pid
+    record["metrics"]["service_reused"] = False
+    record["service_reused"] = False
+    record["service_started_by"] = record["run_id"]
 
 
 def _teardown_shielded(topology) -> None:
@@ -295,13 +360,23 @@ def run_sweep(
     on_start: Callable[[Run], None] | None = None,
     on_done: Callable[[Run, dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every run of ``sweep`` (only the missing ones with ``resume``), storing each record as it ends."""
+    """Run every run of ``sweep`` (only the missing ones with ``resume``), storing each record as it ends.
+
+    Consecutive runs whose services all ask ``reuse = true`` and whose environments are equal
+    share one topology and one set of services (``run.reuse``, ``run.group``); every other run
+    gets its own.
+    """
+    from .group import run_group
+    from .reuse import reuse_groups
+
     store.begin_sweep(sweep)
-    done = store.completed_run_ids(sweep.sweep_id) if resume else set()
+    todo = pending_runs(sweep, store, resume)
     records = []
-    for run in sweep.runs:
-        if run.run_id in done:
+    for shared, group in reuse_groups(todo, pf.engines):
+        if shared:
+            records.extend(run_group(group, pf, store, on_start=on_start, on_done=on_done))
             continue
+        run = group[0]
         if on_start:
             on_start(run)
         artifacts = store.run_dir(sweep.sweep_id, run.run_id)

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,11 @@ class UsageSampler:
         self.cpu_s = 0.0
         self.rss_max_bytes = 0
         self.samples = 0
+        # A window (one run of a service that serves several, services.reuse): CPU at its start, peak RSS in it.
+        self.rss_last_bytes = 0
+        self._window_cpu0 = 0.0
+        self._window_rss_max = 0
+        self._window_samples = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"usage-{pid}", daemon=True)
@@ -82,8 +88,26 @@ class UsageSampler:
         with self._lock:
             self.cpu_s = max(self.cpu_s, got[0])
             self.rss_max_bytes = max(self.rss_max_bytes, got[1])
+            self.rss_last_bytes = got[1]
             self.samples += 1
+            self._window_rss_max = max(self._window_rss_max, got[1])
+            self._window_samples += 1
         return True
+
+    def begin_window(self) -> None:
+        """Start a new window now: ``window()`` then counts CPU from here and the peak RSS from here."""
+        self.sample()
+        with self._lock:
+            self._window_cpu0 = self.cpu_s
+            self._window_rss_max = self.rss_last_bytes
+            self._window_samples = 1 if self.samples else 0
+
+    def window(self) -> dict[str, Any]:
+        """CPU seconds used, peak RSS and samples since ``begin_window`` (since the start without one)."""
+        self.sample()
+        with self._lock:
+            return {"cpu_s": round(self.cpu_s - self._window_cpu0, 3), "rss_max_bytes": self._window_rss_max,
+                    "samples": self._window_samples}
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -119,6 +143,10 @@ class ServiceHandle:
     stopped: bool = False
     exit_code: int | None = None
     ports: dict[str, int] = field(default_factory=dict)  # address -> port where it differs from ``port`` (kafka)
+    # reprobe(run, deadline) -> description: the readiness probe again, for another run of a service that
+    # serves several (services.reuse; Kafka creates that run's topic); None: probe once only
+    reprobe: Callable[[Any, float], str] | None = None
+    started_by: str | None = None  # run id of the run this service was started for
 
     @property
     def pid(self) -> int:

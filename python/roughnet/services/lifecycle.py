@@ -137,11 +137,6 @@ def preflight(sweep) -> None:
     for run in sweep.runs:
         for svc in run.services:
             where = f"run {run.index} ({run.params})" if run.params else f"run {run.index}"
-            if svc.reuse:
-                problems.append(
-                    f"{where}: [[service]] {svc.kind} on {svc.host} asks reuse = true, which this version does not "
-                    f"support (every run rebuilds its namespaces, so a service cannot outlive its run; see "
-                    f"docs/services.md); expected reuse = false")
             if svc.host not in run.host_names():
                 problems.append(f"{where}: service {svc.kind} is on host {svc.host!r}; expected one of "
                                 f"{run.host_names()}")
@@ -182,6 +177,11 @@ def kafka_topic(run: Run) -> str:
     return f"roughnet-{run.run_id}"
 
 
+def kafka_partitions(run: Run) -> int:
+    """Partitions of the run's Kafka topic (the workload's ``partitions``; 1 for other protocols)."""
+    return int(run.workload.options.get("partitions", 1)) if run.workload.protocol == "kafka" else 1
+
+
 class _Prepared:
     """What starting one service needs: its argv, log file, and a probe (one attempt)."""
 
@@ -192,6 +192,8 @@ class _Prepared:
         self.port = port
         self.agent_options: dict[str, Any] = {}
         self.topic: str | None = None
+        # reprobe(run, deadline): the probe for another run of a reused service (None: ``probe`` again)
+        self.reprobe: Callable[[Run, float], str] | None = None
         self.ports: dict[str, int] = {}  # address -> port, where a service listens on several ports
 
 
@@ -264,13 +266,14 @@ def _prepare_kafka(svc: Service, run: Run, topology, artifacts: Path) -> _Prepar
     argv = configs.kafka_java_argv(java, libs, int(s["heap"]), log4j, "kafka.Kafka", str(props))
     ns, ip = topology.ns(svc.host), addrs[0]
     topic = kafka_topic(run)
-    partitions = int(run.workload.options.get("partitions", 1)) if run.workload.protocol == "kafka" else 1
 
-    def probe(deadline: float) -> str:
-        r = probes.probe_kafka(ns, ip, port, PROBE_IO_TIMEOUT_S, topic, partitions, deadline)
+    def probe_for(for_run: Run, deadline: float) -> str:
+        r = probes.probe_kafka(ns, ip, port, PROBE_IO_TIMEOUT_S, kafka_topic(for_run), kafka_partitions(for_run),
+                               deadline)
         return f"Kafka cluster {r.cluster_id}: topic {r.topic} with {r.partitions} partition(s) led"
 
-    prep = _Prepared(argv, artifacts / "kafka.log", probe, port)
+    prep = _Prepared(argv, artifacts / "kafka.log", lambda deadline: probe_for(run, deadline), port)
+    prep.reprobe = probe_for
     prep.topic = topic
     prep.ports = dict(zip(addrs, configs.kafka_listener_ports(addrs, port)))
     return prep
@@ -341,7 +344,8 @@ def start_service(svc: Service, run: Run, topology, artifacts: Path) -> ServiceH
         proc = topology.popen(svc.host, prep.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT)
     handle = ServiceHandle(kind=svc.kind, host=svc.host, port=prep.port, proc=proc, log_path=prep.log_path,
                            topology=topology, setup_s=t_start - t0, agent_options=dict(prep.agent_options),
-                           topic=prep.topic, ports=dict(prep.ports))
+                           topic=prep.topic, ports=dict(prep.ports), started_by=run.run_id,
+                           reprobe=prep.reprobe or (lambda _run, deadline: prep.probe(deadline)))
     deadline = t_start + READY_TIMEOUT_S[svc.kind]
     last = "no attempt finished"
     try:
@@ -378,9 +382,6 @@ def start_services(run: Run, topology, artifacts: Path) -> list[ServiceHandle]:
     handles: list[ServiceHandle] = []
     try:
         for svc in run.services:
-            if svc.reuse:
-                raise ServiceError(f"service {svc.kind} on {svc.host} asks reuse = true, which is not supported; "
-                                   f"expected reuse = false (preflight rejects it)")
             handles.append(start_service(svc, run, topology, artifacts))
     except BaseException:
         stop_services(handles)
