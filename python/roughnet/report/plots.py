@@ -196,6 +196,10 @@ def ramp_figure(panels: list[tuple[str, list[RampSeries]]]) -> Figure:
             ax.set_title(title, fontsize=10)
         if len(series) > 1:
             ax.legend(fontsize=8)
+    if _spans_decades([v for _, ss in panels for s in ss for v in s.rtts_us]):
+        for ax in axes:  # a few retransmission spikes would flatten the growth with size
+            ax.set_yscale("log")
     axes[0].set_ylabel(f"round trip ({unit})")
-    fig.suptitle("round trip against message size (ramp)", fontsize=11)
+    note = "  (dashed: suspect/invalid runs)" if any(s.validity != "valid" for _, ss in panels for s in ss) else ""
+    fig.suptitle(f"round trip against message size (ramp){note}", fontsize=11)
     return fig
