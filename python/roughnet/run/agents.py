@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import AgentError, ServiceError
 from ..runspec import Run, Workload
+from ..services.tls import zenoh_quic_options
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,8 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
     ServiceError as soon as ``watch()`` returns a reason (a broker died).
     """
     w = run.workload
+    if w.protocol == "zenoh" and w.options.get("transport") == "quic":  # TLS files for QUIC (services.tls)
+        zenoh_quic_options([s.config for s in specs], artifacts)
     agents: list[AgentProcess] = []
     try:
         for spec in specs[:-1]:

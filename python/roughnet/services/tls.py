@@ -64,3 +64,23 @@ def server_cert(ca: Path, ca_key: Path, folder: Path, name: str, addresses: Sequ
               "-out", str(cert), "-days", str(CERT_DAYS), "-extfile", str(ext)], f"signing the {name} certificate")
     key.chmod(0o600)
     return TlsFiles(ca=ca, cert=cert, key=key)
+
+
+def zenoh_quic_options(configs: Sequence[dict], artifacts: Path) -> None:
+    """Give the agents of a Zenoh-over-QUIC run their TLS files (agent options ``tls_*``).
+
+    QUIC always runs TLS 1.3, so the listening agents (those with ``listen``) need a
+    certificate naming their address, and every agent the CA that signed it.  One
+    server certificate per run lists every listening address (IP SANs); the CA is the
+    sweep's (``artifacts.parent / "tls"``, as for mosquitto).  Updates each config's
+    ``options`` in place.
+    """
+    addresses = sorted({c["listen"].rsplit(":", 1)[0] for c in configs if c.get("listen")})
+    if not addresses:  # client mode: the agents refuse quic there themselves, naming the reason
+        return
+    ca, ca_key = ensure_ca(artifacts.parent / "tls")
+    files = server_cert(ca, ca_key, artifacts / "tls", "zenoh-quic", addresses)
+    for c in configs:
+        c["options"] = {**c.get("options", {}), "tls_ca": str(files.ca)}
+        if c.get("listen"):
+            c["options"] |= {"tls_cert": str(files.cert), "tls_key": str(files.key)}

@@ -41,7 +41,7 @@ use crate::clock::now_ns;
 use crate::config::{Config, ConfigError};
 use crate::signals::stop_requested;
 
-const KNOBS: [&str; 7] = [
+const KNOBS: [&str; 10] = [
     "mode",
     "transport",
     "reliability",
@@ -49,6 +49,9 @@ const KNOBS: [&str; 7] = [
     "express",
     "priority",
     "multicast_scouting",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
 ];
 
 /// Largest message the driver accepts (zenoh fragments large payloads).
@@ -77,6 +80,19 @@ pub struct ZenohOptions {
     pub express: Option<bool>,
     pub priority: Option<u8>,
     pub multicast_scouting: Option<bool>,
+    /// QUIC: PEM file of the CA that signed the listeners' certificates (every agent).
+    pub tls_ca: Option<String>,
+    /// QUIC: PEM certificate and private key of a listening agent (receiver, ponger, syncer).
+    pub tls_cert: Option<String>,
+    pub tls_key: Option<String>,
+}
+
+/// TLS files of a QUIC session (zenoh's `transport/link/tls/*`).
+#[derive(Debug, Clone, Default)]
+struct Tls {
+    ca: String,
+    /// (certificate, private key) of a listening session.
+    listen: Option<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +109,7 @@ pub struct Zenoh {
     express: bool,
     priority: Priority,
     scouting: bool,
+    tls: Option<Tls>,
     broker: Option<String>,
     topic: String,
 }
@@ -114,6 +131,68 @@ fn pick(
     }
 }
 
+/// The TLS files of a QUIC session: `tls_ca` for every agent, `tls_cert` and `tls_key`
+/// for one that listens; refused with another transport and in client mode (the
+/// `zenoh-router` service listens on tcp only).
+fn tls_of(
+    o: &ZenohOptions,
+    transport: &str,
+    mode: Mode,
+    cfg: &Config,
+) -> Result<Option<Tls>, ConfigError> {
+    let given = [
+        ("tls_ca", &o.tls_ca),
+        ("tls_cert", &o.tls_cert),
+        ("tls_key", &o.tls_key),
+    ];
+    if transport != "quic" {
+        if let Some((k, v)) = given.iter().find(|(_, v)| v.is_some()) {
+            return Err(ConfigError::invalid(
+                format!("options.{k}"),
+                format!("{:?}", v.as_deref().unwrap_or_default()),
+                "no TLS files for protocol zenoh unless transport = \"quic\"",
+            ));
+        }
+        return Ok(None);
+    }
+    if mode == Mode::Client {
+        return Err(ConfigError::invalid(
+            "options.transport",
+            "\"quic\"",
+            "tcp for protocol zenoh in mode client (the zenoh-router service listens on tcp only)",
+        ));
+    }
+    let file = |key: &'static str, v: &Option<String>| -> Result<String, ConfigError> {
+        let listening = if key == "options.tls_ca" {
+            ""
+        } else {
+            " by an agent that listens"
+        };
+        let path = v.clone().ok_or_else(|| ConfigError::Missing {
+            key,
+            when: format!("for protocol zenoh over quic{listening} (a PEM file; the runner makes one per run)"),
+        })?;
+        if !std::path::Path::new(&path).is_file() {
+            return Err(ConfigError::invalid(
+                key,
+                format!("{path:?}"),
+                "the path of a readable PEM file",
+            ));
+        }
+        Ok(path)
+    };
+    let ca = file("options.tls_ca", &o.tls_ca)?;
+    let listen = if cfg.listen.is_some() {
+        Some((
+            file("options.tls_cert", &o.tls_cert)?,
+            file("options.tls_key", &o.tls_key)?,
+        ))
+    } else {
+        None
+    };
+    Ok(Some(Tls { ca, listen }))
+}
+
 impl Zenoh {
     pub fn from_config(cfg: &Config) -> Result<Zenoh, ConfigError> {
         let o: ZenohOptions =
@@ -124,15 +203,6 @@ impl Zenoh {
             _ => Mode::Client,
         };
         let transport = pick("transport", &o.transport, &["tcp", "udp", "quic"])?;
-        if transport == "quic" {
-            // zenoh's QUIC links need a TLS certificate and key on the listener and a
-            // trusted root on the connector; the agent has no certificate plumbing yet.
-            return Err(ConfigError::invalid(
-                "options.transport",
-                "\"quic\"",
-                "tcp or udp for protocol zenoh (quic needs TLS certificates, not supported by this agent yet)",
-            ));
-        }
         let reliable =
             pick("reliability", &o.reliability, &["reliable", "best_effort"])? == "reliable";
         let block = pick(
@@ -173,6 +243,7 @@ impl Zenoh {
                 "false for protocol zenoh in mode client (clients connect to `broker`)",
             ));
         }
+        let tls = tls_of(&o, transport, mode, cfg)?;
         let topic = cfg.topic.clone().unwrap_or_else(|| DEFAULT_TOPIC.into());
         zenoh::key_expr::KeyExpr::try_from(format!("{topic}/data")).map_err(|e| {
             ConfigError::invalid(
@@ -189,6 +260,7 @@ impl Zenoh {
             express: o.express.unwrap_or(false),
             priority,
             scouting,
+            tls,
             broker: cfg.broker.clone(),
             topic,
         })
@@ -241,6 +313,25 @@ impl Zenoh {
             .map_err(conf_err)?;
         c.insert_json5("scouting/multicast/enabled", &json(&self.scouting.into()))
             .map_err(conf_err)?;
+        if let Some(tls) = &self.tls {
+            c.insert_json5(
+                "transport/link/tls/root_ca_certificate",
+                &json(&tls.ca.clone().into()),
+            )
+            .map_err(conf_err)?;
+            if let (Some((cert, key)), Some(_)) = (&tls.listen, listen) {
+                c.insert_json5(
+                    "transport/link/tls/listen_certificate",
+                    &json(&cert.clone().into()),
+                )
+                .map_err(conf_err)?;
+                c.insert_json5(
+                    "transport/link/tls/listen_private_key",
+                    &json(&key.clone().into()),
+                )
+                .map_err(conf_err)?;
+            }
+        }
         if self.mode == Mode::Client {
             // Retry the router until the run gives up, then fail the open.
             let left_ms = cfg.give_up_ns().saturating_sub(now_ns()) / 1_000_000;
