@@ -2,30 +2,31 @@
 //! changes (e.g. the HF modem pair of SEEDS S3).
 //!
 //! Owns when the medium is free and who transmitted last. Frames are served in arrival order
-//! across both sides (first come, first served): a frame starts when the medium is free, plus
+//! across all transmitters (both sides of a link, or every port of a segment; first come, first
+//! served): a frame starts when the medium is free, plus
 //! the turnaround if the previous frame went the other way and the turnaround has not yet
 //! elapsed. The per-side buffer limit (`Overrun`) and frame-size limit (`TooLarge`) are checked
 //! by the emulator with the values of `config::HalfDuplex`; this module only does timing.
 
 use crate::direction::serialisation_ns;
-use crate::Side;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Medium {
     pub free_at_ns: u64,
-    pub last: Option<Side>,
+    /// Who transmitted last (a side's or a port's index).
+    pub last: Option<usize>,
     /// Times the direction changed (turnarounds taken).
     pub turnarounds: u64,
 }
 
 impl Medium {
-    /// A frame from `from`, `bytes` long on the wire (frame + overhead), arrives at `now_ns` on
+    /// A frame from transmitter `from` (side or port index), `bytes` long on the wire (frame + overhead), arrives at `now_ns` on
     /// a medium of `rate_bps` (None: no serialisation time). Returns (start, end) of its
     /// transmission.
     pub fn transmit(
         &mut self,
         now_ns: u64,
-        from: Side,
+        from: usize,
         bytes: u64,
         rate_bps: Option<u64>,
         turnaround_ns: u64,

@@ -12,11 +12,14 @@
 //! - `direction`: one direction's pipeline (MTU, loss, queue, duplicate, corrupt, rate,
 //!   delay/jitter/reorder); `loss`, `jitter`, `trace` (Mahimahi delivery opportunities) are
 //!   its models;
-//! - `halfduplex`: the shared medium of a half-duplex link;
+//! - `pipeline`: one frame through one direction (shared by `Emulator` and `Segment`);
+//! - `segment`: a shared segment of N ports (a learning-free bridge: per-port uplink and
+//!   downlink pipelines, forwarding by destination MAC, one half-duplex medium for all);
+//! - `halfduplex`: the shared medium of a half-duplex link or segment;
 //! - `schedule`: piecewise changes over time and the distance trace;
 //! - `profiles`: named link profiles with the source of each number;
 //! - `stats`: counters and drop reasons;
-//! - this file: the `Emulator`, which owns both directions, the heap of frames waiting to
+//! - this file: the `Emulator` (one two-sided link), which owns both directions, the heap of frames waiting to
 //!   leave, the medium and the schedule.
 //!
 //! The emulator's start (time 0 of schedules and traces) is the time given to
@@ -31,7 +34,9 @@ mod direction;
 mod halfduplex;
 mod jitter;
 mod loss;
+mod pipeline;
 mod profiles;
+mod segment;
 mod schedule;
 mod stats;
 mod trace;
@@ -49,10 +54,14 @@ pub use config::{
 pub use direction::serialisation_ns;
 pub use loss::{ieee80211p_per, path_loss_db, per_from_ber, qpsk_ber, snr_db};
 pub use profiles::{profile, PROFILES};
+pub use segment::{
+    forwarding, parse_mac, Delivery, ForwardCounts, Mac, PortStats, Segment, SegmentStats, MAX_PORTS,
+};
 pub use stats::{DirectionStats, DropCounts, DropReason, Stats};
 
 use direction::Direction;
 use halfduplex::Medium;
+use pipeline::Hop;
 use schedule::{distance_at, Schedule};
 
 /// The side a frame arrived from (`A`: it goes to B, through the `a_to_b` direction).
@@ -71,7 +80,7 @@ impl Side {
         }
     }
 
-    fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         match self {
             Side::A => 0,
             Side::B => 1,
@@ -88,26 +97,27 @@ pub enum Ingress {
 }
 
 /// A frame waiting in the heap. Ordered by (due, seq) reversed, so the heap pops the earliest.
+/// `P` is the destination: a `Side` in the two-sided `Emulator`, a port index in a `Segment`.
 #[derive(Debug)]
-struct Pending {
-    due_ns: u64,
-    seq: u64,
-    to: Side,
-    frame: Vec<u8>,
+pub(crate) struct Pending<P> {
+    pub due_ns: u64,
+    pub seq: u64,
+    pub to: P,
+    pub frame: Vec<u8>,
 }
 
-impl PartialEq for Pending {
+impl<P> PartialEq for Pending<P> {
     fn eq(&self, o: &Self) -> bool {
         self.due_ns == o.due_ns && self.seq == o.seq
     }
 }
-impl Eq for Pending {}
-impl PartialOrd for Pending {
+impl<P> Eq for Pending<P> {}
+impl<P> PartialOrd for Pending<P> {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for Pending {
+impl<P> Ord for Pending<P> {
     fn cmp(&self, o: &Self) -> Ordering {
         (o.due_ns, o.seq).cmp(&(self.due_ns, self.seq))
     }
@@ -118,7 +128,7 @@ impl Ord for Pending {
 pub struct Emulator {
     cfg: LinkConfig,
     dirs: [Direction; 2],
-    heap: BinaryHeap<Pending>,
+    heap: BinaryHeap<Pending<Side>>,
     seq: u64,
     start_ns: Option<u64>,
     medium: Medium,
@@ -167,91 +177,21 @@ impl Emulator {
     }
 
     /// A frame arrived from `from` at `now_ns`.
-    pub fn ingress(&mut self, now_ns: u64, from: Side, mut frame: Vec<u8>) -> Ingress {
+    pub fn ingress(&mut self, now_ns: u64, from: Side, frame: Vec<u8>) -> Ingress {
         self.apply_due_changes(now_ns);
         let start = self.start_ns();
-        let di = from.index();
-        let len = frame.len();
-        let hd = self.cfg.half_duplex.clone();
         let distance = distance_at(&self.cfg.distance_trace, now_ns.saturating_sub(start));
-        let d = &mut self.dirs[di];
-        d.stats.packets_in += 1;
-        d.stats.bytes_in += len as u64;
-
-        let mut verdict = d.pre_admit(len, distance);
-        if verdict.is_ok() {
-            if let Some(max) = hd.as_ref().and_then(|h| h.max_frame_bytes) {
-                if len > max as usize {
-                    verdict = Err(DropReason::TooLarge);
-                }
-            }
-        }
-        if let Err(r) = verdict {
-            d.stats.drops.add(r);
-            return Ingress::Dropped(r);
-        }
-        let copies = if d.draw_duplicate() { 2 } else { 1 };
-        let mut first = Ingress::Queued;
-        for copy in 0..copies {
-            if let Err(r) = self.admit_one(now_ns, from, len, hd.as_ref()) {
-                self.dirs[di].stats.drops.add(r);
-                if copy == 0 {
-                    first = Ingress::Dropped(r);
-                    break;
-                }
-                continue;
-            }
-            let mut f = if copy + 1 < copies {
-                frame.clone()
-            } else {
-                std::mem::take(&mut frame)
-            };
-            let d = &mut self.dirs[di];
-            if copy == 1 {
-                d.stats.duplicated += 1;
-            }
-            d.maybe_corrupt(&mut f);
-            let tx_end = match &hd {
-                Some(h) => {
-                    let bytes = len as u64 + d.cfg.overhead_bytes as u64;
-                    let (_, end) =
-                        self.medium
-                            .transmit(now_ns, from, bytes, d.cfg.rate_bps, h.turnaround_ns);
-                    d.note_serialised(end, len);
-                    end
-                }
-                None => d.serialise(now_ns, len, start),
-            };
-            let due = d.departure(tx_end);
-            d.note_held(len);
-            d.note_high_water(now_ns, hd.is_some());
-            self.seq += 1;
-            self.heap.push(Pending {
-                due_ns: due,
-                seq: self.seq,
-                to: from.other(),
-                frame: f,
-            });
-        }
-        first
-    }
-
-    /// Queue limits (`QueueFull`) and the half-duplex buffer (`Overrun`) for one copy.
-    fn admit_one(
-        &mut self,
-        now_ns: u64,
-        from: Side,
-        len: usize,
-        hd: Option<&HalfDuplex>,
-    ) -> Result<(), DropReason> {
-        let d = &mut self.dirs[from.index()];
-        d.queue_admit(now_ns, len, hd.is_some())?;
-        if let Some(buf) = hd.and_then(|h| h.buffer_bytes) {
-            if d.backlog_bytes() + len as u64 > buf {
-                return Err(DropReason::Overrun);
-            }
-        }
-        Ok(())
+        let to = from.other();
+        let Emulator { cfg, dirs, heap, seq, medium, .. } = self;
+        let mut hop = Hop {
+            medium: cfg.half_duplex.as_ref().map(|h| (medium, h, from.index())),
+            start_ns: start,
+            distance_m: distance,
+        };
+        pipeline::pass(&mut dirs[from.index()], now_ns, frame, &mut hop, &mut |due_ns, frame| {
+            *seq += 1;
+            heap.push(Pending { due_ns, seq: *seq, to, frame });
+        })
     }
 
     /// Frames due at or before `now_ns`, in departure order, appended to `out` as

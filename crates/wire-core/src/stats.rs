@@ -58,13 +58,17 @@ impl DropCounts {
     }
 
     pub(crate) fn add(&mut self, r: DropReason) {
+        self.add_n(r, 1);
+    }
+
+    pub(crate) fn add_n(&mut self, r: DropReason, n: u64) {
         match r {
-            DropReason::Loss => self.loss += 1,
-            DropReason::FrameError => self.frame_error += 1,
-            DropReason::QueueFull => self.queue_full += 1,
-            DropReason::TooLarge => self.too_large += 1,
-            DropReason::Overrun => self.overrun += 1,
-            DropReason::LinkDown => self.link_down += 1,
+            DropReason::Loss => self.loss += n,
+            DropReason::FrameError => self.frame_error += n,
+            DropReason::QueueFull => self.queue_full += n,
+            DropReason::TooLarge => self.too_large += n,
+            DropReason::Overrun => self.overrun += n,
+            DropReason::LinkDown => self.link_down += n,
         }
     }
 
@@ -96,6 +100,33 @@ pub struct DirectionStats {
     pub held_bytes: u64,
     /// Whether this direction is up now (`Emulator::set_up`, schedules).
     pub up: bool,
+}
+
+impl DirectionStats {
+    /// Several directions' counters together (a segment's uplinks, or its downlinks): sums, except the
+    /// queue high-water marks (the largest) and `up` (all up).
+    pub fn sum<'a>(all: impl IntoIterator<Item = &'a DirectionStats>) -> DirectionStats {
+        let mut t = DirectionStats { up: true, ..Default::default() };
+        for s in all {
+            t.packets_in += s.packets_in;
+            t.bytes_in += s.bytes_in;
+            t.packets_out += s.packets_out;
+            t.bytes_out += s.bytes_out;
+            for r in DropReason::ALL {
+                let n = s.drops.get(r);
+                t.drops.add_n(r, n);
+            }
+            t.duplicated += s.duplicated;
+            t.corrupted += s.corrupted;
+            t.reordered += s.reordered;
+            t.queue_high_packets = t.queue_high_packets.max(s.queue_high_packets);
+            t.queue_high_bytes = t.queue_high_bytes.max(s.queue_high_bytes);
+            t.held_packets += s.held_packets;
+            t.held_bytes += s.held_bytes;
+            t.up &= s.up;
+        }
+        t
+    }
 }
 
 /// Both directions' counters (JSON `{"a_to_b": {...}, "b_to_a": {...}, "schedule_applied": 0}`).
