@@ -79,6 +79,7 @@ class SharedEnvironment:
         self.handles: list[services.ServiceHandle] = []
         self.started_by: str | None = None
         self.runs_served = 0
+        self.log_ends: dict[str, int] = {}  # service key -> where the last run's log slice ended
 
     @property
     def up(self) -> bool:
@@ -135,7 +136,7 @@ class SharedEnvironment:
                 self._reapply(run)
             else:
                 self._start(run, artifacts)
-            window = services.begin_run(self.handles, run)
+            window = services.begin_run(self.handles, run, log_from=self.log_ends)
             assert self.topology is not None
             view = RunTopology(self.topology, run)
             tcp_before = {h: tcp_counters(view, h) for h in run.host_names()}
@@ -152,7 +153,9 @@ class SharedEnvironment:
             rebuild = True
         finally:
             if window is not None:
-                _record_shares(record, services.end_run(self.handles, window, artifacts))
+                shares = services.end_run(self.handles, window, artifacts)
+                self.log_ends = {key: int(share["log_to"]) for key, share in shares.items()}
+                _record_shares(record, shares)
             elif self.started_by is not None:
                 record["service_started_by"] = self.started_by
             record["duration_s"] = round(time.monotonic() - t0, 3)
@@ -171,7 +174,7 @@ class SharedEnvironment:
         """Stop the services and tear the topology down (idempotent; finishes even if interrupted once)."""
         usage: dict[str, dict] = {}
         handles, topology = self.handles, self.topology
-        self.handles, self.topology, self.link_engines = [], None, {}
+        self.handles, self.topology, self.link_engines, self.log_ends = [], None, {}, {}
         try:
             if handles:
                 try:

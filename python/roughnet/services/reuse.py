@@ -79,12 +79,14 @@ def reprobe(h: ServiceHandle, run: Run) -> str:
         time.sleep(PROBE_INTERVAL_S)
 
 
-def begin_run(handles: Sequence[ServiceHandle], run: Run) -> RunWindow:
+def begin_run(handles: Sequence[ServiceHandle], run: Run, log_from: dict[str, int] | None = None) -> RunWindow:
     """Ready running services for ``run``; ServiceError when one died or no longer answers.
 
     For the run that started a service its window starts at the service's start (its log
     from the first byte, its CPU from zero, as a fresh service's run has); for a later
-    run it starts now, after a successful probe for that run.
+    run it starts now, after a successful probe for that run.  ``log_from`` (service key ->
+    byte offset, the previous run's ``log_to``) makes the log slices contiguous: lines a
+    service writes between two runs (the last run's clients disconnecting) go to the next.
     """
     window = RunWindow(run.run_id)
     died = check_alive(handles)
@@ -97,7 +99,7 @@ def begin_run(handles: Sequence[ServiceHandle], run: Run) -> RunWindow:
             window.reprobes[key] = h.probe
             continue
         window.reprobes[key] = reprobe(h, run)
-        window.offsets[key] = _log_size(h.log_path)
+        window.offsets[key] = (log_from or {}).get(key, _log_size(h.log_path))
         if h.sampler is not None:
             h.sampler.begin_window()
         log.info("%s serves run %s too (started for run %s): %s", h.describe(), run.run_id, h.started_by,
