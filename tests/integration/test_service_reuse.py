@@ -1,0 +1,286 @@
+"""reuse = true live (root, namespaces, the built agent, real brokers): one broker serves a whole sweep.
+
+A 3-run sweep (drop 0 / 5 / 10 % on the publisher's leg) over mosquitto and over Kafka with
+``reuse = true``: one broker process (the same pid in every record) serves all three runs, each
+run's impairments are its own (link drops grow with the drop rate; none at 0 %), each run has
+its own complete records and artifacts (agent output, its slice of the broker's log), and
+nothing is left afterwards (namespaces, ledger, broker process).  A broker that dies between two
+runs fails the next run with its log lines and the run after it gets a fresh broker; a sweep
+killed with SIGKILL mid-group leaves objects that `roughnet clean` finds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from roughnet.binaries import agent_version, find_binary
+from roughnet.services import kafka_libs, missing_for
+from roughnet.topo import DEFAULT_LEDGER_DIR, clean_ledger, process_start_time
+
+ROOT_REASON = "needs root and network namespaces (run as root)"
+
+
+def _protocols() -> set[str]:
+    agent = find_binary("roughnet-agent")
+    if agent is None:
+        return set()
+    try:
+        return set(agent_version(str(agent)).get("protocols", []))
+    except Exception:  # noqa: BLE001 - a broken binary shows up as "protocol missing"
+        return set()
+
+
+PROTOCOLS = _protocols()
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason=ROOT_REASON),
+    pytest.mark.skipif(find_binary("roughnet-agent") is None, reason="roughnet-agent is not built (make build)"),
+]
+needs_mqtt = pytest.mark.skipif("mqtt" not in PROTOCOLS or bool(missing_for("mosquitto")),
+                                reason="needs roughnet-agent with mqtt and mosquitto (make build; apt-get install "
+                                       "mosquitto)")
+needs_kafka = pytest.mark.skipif("kafka" not in PROTOCOLS or bool(missing_for("kafka")),
+                                 reason=f"needs roughnet-agent with kafka, Java 17 and the Kafka jars in "
+                                        f"{kafka_libs()} (make build; bash scripts/fetch-kafka.sh)")
+
+ROUGHNET = [sys.executable, "-m", "roughnet.cli"]
+
+MQTT_WORKLOAD = """
+[workload]
+pattern = "stream"
+protocol = "mqtt"
+from = "a"
+to = ["b"]
+payload = "512 B"
+messages = {messages}
+rate = "200 msg/s"
+[workload.mqtt]
+qos = 1
+"""
+KAFKA_WORKLOAD = """
+[workload]
+pattern = "stream"
+protocol = "kafka"
+from = "a"
+to = ["b"]
+payload = "512 B"
+messages = {messages}
+rate = "200 msg/s"
+[workload.kafka]
+acks = "all"
+partitions = 2
+"""
+
+
+def scenario(kind: str, workload: str, reuse: bool = True, messages: int = 300, name: str = "reuse") -> str:
+    return f"""
+[scenario]
+name = "{name}"
+seed = 5
+timeout = "120 s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "m"
+[[link]]
+between = ["a", "m"]
+loss = "${{loss}}"
+[[link]]
+between = ["m", "b"]
+[[service]]
+kind = "{kind}"
+host = "m"
+reuse = {str(reuse).lower()}
+{workload.format(messages=messages)}
+[sweep]
+loss = ["0%", "5%", "10%"]
+"""
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "s.toml"
+    p.write_text(body)
+    return p
+
+
+def tokens_of(path: Path) -> set[str]:
+    shown = subprocess.run([*ROUGHNET, "show", str(path), "--json"], capture_output=True, text=True, check=True).stdout
+    return {r["run_id"][:8] for r in json.loads(shown)}
+
+
+def namespaces_of(tokens: set[str]) -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    names = {ln.split()[0] for ln in out.splitlines() if ln.startswith("rn-")}
+    return {n for n in names if n.split("-")[1] in tokens}
+
+
+def ledgers_of(tokens: set[str]) -> list[Path]:
+    return [DEFAULT_LEDGER_DIR / f"{t}.jsonl" for t in tokens if (DEFAULT_LEDGER_DIR / f"{t}.jsonl").exists()]
+
+
+def run_cli(path: Path, results: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    out = subprocess.run([*ROUGHNET, "run", str(path), "--no-report", "--results", str(results)],
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, f"roughnet run exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out
+
+
+def records(results: Path) -> list[dict]:
+    """record.json of every run (what the store wrote beside the artifacts), in run order."""
+    recs = [json.loads(p.read_text()) for p in results.glob("runs/*/*/record.json")]
+    return sorted(recs, key=lambda r: r["index"])
+
+
+def db_rows(results: Path) -> list[dict]:
+    con = duckdb.connect(str(results / "results.duckdb"), read_only=True)
+    try:
+        cur = con.execute("select run_id, run_index, status, metrics_extra, link_drops_loss from runs order by run_index")
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
+    finally:
+        con.close()
+
+
+def _forward_loss(rec: dict) -> tuple[int, int]:
+    fwd = rec["link_counters"]["0"]["forward"]
+    return int(fwd["drops_loss"]), int(fwd.get("seen_at_loss_hook") or fwd.get("rx_packets", 0))
+
+
+def check_one_broker_served_all(results: Path, path: Path, kind: str, log_name: str) -> list[dict]:
+    recs = records(results)
+    assert len(recs) == 3
+    assert all(r["status"] == "ok" for r in recs), [(r["index"], r["failure_reason"]) for r in recs]
+    key = f"service_{kind}@m_pid"
+    pids = {r["metrics"][key] for r in recs}
+    assert len(pids) == 1, f"expected one broker process for the three runs, got pids {pids}"
+    first = recs[0]["run_id"]
+    assert [r["service_started_by"] for r in recs] == [first] * 3
+    assert [r["service_reused"] for r in recs] == [False, True, True]
+    # the database has the same facts (metric extras)
+    rows = db_rows(results)
+    assert [r["status"] for r in rows] == ["ok"] * 3
+    assert {json.loads(r["metrics_extra"])[key] for r in rows} == pids
+    # each run's impairments were its own: no drops at 0 %, drops at 5 % and 10 % at a plausible rate
+    drops = [_forward_loss(r) for r in recs]
+    assert drops[0][0] == 0 and drops[1][0] > 0 and drops[2][0] > 0, drops
+    for (lost, seen), rate in zip(drops[1:], (0.05, 0.10)):
+        assert seen > 100 and 0.2 * rate <= lost / seen <= 3 * rate, (lost, seen, rate)
+    # each run's records and artifacts are complete
+    for r in recs:
+        art = results / "runs" / r["sweep_id"] / r["run_id"]
+        for f in ("run.json", "record.json", "agent-a-sender.jsonl", "agent-b-receiver.jsonl", log_name):
+            assert (art / f).is_file() and (art / f).stat().st_size > 0, f"{art / f} missing or empty"
+        assert r["metrics"]["received"] == r["metrics"]["sent"] > 0  # reliable mode: nothing lost end to end
+        assert r["metrics"][f"service_{kind}@m_rss_max_bytes"] > 0
+        share = r["services"][0]
+        assert share["pid"] in pids and share["log"] == log_name
+    # the log slices are consecutive pieces of the broker's one log
+    shares = [r["services"][0] for r in recs]
+    assert shares[0]["log_from"] == 0
+    assert all(b["log_from"] == a["log_to"] for a, b in zip(shares, shares[1:]))
+    whole = Path(shares[0]["service_dir"]) / log_name
+    slices = b"".join((results / "runs" / r["sweep_id"] / r["run_id"] / log_name).read_bytes() for r in recs)
+    assert whole.read_bytes().startswith(slices)
+    # nothing left: namespaces, ledger, the broker
+    tokens = tokens_of(path)
+    assert not namespaces_of(tokens) and not ledgers_of(tokens)
+    pid = pids.pop()
+    assert process_start_time(pid) is None or not Path(f"/proc/{pid}/cmdline").read_bytes().count(kind.encode()), \
+        f"broker pid {pid} still runs"
+    return recs
+
+
+@needs_mqtt
+def test_mosquitto_reused_across_a_lossy_sweep(tmp_path):
+    path = write(tmp_path, scenario("mosquitto", MQTT_WORKLOAD))
+    res = tmp_path / "res"
+    run_cli(path, res)
+    check_one_broker_served_all(res, path, "mosquitto", "mosquitto.log")
+
+
+@needs_mqtt
+def test_without_reuse_every_run_has_its_own_broker(tmp_path):
+    path = write(tmp_path, scenario("mosquitto", MQTT_WORKLOAD, reuse=False, messages=100))
+    res = tmp_path / "res"
+    run_cli(path, res)
+    recs = records(res)
+    assert all(r["status"] == "ok" for r in recs)
+    assert len({r["metrics"]["service_mosquitto@m_pid"] for r in recs}) == 3
+    assert [r["service_started_by"] for r in recs] == [r["run_id"] for r in recs]
+    assert not any(r["service_reused"] for r in recs)
+
+
+@needs_mqtt
+def test_broker_dying_between_runs_fails_the_next_run_and_the_one_after_gets_a_fresh_broker(tmp_path):
+    from roughnet.plan import plan_sweep
+    from roughnet.results.store import Store
+    from roughnet.run import preflight, run_sweep
+
+    path = write(tmp_path, scenario("mosquitto", MQTT_WORKLOAD, messages=100))
+    sweep = plan_sweep(path)
+    pf = preflight(sweep)
+    killed = []
+
+    def on_done(run, record):
+        if run.index == 0:  # our own broker, by its pid
+            pid = record["metrics"]["service_mosquitto@m_pid"]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    with Store(tmp_path / "res") as store:
+        recs = run_sweep(sweep, store, pf, on_done=on_done)
+    assert [r["status"] for r in recs] == ["ok", "failed", "ok"], [r["failure_reason"] for r in recs]
+    assert "mosquitto on host m died" in recs[1]["failure_reason"] and "mosquitto.log" in recs[1]["failure_reason"]
+    assert recs[2]["metrics"]["service_mosquitto@m_pid"] != killed[0]
+    assert recs[2]["service_started_by"] == recs[2]["run_id"] and recs[2]["service_reused"] is False
+    tokens = {r.run_id[:8] for r in sweep.runs}
+    assert not namespaces_of(tokens) and not ledgers_of(tokens)
+
+
+@needs_mqtt
+def test_sigkill_mid_group_leaves_what_clean_finds(tmp_path):
+    path = write(tmp_path, scenario("mosquitto", MQTT_WORKLOAD, messages=600))
+    res = tmp_path / "res"
+    tokens = tokens_of(path)
+    proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list(res.glob("runs/*/*/record.json")) and time.monotonic() < deadline:  # run 0 stored
+        assert proc.poll() is None
+        time.sleep(0.2)
+    time.sleep(1.0)  # in the middle of run 1, which uses run 0's environment
+    proc.kill()
+    proc.wait()
+    left = namespaces_of(tokens)
+    ledgers = ledgers_of(tokens)
+    assert left and len(ledgers) == 1, (left, ledgers)
+    entries = [json.loads(line) for line in ledgers[0].read_text().splitlines() if line.strip()]
+    broker = [e for e in entries if e.get("kind") == "process" and "mosquitto" in str(e.get("argv0", ""))]
+    assert len(broker) == 1
+    dry = subprocess.run([*ROUGHNET, "clean", "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert all(ns in dry.stdout for ns in left), dry.stdout  # `roughnet clean` finds every namespace
+    # remove only this sweep's objects (other engineers' dead runs are theirs to inspect)
+    clean_ledger(ledgers[0])
+    assert not namespaces_of(tokens) and not ledgers_of(tokens)
+    assert process_start_time(int(broker[0]["pid"])) != broker[0]["start_time"]
+
+
+@needs_kafka
+def test_kafka_reused_across_a_lossy_sweep(tmp_path):
+    path = write(tmp_path, scenario("kafka", KAFKA_WORKLOAD, messages=300))
+    res = tmp_path / "res"
+    run_cli(path, res)
+    recs = check_one_broker_served_all(res, path, "kafka", "kafka.log")
+    # every run had its own topic, created on the shared broker for it
+    for r in recs:
+        assert f"roughnet-{r['run_id']}" in r["services"][0]["probe"]
