@@ -85,6 +85,28 @@ def run(path: Path, tmp_path: Path, timeout: float = 1500) -> list[dict]:
     return rows
 
 
+def small_s1_udp(text: str, duration: str = "2 s") -> str:
+    """tcp-udp-link.toml cut to its UDP streams on the 5 and 10 Mbit/s links: 2 sizes x 3 intervals x 2 links.
+
+    The multi-line `link` and `send` axes are rewritten and the [[sweep.exclude]] tables dropped (they
+    name values the cut axes no longer have), so whole-line `shrink` cannot do it."""
+    text = re.sub(r"link = \[\n(.*\n)*?\]\n", 'link = [\n  { name = "5M-2ms", rate = "5 Mbit/s", delay = "2 ms" },\n'
+                  '  { name = "10M-1ms", rate = "10 Mbit/s", delay = "1 ms" },\n]\n', text, count=1)
+    text = re.sub(r"send = \[\n(.*\n)*?\]\n", lambda m: "send = [\n" + "".join(
+        line + "\n" for line in m.group(0).splitlines() if "stream" in line) + "]\n", text, count=1)
+    for old, new in (('protocol = ["tcp", "udp"]', 'protocol = ["udp"]'), ('size = ["512 B", "1024 B", "1436 B"]',
+                     'size = ["1024 B", "1436 B"]'), ('duration = "3 s"', f'duration = "{duration}"')):
+        assert old in text, old
+        text = text.replace(old, new)
+    report = text[text.index("\n[report]"):].replace('lines = "mss"', 'lines = "size"')
+    text = text.split("[[sweep.exclude]]")[0] + report
+    # the TCP knobs stay as axes of one value each; no run uses [workload.tcp] any more
+    text = re.sub(r"\[workload\.tcp\]\n(.*\n)*?\n", "", text, count=1)
+    for key in ("mss", "buffer"):
+        text = re.sub(rf"^{key} = .*\n", "", text, flags=re.M)
+    return text + "\n"
+
+
 def param(row: dict, key: str):
     import json
 
@@ -137,3 +159,41 @@ def test_zmq_dds_rtt_round_trip_grows_with_message_size(tmp_path):
         small = statistics.median(rtt for size, rtt in points[:20])
         large = statistics.median(rtt for size, rtt in points[-20:])
         assert large > small, (param(r, "protocol"), small, large)
+
+
+UDP_IP_ETH = 8 + 20 + 14  # bytes of headers per UDP datagram on the link (the rate counts whole frames)
+
+
+def test_tcp_udp_link_udp_streams_grow_with_size_until_the_link_saturates(tmp_path):
+    """SEEDS S1's UDP part: packets of 1024 and 1436 B every 4 ms, 2 ms and 100 us on the 5 and 10 Mbit/s links."""
+    import json
+
+    path = tmp_path / "tcp-udp-link.toml"
+    path.write_text(small_s1_udp((SCENARIOS / "tcp-udp-link.toml").read_text()))
+    rows = run(path, tmp_path, timeout=600)
+    assert len(rows) == 12
+    got: dict[tuple[str, str, int], dict] = {}
+    for r in rows:
+        spec = json.loads(r["run"])
+        rate_bps = spec["links"][0]["forward"]["rate_bps"]
+        size = spec["workload"]["payload_bytes"]
+        offered_bps = spec["workload"]["rate_msgs_per_s"] * (size + UDP_IP_ETH) * 8
+        eff = r["throughput_bps"] / rate_bps
+        # Efficiency counts application bytes: at most payload / frame of the link, plus noise.
+        assert 0 < eff <= size / (size + UDP_IP_ETH) * 1.03, (param(r, "link"), param(r, "send"), size, eff)
+        got[(param(r, "link"), param(r, "send"), size)] = {"tp": r["throughput_bps"], "lost": r["lost"],
+                                                           "load": offered_bps / rate_bps, "eff": eff}
+    for link in ("5M-2ms", "10M-1ms"):
+        for send in ("every 4 ms", "every 2 ms", "every 100 us"):
+            small, large = got[(link, send, 1024)], got[(link, send, 1436)]
+            ratio = large["tp"] / small["tp"]
+            if large["load"] < 0.95:  # both below the link's rate: everything arrives, throughput grows with size
+                assert small["lost"] == 0 and large["lost"] == 0, (link, send)
+                assert 0.9 * 1436 / 1024 <= ratio <= 1.1 * 1436 / 1024, (link, send, ratio)
+            if small["load"] > 1.5:  # both far above it: the link saturates, whatever the size
+                assert small["lost"] > 0 and large["lost"] > 0, (link, send)
+                assert small["eff"] > 0.8 and large["eff"] > 0.8, (link, send, small["eff"], large["eff"])
+                assert ratio < 1.15, (link, send, ratio)
+        for size in (1024, 1436):  # a shorter interval never gives less
+            tps = [got[(link, send, size)]["tp"] for send in ("every 4 ms", "every 2 ms", "every 100 us")]
+            assert all(b >= 0.98 * a for a, b in zip(tps, tps[1:])), (link, size, tps)

@@ -28,6 +28,7 @@ def small_s1(text: str) -> str:
     text = re.sub(r"link = \[\n(.*\n)*?\]\n", 'link = [\n  { name = "5M-2ms", rate = "5 Mbit/s", delay = "2 ms" },\n'
                   '  { name = "10M-1ms", rate = "10 Mbit/s", delay = "1 ms" },\n]\n', text)
     text = text.replace('protocol = ["tcp", "udp"]', 'protocol = ["tcp"]')
+    text = re.sub(r"send = \[\n(.*\n)*?\]\n", 'send = [{ name = "bulk", pattern = "bulk", rate = "max" }]\n', text)
     text = text.replace('mss = ["536 B", "1024 B", "1436 B"]', 'mss = ["536 B", "1436 B"]')
     text = text.replace('buffer = ["131072 B", "1310720 B"]', 'buffer = ["131072 B"]')
     text = text.replace('size = ["512 B", "1024 B", "1436 B"]', 'size = ["1436 B"]')

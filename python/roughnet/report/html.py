@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from roughnet.report import fanout, fmt, packets, payload, plots, shaping, sync
+from roughnet.report import efficiency, fanout, fmt, packets, payload, plots, shaping, sync
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +224,7 @@ def render(
             figure("payload", payload_png, "Average delay and actual drop rate against payload size")
         sections.append(payload_html + "".join(figures))
     sections.append(sync.section(runs))
+    sections.append(efficiency.section(runs, list(axes)))  # SEEDS S1: throughput / link rate per setting
     sections.append(_problem_lists(runs))
     param_keys = list(axes)
     sections.append(packets.section(runs, param_keys))  # capture = true: packet analysis per run

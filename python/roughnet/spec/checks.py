@@ -160,6 +160,8 @@ def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]
             problems.append(Problem(f"workload.{req}", f"missing key: pattern \"{w.pattern}\" needs {req}",
                                     _KEY_EXPECTED[req]))  # fmt: skip
     for key in forbidden:
+        if key == "rate" and w.pattern == "bulk" and _is_max(w.rate):
+            continue  # "max" is what bulk does: a file may sweep UDP streams against TCP bulk (SEEDS S1)
         if getattr(w, key) is not None:
             problems.append(Problem(f"workload.{key}", f"not used by pattern \"{w.pattern}\"",
                                     f"no {key} for {w.pattern} (it is for: "
@@ -172,6 +174,10 @@ def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]
     check_sync(w, _concrete, problems)
     _check_knobs(s, problems)
     _check_timeout(s, problems)
+
+
+def _is_max(rate: object) -> bool:
+    return isinstance(rate, str) and rate.strip().lower() == "max"
 
 
 _KEY_EXPECTED = {
