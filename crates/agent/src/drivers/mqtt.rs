@@ -12,6 +12,14 @@
 //! `<topic>/ping` and replies on `<topic>/pong`.  Receivers are ready after the
 //! broker's SUBACK.  Knobs: `version`, `qos`, `clean_session`, `keep_alive`,
 //! `inflight`, `tls` (+ `tls_ca`, the CA certificate the runner passes).
+//!
+//! The publisher's window never exceeds what the broker accepts.  A broker holds
+//! each incoming QoS 2 message until its PUBREL and refuses more than its receive
+//! maximum (mosquitto: `max_inflight_messages`) with a PUBREC whose reason code
+//! only MQTT 5 carries: a 3.1.1 client takes it for success and the message is
+//! lost (issue 5, docs/protocols.md).  MQTT 5 clients learn the limit from the
+//! CONNACK (rumqttc obeys it); a 3.1.1 endpoint that publishes at QoS 2 asks for
+//! it first with a short MQTT 5 connection ([`broker_receive_maximum`]).
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -54,6 +62,8 @@ const NETWORK_TIMEOUT_S: u64 = 30;
 const END_COPIES_QOS0: usize = 3;
 /// How long `finish` waits for the broker to acknowledge what is in flight.
 const FINISH_WAIT_NS: u64 = 10_000_000_000;
+/// Receive maximum of an MQTT 5 CONNACK that names none (MQTT 5, 3.2.2.3.3).
+const DEFAULT_RECEIVE_MAXIMUM: u16 = 65_535;
 
 fn default_version() -> String {
     "3.1.1".into()
@@ -157,7 +167,7 @@ impl Mqtt {
         &self,
         cfg: &Config,
         subscribe: Option<String>,
-        publish: String,
+        publish: Option<String>,
     ) -> Result<Box<MqttEndpoint>, DriverError> {
         MqttEndpoint::open(self, cfg, subscribe, publish).map(Box::new)
     }
@@ -173,11 +183,11 @@ impl Driver for Mqtt {
     }
 
     fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
-        Ok(self.open(cfg, None, self.topic.clone())?)
+        Ok(self.open(cfg, None, Some(self.topic.clone()))?)
     }
 
     fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
-        Ok(self.open(cfg, Some(self.topic.clone()), self.topic.clone())?)
+        Ok(self.open(cfg, Some(self.topic.clone()), None)?)
     }
 
     fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
@@ -185,7 +195,7 @@ impl Driver for Mqtt {
             format!("{}/ping", self.topic),
             format!("{}/pong", self.topic),
         );
-        Ok(self.open(cfg, Some(pong), ping)?)
+        Ok(self.open(cfg, Some(pong), Some(ping))?)
     }
 
     fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
@@ -193,7 +203,7 @@ impl Driver for Mqtt {
             format!("{}/ping", self.topic),
             format!("{}/pong", self.topic),
         );
-        Ok(self.open(cfg, Some(ping), pong)?)
+        Ok(self.open(cfg, Some(ping), Some(pong))?)
     }
 }
 
@@ -209,11 +219,14 @@ enum Event {
     },
 }
 
-/// Publications written to the socket and acknowledged (QoS 1: PUBACK, 2: PUBCOMP).
+/// Publications written to the socket, acknowledged (QoS 1: PUBACK, 2: PUBCOMP),
+/// and refused by the broker (MQTT 5 only: a PUBACK or PUBREC with a failure
+/// reason code; such a publication is never completed).
 #[derive(Default)]
 struct Counters {
     written: AtomicU64,
     completed: AtomicU64,
+    refused: AtomicU64,
 }
 
 enum Client {
@@ -350,6 +363,16 @@ fn pump_v5(mut conn: m5::Connection, tx: SyncSender<Event>, n: Arc<Counters>) {
                     ))
                 },
             ),
+            Ok(E::Incoming(Packet::PubAck(a))) if !accepted_ack(a.reason) => {
+                tracing::warn!("mqtt: the broker refused publication {}: {:?}", a.pkid, a.reason);
+                n.refused.fetch_add(1, Ordering::Release);
+                continue;
+            }
+            Ok(E::Incoming(Packet::PubRec(r))) if !accepted_rec(r.reason) => {
+                tracing::warn!("mqtt: the broker refused publication {}: {:?}", r.pkid, r.reason);
+                n.refused.fetch_add(1, Ordering::Release);
+                continue;
+            }
             Ok(E::Incoming(Packet::PubAck(_) | Packet::PubComp(_))) => {
                 n.completed.fetch_add(1, Ordering::Release);
                 continue;
@@ -372,6 +395,123 @@ fn pump_v5(mut conn: m5::Connection, tx: SyncSender<Event>, n: Arc<Counters>) {
     }
 }
 
+fn accepted_ack(r: m5::mqttbytes::v5::PubAckReason) -> bool {
+    use m5::mqttbytes::v5::PubAckReason as R;
+    matches!(r, R::Success | R::NoMatchingSubscribers)
+}
+
+fn accepted_rec(r: m5::mqttbytes::v5::PubRecReason) -> bool {
+    use m5::mqttbytes::v5::PubRecReason as R;
+    matches!(r, R::Success | R::NoMatchingSubscribers)
+}
+
+/// What one attempt of [`broker_receive_maximum`] learnt.
+enum Probe {
+    /// The CONNACK's Receive Maximum (its default when absent).
+    Limit(u16),
+    /// Not listening yet: try again.
+    Refused,
+    Failed(String),
+}
+
+/// The broker's Receive Maximum: how many QoS 1/2 publications it accepts from one
+/// client before they are acknowledged (for QoS 2: until PUBREL).  Asked with a short
+/// MQTT 5 connection (CONNECT, CONNACK, DISCONNECT) under the client id `<id>-rm`, for
+/// 3.1.1 clients, whose CONNACK has no such field although the broker applies the same
+/// limit to them (mosquitto: `max_inflight_messages` for every client).  `None` when
+/// the broker does not answer MQTT 5 before the run's deadline (logged).
+fn broker_receive_maximum(
+    d: &Mqtt,
+    cfg: &Config,
+    id: &str,
+    transport: Option<rumqttc::Transport>,
+    broker: &str,
+) -> Option<u16> {
+    loop {
+        match probe_receive_maximum(d, cfg, id, transport.clone()) {
+            Probe::Limit(n) => return Some(n),
+            Probe::Refused if now_ns() < cfg.give_up_ns() && !stop_requested() => {
+                std::thread::sleep(CONNECT_RETRY)
+            }
+            Probe::Refused => return None,
+            Probe::Failed(m) => {
+                tracing::warn!(
+                    "mqtt: could not learn the receive maximum of {broker} over MQTT 5 ({m}); \
+                     the QoS 2 window stays at options.inflight"
+                );
+                return None;
+            }
+        }
+    }
+}
+
+fn probe_receive_maximum(
+    d: &Mqtt,
+    cfg: &Config,
+    id: &str,
+    transport: Option<rumqttc::Transport>,
+) -> Probe {
+    use m5::mqttbytes::v5::Packet;
+    let mut o = m5::MqttOptions::new(format!("{id}-rm"), d.host.clone(), d.port);
+    o.set_keep_alive(Duration::from_secs(30)).set_clean_start(true);
+    let mut net = rumqttc::NetworkOptions::new();
+    net.set_connection_timeout(NETWORK_TIMEOUT_S);
+    o.set_network_options(net);
+    if let Some(t) = transport {
+        o.set_transport(t);
+    }
+    let (client, mut conn) = m5::Client::new(o, 4);
+    let (tx, rx) = sync_channel(1);
+    let spawned = std::thread::Builder::new()
+        .name("mqtt-probe".into())
+        .spawn(move || {
+            for ev in conn.iter() {
+                let out = match ev {
+                    Ok(m5::Event::Incoming(Packet::ConnAck(a))) => Probe::Limit(
+                        a.properties
+                            .and_then(|p| p.receive_max)
+                            .filter(|&n| n > 0)
+                            .unwrap_or(DEFAULT_RECEIVE_MAXIMUM),
+                    ),
+                    Ok(m5::Event::Outgoing(rumqttc::Outgoing::Disconnect)) => return,
+                    Ok(_) => continue,
+                    Err(m5::ConnectionError::Io(io))
+                        if io.kind() == std::io::ErrorKind::ConnectionRefused =>
+                    {
+                        Probe::Refused
+                    }
+                    Err(e) => Probe::Failed(e.to_string()),
+                };
+                let end = !matches!(out, Probe::Limit(_));
+                // Never block: the endpoint reads one answer at most.
+                let _ = tx.try_send(out);
+                if end {
+                    return;
+                }
+            }
+        });
+    let th = match spawned {
+        Ok(t) => t,
+        Err(e) => return Probe::Failed(format!("spawning its thread: {e}")),
+    };
+    let left = cfg.give_up_ns().saturating_sub(now_ns());
+    let out = match rx.recv_timeout(Duration::from_nanos(left)) {
+        Ok(p) => p,
+        Err(_) => Probe::Failed("no CONNACK before the run's timeout".into()),
+    };
+    if matches!(out, Probe::Limit(_)) {
+        let _ = client.disconnect();
+        let limit = now_ns() + 1_000_000_000;
+        while !th.is_finished() && now_ns() < limit {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    if th.is_finished() {
+        let _ = th.join();
+    }
+    out
+}
+
 /// One MQTT client: every role (sender, receiver, pinger, ponger) is this.
 pub struct MqttEndpoint {
     client: Client,
@@ -390,7 +530,7 @@ impl MqttEndpoint {
         d: &Mqtt,
         cfg: &Config,
         subscribe: Option<String>,
-        publish_topic: String,
+        publish: Option<String>,
     ) -> Result<MqttEndpoint, DriverError> {
         let broker = format!("{}:{}", d.host, d.port);
         let transport = match &d.opts.tls_ca {
@@ -398,6 +538,21 @@ impl MqttEndpoint {
             _ => None,
         };
         let id = brokered::client_id("mqtt", cfg);
+        // A 3.1.1 QoS 2 publisher keeps its window within the broker's receive
+        // maximum (module docs); MQTT 5 clients get it from their own CONNACK.
+        let mut inflight = d.opts.inflight;
+        if publish.is_some() && !d.v5 && d.opts.qos == 2 {
+            if let Some(n) = broker_receive_maximum(d, cfg, &id, transport.clone(), &broker) {
+                if u32::from(n) < inflight {
+                    tracing::info!(
+                        "mqtt: QoS 2 window {n} (the receive maximum of {broker}) instead of \
+                         options.inflight {inflight}"
+                    );
+                    inflight = u32::from(n);
+                }
+            }
+        }
+        let publish_topic = publish.unwrap_or_default();
         // Connect, retrying while the broker is not listening yet.
         let mut ep = loop {
             let ep = Self::connect(
@@ -407,6 +562,7 @@ impl MqttEndpoint {
                 transport.clone(),
                 &broker,
                 publish_topic.clone(),
+                inflight,
             )?;
             match ep.wait_for(cfg, "the CONNACK of the MQTT broker", |e| match e {
                 Event::ConnAck(r) => Some(r),
@@ -442,6 +598,7 @@ impl MqttEndpoint {
         transport: Option<rumqttc::Transport>,
         broker: &str,
         publish_topic: String,
+        inflight: u32,
     ) -> Result<MqttEndpoint, DriverError> {
         let max_packet = MAX_MESSAGE_BYTES as usize + 64 * 1024;
         let keep_alive = Duration::from_nanos(d.opts.keep_alive);
@@ -453,7 +610,7 @@ impl MqttEndpoint {
             o.set_keep_alive(keep_alive)
                 .set_clean_start(d.opts.clean_session)
                 .set_max_packet_size(Some(max_packet as u32))
-                .set_outgoing_inflight_upper_limit(d.opts.inflight as u16)
+                .set_outgoing_inflight_upper_limit(inflight as u16)
                 .set_request_channel_capacity(REQUEST_CAPACITY);
             if !d.opts.clean_session {
                 // MQTT 5 ends a session at disconnect unless it has an expiry.
@@ -476,7 +633,7 @@ impl MqttEndpoint {
             o.set_keep_alive(keep_alive)
                 .set_clean_session(d.opts.clean_session)
                 .set_max_packet_size(max_packet, max_packet)
-                .set_inflight(d.opts.inflight as u16)
+                .set_inflight(inflight as u16)
                 .set_request_channel_capacity(REQUEST_CAPACITY);
             if let Some(t) = transport {
                 o.set_transport(t);
@@ -604,7 +761,7 @@ impl MqttEndpoint {
             if self.qos == 0 {
                 n.written.load(Ordering::Acquire)
             } else {
-                n.completed.load(Ordering::Acquire)
+                n.completed.load(Ordering::Acquire) + n.refused.load(Ordering::Acquire)
             }
         };
         while done(&self.counters) < self.published {
