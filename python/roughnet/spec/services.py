@@ -38,8 +38,9 @@ class ServiceTable(Table):
         "Host whose namespace runs the service (any host with a path through links to the workload's hosts; it "
         "need not be `from` or `to`).")
     reuse: kinds.boolean().type() = field(
-        "Let the runner reuse a running instance of this service across runs instead of starting a fresh one "
-        "for each run (default false; the runner refuses true for now).", False)
+        "Keep one running instance of this service across consecutive runs of the sweep whose environments are "
+        "equal (hosts, links' structure and engines, service settings; impairments may differ) instead of a fresh "
+        "one per run (default false; docs/services.md, \"reuse = true\").", False)
 
     key_noun: ClassVar[str] = "setting"
 
