@@ -103,6 +103,12 @@ int main(int argc, char **argv)
 			poll(pfd, 2, 1000);
 		}
 	}
+	for (int d = 0; d < 2; d++) {
+		struct tpacket_stats ps;
+		socklen_t len = sizeof(ps);
+		if (getsockopt(fd[d], SOL_PACKET, PACKET_STATISTICS, &ps, &len) == 0)
+			st[d].kernel_drops = ps.tp_drops;
+	}
 	print_stats("afpacket", st);
 	return 0;
 }

@@ -21,6 +21,7 @@
 
 struct dir_stats {
 	uint64_t packets, bytes, drops, polls_idle;
+	uint64_t kernel_drops; /* frames the kernel dropped before the relay saw them (socket or ring full) */
 };
 
 static volatile sig_atomic_t g_stop;
@@ -63,9 +64,11 @@ static void print_stats(const char *backend, const struct dir_stats st[2])
 	printf("{\"type\":\"stats\",\"backend\":\"%s\",\"user_s\":%.3f,\"sys_s\":%.3f,", backend,
 	       ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
 	for (int d = 0; d < 2; d++)
-		printf("\"%s\":{\"packets\":%llu,\"bytes\":%llu,\"drops\":%llu,\"idle_polls\":%llu}%s",
+		printf("\"%s\":{\"packets\":%llu,\"bytes\":%llu,\"drops\":%llu,\"kernel_drops\":%llu,"
+		       "\"idle_polls\":%llu}%s",
 		       d == 0 ? "a_to_b" : "b_to_a", (unsigned long long)st[d].packets,
 		       (unsigned long long)st[d].bytes, (unsigned long long)st[d].drops,
+		       (unsigned long long)st[d].kernel_drops,
 		       (unsigned long long)st[d].polls_idle, d == 0 ? "," : "}\n");
 	fflush(stdout);
 }

@@ -84,7 +84,8 @@ def proc_cpu_s(pid: int) -> float:
 class Topo:
     """Hosts A and B (and the relay's namespace L) for one back end; owns what it creates, by name and PID."""
 
-    def __init__(self, backend: str, bins: dict[str, Path]):
+    def __init__(self, backend: str, bins: dict[str, Path], tap_qlen: int = 10000):
+        self.tap_qlen = tap_qlen
         base = f"rn-bk{os.getpid()}"
         self.ns_a, self.ns_b, self.ns_l = f"{base}-a", f"{base}-b", f"{base}-l"
         self.backend, self.bins = backend, bins
@@ -136,7 +137,9 @@ class Topo:
                     # non-zero when some cannot change: not an error here).
                     r = run(nsx(ns, ["ethtool", "-K", ifname, *OFFLOADS]), check=False)
                     self.ready.setdefault("ethtool", []).append(r.stderr.strip()[-200:])
-                    run(nsx(ns, ["ip", "link", "set", ifname, "up"]))
+                    # The TAP's queue towards the relay holds txqueuelen frames (default 1000) and drops past that;
+                    # the AF_PACKET relay's socket buffer holds about 11000 1.5 KB frames (16 MiB): match it.
+                    run(nsx(ns, ["ip", "link", "set", ifname, "txqueuelen", str(self.tap_qlen), "up"]))
             else:
                 self._ns(self.ns_l)
                 self._veth(self.ns_a, ifa, self.ns_l, "rnla")
@@ -181,6 +184,16 @@ class Topo:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False, timeout=20)
         self.created.clear()
 
+    def link_drops(self) -> int:
+        """Frames every interface of A, B and L dropped so far (tx + rx; a TAP's full queue towards the relay and
+        a veth whose peer's backlog was full show here)."""
+        total = 0
+        for ns in self.created:
+            for link in json.loads(run(nsx(ns, ["ip", "-s", "-j", "link", "show"])).stdout):
+                st = link.get("stats64", {})
+                total += st.get("tx", {}).get("dropped", 0) + st.get("rx", {}).get("dropped", 0)
+        return total
+
     def popen(self, ns: str, argv: list[str]) -> subprocess.Popen:
         p = subprocess.Popen(nsx(ns, argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.append(p)
@@ -197,13 +210,28 @@ class Topo:
             p.wait(timeout=10)
 
 
+TCP_COUNTERS = {"a": ["TcpRetransSegs", "TcpExtTCPLossProbes", "TcpExtTCPDSACKRecv", "TcpExtTCPSpuriousRTOs",
+                       "TcpExtTCPSACKReorder", "TcpExtTCPRenoReorder", "TcpExtTCPTSReorder"],
+                 "b": ["TcpExtTCPOFOQueue", "TcpExtTCPDSACKOldSent", "TcpInSegs"]}
+
+
+def tcp_counters(t: Topo) -> dict:
+    """The hosts' TCP counters (fresh namespaces: absolute = this run): were retransmissions real losses
+    (DSACKs received say they were spurious), did frames arrive out of order?"""
+    out = {}
+    for side, ns in (("a", t.ns_a), ("b", t.ns_b)):
+        k = json.loads(run(nsx(ns, ["nstat", "-az", "--json"])).stdout)["kernel"]
+        out.update({f"{side}.{c}": k.get(c) for c in TCP_COUNTERS[side]})
+    return out
+
+
 def measure_tcp(t: Topo, seconds: float) -> dict:
     srv = t.popen(t.ns_b, ["iperf3", "-s", "-1", "-B", ADDR_B])
     try:
         time.sleep(0.5)
         pid = t.relay.pid if t.relay else None
         relay0 = proc_cpu_s(pid) if pid else 0.0
-        busy0, t0 = cpu_busy_s(), time.monotonic()
+        busy0, t0, sn0 = cpu_busy_s(), time.monotonic(), softnet_drops()
         r = run(nsx(t.ns_a, ["iperf3", "-c", ADDR_B, "-t", str(seconds), "-O", "1", "-J"]), timeout=seconds + 60,
                 check=False)
         wall = time.monotonic() - t0
@@ -219,7 +247,9 @@ def measure_tcp(t: Topo, seconds: float) -> dict:
         # iperf's bytes exclude the omitted first second; its CPU window includes it: scale the bytes to the
         # wall time measured here so that CPU/GB compares like with like.
         gb = end["bits_per_second"] * wall / 8e9
-        return {"bps": end["bits_per_second"], "retransmits": res["end"]["sum_sent"].get("retransmits"),
+        return {"bps": end["bits_per_second"], "link_drops": t.link_drops(), "backlog_drops": softnet_drops() - sn0,
+                "tcp": tcp_counters(t),
+                "retransmits": res["end"]["sum_sent"].get("retransmits"),
                 "relay_cpu_s": relay, "relay_cores": relay / wall, "machine_busy_s": busy, "wall_s": wall,
                 "relay_s_per_gb": relay / gb if gb else None, "machine_s_per_gb": busy / gb if gb else None}
     finally:
@@ -240,6 +270,12 @@ def measure_rtt(t: Topo, seconds: float) -> dict:
         Topo.stop(srv)
 
 
+def softnet_drops() -> int:
+    """Frames dropped because a CPU's input backlog was full (net.core.netdev_max_backlog), all CPUs, whole
+    machine (other processes' traffic counts too; on loopback and veth namespaces that is rare)."""
+    return sum(int(line.split()[1], 16) for line in Path("/proc/net/softnet_stat").read_text().splitlines())
+
+
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -250,21 +286,34 @@ def med(xs: list) -> float | None:
 
 
 def table(results: dict[str, list[dict]]) -> str:
-    m = {b: {k: med([r[k] for r in rs]) for k in ("bps", "p50_us", "p99_us", "relay_s_per_gb", "machine_s_per_gb",
-                                                     "relay_cores")} for b, rs in results.items() if rs}
+    keys = ("bps", "p50_us", "p99_us", "relay_s_per_gb", "machine_s_per_gb", "relay_cores")
+    m = {b: {k: med([r[k] for r in rs]) for k in keys} for b, rs in results.items() if rs}
+    for b, v in m.items():
+        rs = results[b]
+        segs = sum(r["tcp"]["b.TcpInSegs"] or 0 for r in rs)
+        v["ofo_per_10k"] = 1e4 * sum(r["tcp"]["b.TcpExtTCPOFOQueue"] or 0 for r in rs) / segs if segs else None
+        v["rtx"] = sum(r["tcp"]["a.TcpRetransSegs"] or 0 for r in rs)
+        v["spurious"] = sum(r["tcp"]["a.TcpExtTCPDSACKRecv"] or 0 for r in rs)
     plain, afp = m.get("plain", {}), m.get("afpacket", {})
-    lines = [f"{'back end':9s} {'TCP Gbit/s':>10s} {'/plain':>6s} {'/afpkt':>6s} {'rounds (Gbit/s)':>20s} "
-             f"{'RTT p50':>8s} {'+plain':>7s} {'p99':>7s} {'relay s/GB':>10s} {'cores':>5s} {'mach s/GB':>9s}"]
+    nan = float("nan")
+    lines = [f"{'back end':9s} {'TCP Gbit/s':>10s} {'/plain':>6s} {'/afpkt':>6s} {'rounds (Gbit/s)':>16s} "
+             f"{'RTT p50':>8s} {'+plain':>7s} {'p99':>8s} {'relay s/GB':>10s} {'cores':>5s} {'mach s/GB':>9s} "
+             f"{'OFO/10k':>7s} {'rtx(DSACKed)':>12s}"]
     for b, v in m.items():
         rounds = "/".join(f"{r['bps'] / 1e9:.2f}" for r in results[b])
-        ratio_p = v["bps"] / plain["bps"] if plain.get("bps") else float("nan")
-        ratio_a = v["bps"] / afp["bps"] if afp.get("bps") else float("nan")
-        added = v["p50_us"] - plain["p50_us"] if plain.get("p50_us") is not None else float("nan")
+        ratio_p = v["bps"] / plain["bps"] if plain.get("bps") else nan
+        ratio_a = v["bps"] / afp["bps"] if afp.get("bps") else nan
+        added = v["p50_us"] - plain["p50_us"] if plain.get("p50_us") is not None else nan
         rel = f"{v['relay_s_per_gb']:.3f}" if v["relay_s_per_gb"] and b != "plain" else "-"
         cores = f"{v['relay_cores']:.2f}" if b != "plain" else "-"
-        lines.append(f"{b:9s} {v['bps'] / 1e9:10.2f} {ratio_p:6.2f} {ratio_a:6.2f} {rounds:>20s} "
-                     f"{v['p50_us']:7.1f}u {added:+6.1f}u {v['p99_us']:6.1f}u {rel:>10s} {cores:>5s} "
-                     f"{v['machine_s_per_gb']:9.3f}")
+        ofo = f"{v['ofo_per_10k']:.1f}" if v["ofo_per_10k"] is not None else "-"
+        lines.append(f"{b:9s} {v['bps'] / 1e9:10.2f} {ratio_p:6.2f} {ratio_a:6.2f} {rounds:>16s} "
+                     f"{v['p50_us']:7.1f}u {added:+6.1f}u {v['p99_us']:7.1f}u {rel:>10s} {cores:>5s} "
+                     f"{v['machine_s_per_gb']:9.3f} {ofo:>7s} {v['rtx']:>6d}({v['spurious']})")
+    lines.append("medians over rounds; RTT = sockperf ping-pong 64 B full round trip; s/GB = CPU seconds per GB "
+                 "received by iperf3 (relay process; whole machine incl. endpoints and other load); OFO/10k = "
+                 "segments B queued out of order per 10k received; rtx(DSACKed) = A's retransmissions, summed over "
+                 "rounds (those the receiver reported as duplicates were spurious: reordering, not loss)")
     return "\n".join(lines)
 
 
@@ -274,6 +323,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--backends", default=",".join(ALL_BACKENDS))
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--tap-txqueuelen", type=int, default=10000,
+                    help="queue of each TAP towards the relay, in frames (kernel default 1000)")
     ap.add_argument("--keep-build", type=Path, help="build the relays into this folder (default: a temporary one)")
     args = ap.parse_args()
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -310,7 +361,7 @@ def main() -> int:
                 if b in failures:
                     continue
                 try:
-                    with Topo(b, bins) as t:
+                    with Topo(b, bins, args.tap_txqueuelen) as t:
                         tcp = measure_tcp(t, args.seconds)
                         rtt = measure_rtt(t, args.seconds)
                         t.stop_relay()
@@ -321,10 +372,12 @@ def main() -> int:
                     print(f"[{rnd}] {b}: FAILED {exc}", flush=True)
                     continue
                 results[b].append(rec)
-                drops = sum(t.stats[d]["drops"] for d in ("a_to_b", "b_to_a")) if t.stats else 0
+                drops = sum(t.stats[d]["drops"] + t.stats[d]["kernel_drops"] for d in ("a_to_b", "b_to_a")) \
+                    if t.stats else 0
                 print(f"[{rnd}] {b:9s} TCP {rec['bps'] / 1e9:6.2f} Gbit/s  relay {rec['relay_cores']:.2f} cores "
                       f"{rec['relay_s_per_gb'] or 0:.3f} s/GB  machine {rec['machine_s_per_gb']:.3f} s/GB  "
-                      f"RTT p50 {rec['p50_us']:.1f} p99 {rec['p99_us']:.1f} us  relay drops {drops}  "
+                      f"RTT p50 {rec['p50_us']:.1f} p99 {rec['p99_us']:.1f} us  relay+socket drops {drops} link drops "
+                      f"{rec['link_drops']} backlog drops {rec['backlog_drops']} TCP retransmits {rec['retransmits']}  "
                       f"load {rec['load']}", flush=True)
     except KeyboardInterrupt:
         print("interrupted: namespaces and processes removed", file=sys.stderr)
