@@ -27,8 +27,9 @@ pub enum Command {
     Stats,
     Set(Value),
     /// `down` / `up`; with `"direction": "a_to_b"` or `"b_to_a"` only frames travelling that way (a one-way
-    /// partition), else both.
-    Link { up: bool, direction: Option<Side> },
+    /// partition), else both; on a shared segment `a_to_b` is the uplinks (into the segment), `b_to_a` the
+    /// downlinks, and `"port": N` limits the change to one port (N in command-line order).
+    Link { up: bool, direction: Option<Side>, port: Option<usize> },
 }
 
 /// Parse one command line; Err is the reply to send.
@@ -50,7 +51,14 @@ pub fn parse_command(line: &[u8]) -> Result<Command, Value> {
                     return Err(bad(format!("\"direction\" = {other}; expected \"a_to_b\" or \"b_to_a\" (or none: both)")))
                 }
             };
-            Ok(Command::Link { up: cmd == "up", direction })
+            let port = match v.get("port") {
+                None | Some(Value::Null) => None,
+                Some(p) => match p.as_u64() {
+                    Some(n) => Some(n as usize),
+                    None => return Err(bad(format!("\"port\" = {p}; expected a port number (0 = the first --port)"))),
+                },
+            };
+            Ok(Command::Link { up: cmd == "up", direction, port })
         }
         "set" => match v.get("config") {
             Some(c) if c.is_object() => Ok(Command::Set(c.clone())),
@@ -209,13 +217,18 @@ mod tests {
     #[test]
     fn parses_commands() {
         assert!(matches!(parse_command(br#"{"cmd":"stats"}"#), Ok(Command::Stats)));
-        assert!(matches!(parse_command(br#"{"cmd":"down"}"#), Ok(Command::Link { up: false, direction: None })));
-        assert!(matches!(parse_command(br#"{"cmd":"up"}"#), Ok(Command::Link { up: true, direction: None })));
+        assert!(matches!(parse_command(br#"{"cmd":"down"}"#), Ok(Command::Link { up: false, direction: None, port: None })));
+        assert!(matches!(parse_command(br#"{"cmd":"up"}"#), Ok(Command::Link { up: true, direction: None, port: None })));
         assert!(matches!(
             parse_command(br#"{"cmd":"down","direction":"b_to_a"}"#),
-            Ok(Command::Link { up: false, direction: Some(Side::B) })
+            Ok(Command::Link { up: false, direction: Some(Side::B), port: None })
         ));
         assert!(parse_command(br#"{"cmd":"down","direction":"sideways"}"#).is_err());
+        assert!(matches!(
+            parse_command(br#"{"cmd":"down","port":2}"#),
+            Ok(Command::Link { up: false, direction: None, port: Some(2) })
+        ));
+        assert!(parse_command(br#"{"cmd":"down","port":"x"}"#).is_err());
         assert!(matches!(parse_command(br#"{"cmd":"set","config":{"a_to_b":{}}}"#), Ok(Command::Set(_))));
         let e = parse_command(br#"{"cmd":"set"}"#).unwrap_err();
         assert!(e["message"].as_str().unwrap().contains("config"));
@@ -249,7 +262,7 @@ mod tests {
         let mut l2 = String::new();
         reader.read_line(&mut l1).unwrap();
         reader.read_line(&mut l2).unwrap();
-        assert_eq!(seen, vec!["Link { up: true, direction: None }".to_string()]);
+        assert_eq!(seen, vec!["Link { up: true, direction: None, port: None }".to_string()]);
         assert!(l1.contains("\"ok\""), "{l1}");
         assert!(l2.contains("unknown control command"), "{l2}");
         drop(server);

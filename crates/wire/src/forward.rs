@@ -1,7 +1,9 @@
-//! The forwarding loop: one thread that receives frames from both interfaces, feeds them to the core
-//! (`Emulator::ingress`), sends what the core says is due (`Emulator::egress`), serves the control socket,
-//! and waits in between (ppoll until the next departure or the next frame, then spins for the last
-//! `spin_ns`). It owns the timing and the I/O counters; the impairment decisions are the core's.
+//! The forwarding loop: one thread that receives frames from every port (two interfaces of a link, or
+//! the N of a shared segment), feeds them to the core (`core::Core`: wire-core's `Emulator` or
+//! `Segment`), sends what the core says is due, serves the control socket, and waits in between (ppoll
+//! until the next departure or the next frame, then spins for the last `spin_ns`). On SIGTERM/SIGINT it
+//! stops receiving and drains: frames already queued keep leaving at their times for at most
+//! `DRAIN_NS`. It owns the timing and the I/O counters; the impairment decisions are the core's.
 //!
 //! Why one thread for both directions: the core is one `Emulator` per link (half duplex couples the two
 //! directions), a second thread would need a lock and a cross-thread wakeup per frame (adding to the round
@@ -10,14 +12,15 @@
 
 use std::time::Duration;
 
-use roughnet_wire_core::{Emulator, LinkConfig, Side};
+use roughnet_wire_core::{LinkConfig, Side};
 use serde_json::{json, Value};
 
 use crate::clock::{now_ns, realtime_offset_ns, stopping};
 use crate::control::{Command, ControlServer};
+use crate::core::Core;
 use crate::errors::WireError;
 use crate::packet::{PacketSocket, RxBatch};
-use crate::report::{error_line, stats_line, DirectionIo, LoopStats, WireInfo};
+use crate::report::{error_line, segment_stats_line, stats_line, DirectionIo, LoopStats, WireInfo};
 
 /// How often (at most) the loop polls the control socket while traffic keeps it busy.
 const CONTROL_CHECK_NS: u64 = 5_000_000;
@@ -26,6 +29,8 @@ const KERNEL_DROPS_CHECK_NS: u64 = 100_000_000;
 /// Receive batches taken from one socket before the loop sends what is due (bounds the added latency
 /// under a flood while keeping batches full).
 const MAX_RX_ROUNDS: usize = 4;
+/// After SIGTERM/SIGINT, frames already queued keep leaving at their due times for at most this long.
+pub const DRAIN_NS: u64 = 2_000_000_000;
 /// Window over which the spin budget is counted.
 pub const SPIN_WINDOW_NS: u64 = 10_000_000;
 
@@ -71,16 +76,17 @@ pub struct Options {
     /// Most of the time spent spinning, in ns per SPIN_WINDOW_NS; past it the loop sleeps until the due time
     /// instead (under heavy traffic spinning would take the CPU the endpoints' stacks need).
     pub spin_budget_ns: u64,
-    /// Which sides' sockets are read (both, except in the one-process-per-direction experiment).
-    pub receive: [bool; 2],
+    /// Which ports' sockets are read (all, except in the one-process-per-direction experiment).
+    pub receive: Vec<bool>,
 }
 
 pub struct Wire {
-    emu: Emulator,
-    socks: [PacketSocket; 2],
-    rx: [RxBatch; 2],
-    /// Indexed by direction: 0 = a_to_b (frames from A), 1 = b_to_a.
-    io: [DirectionIo; 2],
+    core: Core,
+    socks: Vec<PacketSocket>,
+    rx: Vec<RxBatch>,
+    /// A link: indexed by direction (0 = a_to_b, frames from A; 1 = b_to_a). A segment: by port (frames
+    /// received on it, and departures to it).
+    io: Vec<DirectionIo>,
     control: Option<ControlServer>,
     lp: LoopStats,
     info: WireInfo,
@@ -88,28 +94,32 @@ pub struct Wire {
     started_ns: u64,
     /// Time last given to the core; the core is always fed non-decreasing times.
     last_fed_ns: u64,
-    /// Per direction (0 = a_to_b): frames arriving from that side are forwarded (not partitioned).
+    /// Per direction (0 = a_to_b, a segment's uplinks): not partitioned by the control socket as a whole.
     up: [bool; 2],
     inbuf: Vec<(u64, Vec<u8>)>,
-    arrivals: Vec<(u64, Side, Vec<u8>)>,
-    out: Vec<(Side, Vec<u8>, u64)>,
+    arrivals: Vec<(u64, usize, Vec<u8>)>,
+    scratch: Vec<(Side, Vec<u8>, u64)>,
+    out: Vec<(usize, Vec<u8>, u64)>,
+    /// What the drain after SIGTERM did (for the final stats line).
+    stop: Option<Value>,
 }
 
 impl Wire {
     pub fn new(
-        emu: Emulator,
-        socks: [PacketSocket; 2],
+        core: Core,
+        socks: Vec<PacketSocket>,
         control: Option<ControlServer>,
         info: WireInfo,
         opts: Options,
     ) -> Self {
-        let rx = [RxBatch::new(socks[0].frame_room), RxBatch::new(socks[1].frame_room)];
+        let rx = socks.iter().map(|s| RxBatch::new(s.frame_room)).collect();
+        let io = socks.iter().map(|_| DirectionIo::new()).collect();
         let now = now_ns();
         Self {
-            emu,
+            core,
             socks,
             rx,
-            io: [DirectionIo::new(), DirectionIo::new()],
+            io,
             control,
             lp: LoopStats::new(),
             info,
@@ -119,7 +129,9 @@ impl Wire {
             up: [true, true],
             inbuf: Vec::with_capacity(crate::packet::BATCH),
             arrivals: Vec::with_capacity(4 * crate::packet::BATCH),
+            scratch: Vec::with_capacity(4 * crate::packet::BATCH),
             out: Vec::with_capacity(4 * crate::packet::BATCH),
+            stop: None,
         }
     }
 
@@ -128,13 +140,13 @@ impl Wire {
         self.last_fed_ns
     }
 
-    /// Receive what is waiting on both sockets and hand it to the core in arrival order. Returns the
+    /// Receive what is waiting on every socket and hand it to the core in arrival order. Returns the
     /// number of frames the kernel handed over.
     fn receive(&mut self) -> Result<usize, WireError> {
         let mut total = 0;
         let now = now_ns();
         let offset = if self.info.rx_timestamps { realtime_offset_ns() } else { 0 };
-        for (i, side) in [(0usize, Side::A), (1usize, Side::B)] {
+        for i in 0..self.socks.len() {
             if !self.opts.receive[i] {
                 continue;
             }
@@ -155,7 +167,7 @@ impl Wire {
                 };
                 total += n;
                 for (ts, frame) in self.inbuf.drain(..) {
-                    self.arrivals.push((ts, side, frame));
+                    self.arrivals.push((ts, i, frame));
                 }
                 if n < crate::packet::BATCH {
                     break;
@@ -165,13 +177,13 @@ impl Wire {
         if self.arrivals.is_empty() {
             return Ok(total);
         }
-        // Interleave the two sides by arrival time (stable: each side's own order is kept).
+        // Interleave the ports by arrival time (stable: each port's own order is kept).
         self.arrivals.sort_by_key(|a| a.0);
         let mut arrivals = std::mem::take(&mut self.arrivals);
-        for (ts, side, frame) in arrivals.drain(..) {
+        for (ts, port, frame) in arrivals.drain(..) {
             let t = self.feed_time(ts);
             // Drops are counted by reason inside the core's stats.
-            let _ = self.emu.ingress(t, side, frame);
+            self.core.ingress(t, port, frame);
         }
         self.arrivals = arrivals;
         Ok(total)
@@ -180,30 +192,33 @@ impl Wire {
     /// Send every frame the core says is due now; record each departure's scheduling error.
     fn transmit(&mut self) {
         let t = self.feed_time(now_ns());
-        self.emu.egress(t, &mut self.out);
+        self.core.egress(t, &mut self.scratch, &mut self.out);
         if self.out.is_empty() {
             return;
         }
         let mut out = std::mem::take(&mut self.out);
-        for (dest_i, dest) in [(1usize, Side::B), (0usize, Side::A)] {
-            let dir = 1 - dest_i; // frames to B travel a_to_b (direction 0)
+        for dest in (0..self.socks.len()).rev() {
+            let slot = self.core.tx_slot(dest);
             let frames: Vec<&[u8]> =
                 out.iter().filter(|(to, _, _)| *to == dest).map(|(_, f, _)| f.as_slice()).collect();
             if frames.is_empty() {
                 continue;
             }
             let actual = now_ns();
-            let sent = self.socks[dest_i].send_all(&frames, &mut self.io[dir].send_errors);
-            self.io[dir].tx_frames += sent as u64;
+            let sent = self.socks[dest].send_all(&frames, &mut self.io[slot].send_errors);
+            self.io[slot].tx_frames += sent as u64;
             for (_, _, due) in out.iter().filter(|(to, _, _)| *to == dest) {
-                self.io[dir].record_departure(actual, *due);
+                self.io[slot].record_departure(actual, *due);
             }
         }
+        let segment = self.core.is_segment();
         for (to, frame, _) in out.drain(..) {
-            // The buffer came in on the other side; give it back to that side's pool.
-            let src = match to {
-                Side::A => 1,
-                Side::B => 0,
+            // A link's buffer came in on the other side: back to that side's pool. A segment's may have
+            // come from any port: back to the pool with the fewest spares.
+            let src = if segment {
+                (0..self.rx.len()).min_by_key(|&i| self.rx[i].spare()).unwrap_or(0)
+            } else {
+                1 - to
             };
             self.rx[src].recycle(frame);
         }
@@ -211,7 +226,7 @@ impl Wire {
     }
 
     fn refresh_kernel_drops(&mut self) {
-        for i in 0..2 {
+        for i in 0..self.socks.len() {
             self.io[i].rx_kernel_drops += self.socks[i].take_kernel_drops();
             self.io[i].rx_truncated = self.rx[i].truncated;
         }
@@ -220,34 +235,40 @@ impl Wire {
     /// The `stats` JSON line as of now.
     pub fn stats(&mut self) -> Value {
         self.refresh_kernel_drops();
-        let core = serde_json::to_value(self.emu.stats()).unwrap_or_else(|e| json!({"error": e.to_string()}));
-        stats_line(&self.info, now_ns().saturating_sub(self.started_ns), self.up, core, &self.io, &self.lp)
+        let core = self.core.stats_json();
+        let uptime = now_ns().saturating_sub(self.started_ns);
+        let mut line = if self.core.is_segment() {
+            segment_stats_line(&self.info, uptime, self.up, core, &self.io, &self.lp)
+        } else {
+            stats_line(&self.info, uptime, self.up, core, &self.io, &self.lp)
+        };
+        if let (Some(stop), Value::Object(m)) = (&self.stop, &mut line) {
+            m.insert("stop".into(), stop.clone());
+        }
+        line
     }
 
     fn handle(&mut self, cmd: Command) -> Value {
         let now = self.feed_time(now_ns());
         match cmd {
             Command::Stats => self.stats(),
-            Command::Link { up, direction } => {
-                match direction {
-                    None => {
-                        self.emu.set_up(now, up);
-                        self.up = [up, up];
-                    }
-                    Some(from) => {
-                        self.emu.set_direction_up(now, from, up);
-                        self.up[match from {
-                            Side::A => 0,
-                            Side::B => 1,
-                        }] = up;
+            Command::Link { up, direction, port } => {
+                if let Err(msg) = self.core.set_up(now, direction, port, up) {
+                    return error_line("request", &msg);
+                }
+                if port.is_none() {
+                    match direction {
+                        None => self.up = [up, up],
+                        Some(Side::A) => self.up[0] = up,
+                        Some(Side::B) => self.up[1] = up,
                     }
                 }
-                tracing::info!(up, ?direction, "link state changed by the control socket");
+                tracing::info!(up, ?direction, ?port, "link state changed by the control socket");
                 json!({"v": 1, "type": "ok", "cmd": if up { "up" } else { "down" }})
             }
             Command::Set(v) => match serde_json::from_value::<LinkConfig>(v) {
                 Err(e) => error_line("config", &format!("link configuration not accepted: {e}")),
-                Ok(cfg) => match self.emu.set_config(now, cfg) {
+                Ok(cfg) => match self.core.set_config(now, cfg) {
                     Ok(()) => {
                         tracing::info!("link configuration replaced by the control socket");
                         json!({"v": 1, "type": "ok", "cmd": "set"})
@@ -271,7 +292,7 @@ impl Wire {
         let mut fds: Vec<libc::pollfd> = self
             .socks
             .iter()
-            .zip(self.opts.receive)
+            .zip(self.opts.receive.iter().copied())
             .map(|(s, rx)| libc::pollfd { fd: if rx { s.raw_fd() } else { -1 }, events: libc::POLLIN, revents: 0 })
             .collect();
         if let Some(ctl) = &self.control {
@@ -296,11 +317,47 @@ impl Wire {
         Ok(())
     }
 
-    /// Forward until SIGTERM/SIGINT. Returns the final stats line.
+    /// After the stop signal: receive nothing more, send what is queued at its due time until nothing is
+    /// left or `DRAIN_NS` has passed (frames due later than that are not waited for), and record it.
+    fn drain(&mut self) {
+        let start = now_ns();
+        let deadline = start + DRAIN_NS;
+        let held = self.core.held();
+        let tx0: u64 = self.io.iter().map(|d| d.tx_frames).sum();
+        loop {
+            self.transmit();
+            let now = now_ns();
+            match self.core.next_due() {
+                Some(due) if due <= deadline && now < deadline => {
+                    // Sleep until shortly before the departure, then spin (no sockets to watch any more).
+                    let wake = due.saturating_sub(self.opts.spin_ns);
+                    if wake > now {
+                        std::thread::sleep(Duration::from_nanos(wake - now));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                _ => break,
+            }
+        }
+        let end = now_ns();
+        let left = self.core.held();
+        let sent = self.io.iter().map(|d| d.tx_frames).sum::<u64>() - tx0;
+        tracing::info!(held, sent, left, "stopped: drained queued frames");
+        self.stop = Some(json!({
+            "held_at_signal": held,
+            "sent_while_draining": sent,
+            "left_at_exit": left,
+            "drain_ms": end.saturating_sub(start) as f64 / 1e6,
+            "drain_limit_ms": DRAIN_NS / 1_000_000,
+        }));
+    }
+
+    /// Forward until SIGTERM/SIGINT, then drain. Returns the final stats line.
     pub fn run(&mut self) -> Result<Value, WireError> {
         // Time 0 of the configuration's schedules and traces: when forwarding starts.
         let t0 = self.feed_time(now_ns());
-        self.emu.start(t0);
+        self.core.start(t0);
         let mut last_control = 0u64;
         let mut last_drops = 0u64;
         let mut spin = SpinBudget::default();
@@ -321,7 +378,7 @@ impl Wire {
                 }
                 continue;
             }
-            let due = self.emu.next_due();
+            let due = self.core.next_due();
             match due {
                 Some(due) if due <= now + self.opts.spin_ns => {
                     if now.saturating_sub(last_control) > CONTROL_CHECK_NS {
@@ -342,7 +399,7 @@ impl Wire {
                     spin.not_spinning();
                     // Sleep until the spin window before the next departure, or a scheduled change (applied
                     // by the next egress), whichever is first; a frame or a command wakes us earlier.
-                    let wake = [due.map(|d| d - self.opts.spin_ns), self.emu.next_change()].into_iter().flatten().min();
+                    let wake = [due.map(|d| d - self.opts.spin_ns), self.core.next_change()].into_iter().flatten().min();
                     let timeout = wake.map(|w| Duration::from_nanos(w.saturating_sub(now)));
                     self.wait(timeout)?;
                     self.service_control();
@@ -350,6 +407,7 @@ impl Wire {
                 }
             }
         }
+        self.drain();
         Ok(self.stats())
     }
 }

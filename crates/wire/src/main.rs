@@ -1,10 +1,11 @@
-//! roughnet-wire: the userspace link emulator binary. It owns the command line, startup (configuration,
+//! roughnet-wire: the userspace link emulator binary (a two-interface link, or a shared segment of N ports). It owns the command line, startup (configuration,
 //! sockets, control socket), the JSON lines on stdout (`ready`, final `stats`, `error`) and exit codes
 //! (0 ok, 1 runtime failure, 2 bad configuration). Forwarding is `forward`, sockets are `packet`,
 //! impairments are the `roughnet-wire-core` crate. See docs/wire.md.
 
 mod clock;
 mod control;
+mod core;
 mod errors;
 mod forward;
 mod packet;
@@ -14,11 +15,11 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use clap::Parser;
-use roughnet_wire_core::{Emulator, LinkConfig};
+use roughnet_wire_core::{parse_mac, Emulator, LinkConfig, Mac, Segment, MAX_PORTS};
 use serde_json::Value;
 
 use crate::errors::WireError;
-use crate::report::{error_line, ready_line, WireInfo};
+use crate::report::{error_line, ready_line, PortInfo, WireInfo};
 
 /// Highest SCHED_FIFO priority accepted (kept below the kernel's own threads at 50 and up).
 const MAX_REALTIME_PRIORITY: i32 = 49;
@@ -26,17 +27,24 @@ const MAX_REALTIME_PRIORITY: i32 = 49;
 /// Longest spin accepted: past a few ms spinning only burns the CPU the endpoints need.
 const MAX_SPIN_US: u64 = 10_000;
 
-/// Userspace link emulator: forwards Ethernet frames between two interfaces through roughnet's
-/// impairment pipeline (delay, jitter, loss models, rate, queue, half duplex, schedules).
+/// Userspace link emulator: forwards Ethernet frames between two interfaces (a link) or among N (a
+/// shared segment) through roughnet's impairment pipeline (delay, jitter, loss models, rate, queue, half
+/// duplex, schedules).
 #[derive(Parser, Debug)]
 #[command(name = "roughnet-wire", version)]
 struct Args {
     /// Interface towards side A (frames arriving here travel a_to_b).
-    #[arg(long = "if-a", value_name = "IFNAME", help_heading = "Link")]
-    if_a: String,
+    #[arg(long = "if-a", value_name = "IFNAME", help_heading = "Link", requires = "if_b",
+          required_unless_present = "port")]
+    if_a: Option<String>,
     /// Interface towards side B (frames arriving here travel b_to_a).
-    #[arg(long = "if-b", value_name = "IFNAME", help_heading = "Link")]
-    if_b: String,
+    #[arg(long = "if-b", value_name = "IFNAME", help_heading = "Link", requires = "if_a")]
+    if_b: Option<String>,
+    /// A port of a shared segment: the interface towards one host, and that host's MAC (unicast to it
+    /// leaves only here; without the MAC the host is reached by flooding only). Repeat for every host
+    /// (2 to 254); instead of --if-a/--if-b. Two ports are served as a link (port 1 is A, port 2 B).
+    #[arg(long = "port", value_name = "IFNAME[=MAC]", help_heading = "Link", conflicts_with_all = ["if_a", "if_b"])]
+    port: Vec<String>,
     /// Link configuration, one JSON object (roughnet-wire-core's LinkConfig); "-" reads stdin.
     #[arg(long, value_name = "FILE", help_heading = "Link", required_unless_present = "profile",
           conflicts_with = "profile")]
@@ -100,13 +108,49 @@ fn emit(line: &Value) {
     let _ = out.flush();
 }
 
-fn run(args: Args) -> Result<(), WireError> {
-    if args.if_a == args.if_b {
+/// The ports in order: (interface, host MAC). `--if-a A --if-b B` is two ports without MACs.
+fn ports_of(args: &Args) -> Result<Vec<(String, Option<Mac>)>, WireError> {
+    let ports: Vec<(String, Option<Mac>)> = if let (Some(a), Some(b)) = (&args.if_a, &args.if_b) {
+        if a == b {
+            return Err(WireError::Config(format!(
+                "--if-a and --if-b are both {a:?}; expected the two different interfaces of the link namespace"
+            )));
+        }
+        vec![(a.clone(), None), (b.clone(), None)]
+    } else {
+        let mut out = Vec::new();
+        for p in &args.port {
+            let (ifname, mac) = match p.split_once('=') {
+                None => (p.as_str(), None),
+                Some((i, m)) => {
+                    let mac = parse_mac(m).ok_or_else(|| {
+                        WireError::Config(format!(
+                            "--port {p:?}: {m:?} is not a MAC address; expected IFNAME=xx:xx:xx:xx:xx:xx"
+                        ))
+                    })?;
+                    (i, Some(mac))
+                }
+            };
+            if out.iter().any(|(n, _): &(String, Option<Mac>)| n == ifname) {
+                return Err(WireError::Config(format!(
+                    "--port {ifname:?} is given twice; expected each interface of the segment once"
+                )));
+            }
+            out.push((ifname.to_string(), mac));
+        }
+        out
+    };
+    if !(2..=MAX_PORTS).contains(&ports.len()) {
         return Err(WireError::Config(format!(
-            "--if-a and --if-b are both {:?}; expected the two different interfaces of the link namespace",
-            args.if_a
+            "{} --port given; expected 2 to {MAX_PORTS} (one per host of the segment), or --if-a and --if-b",
+            ports.len()
         )));
     }
+    Ok(ports)
+}
+
+fn run(args: Args) -> Result<(), WireError> {
+    let ports = ports_of(&args)?;
     if args.spin_us > MAX_SPIN_US {
         return Err(WireError::Config(format!(
             "--spin-us {} too large (maximum = {MAX_SPIN_US})",
@@ -136,12 +180,25 @@ fn run(args: Args) -> Result<(), WireError> {
         }
         (None, None) => return Err(WireError::Config("one of --config FILE or --profile NAME is needed".into())),
     };
-    let emu = Emulator::new(cfg, args.seed)
-        .map_err(|e| WireError::Config(format!("{origin}: link configuration rejected: {e}")))?;
-    let rx_a = args.receive_from != "b";
-    let rx_b = args.receive_from != "a";
-    let a = packet::PacketSocket::open(&args.if_a, args.rx_timestamps, rx_a)?;
-    let b = packet::PacketSocket::open(&args.if_b, args.rx_timestamps, rx_b)?;
+    let rejected = |e| WireError::Config(format!("{origin}: link configuration rejected: {e}"));
+    let core = if ports.len() == 2 {
+        // Two ports are a link: the two-sided emulator (every frame to the other side; the fast path).
+        core::Core::Link(Emulator::new(cfg, args.seed).map_err(rejected)?)
+    } else {
+        core::Core::Segment(Segment::new(cfg, args.seed, ports.iter().map(|p| p.1).collect()).map_err(rejected)?)
+    };
+    let receive: Vec<bool> = (0..ports.len())
+        .map(|i| match args.receive_from.as_str() {
+            "a" => i == 0,
+            "b" => i == 1,
+            _ => true,
+        })
+        .collect();
+    let socks = ports
+        .iter()
+        .zip(&receive)
+        .map(|((name, _), rx)| packet::PacketSocket::open(name, args.rx_timestamps, *rx))
+        .collect::<Result<Vec<_>, _>>()?;
     let control = args.control.as_deref().map(control::ControlServer::bind).transpose()?;
     let realtime = args.realtime > 0
         && match clock::set_realtime(args.realtime) {
@@ -153,19 +210,29 @@ fn run(args: Args) -> Result<(), WireError> {
         };
     let info = WireInfo {
         realtime,
-        if_a: args.if_a.clone(),
-        if_b: args.if_b.clone(),
-        mtu_a: a.mtu,
-        mtu_b: b.mtu,
+        ports: ports
+            .iter()
+            .zip(&socks)
+            .map(|((name, mac), s)| PortInfo {
+                ifname: name.clone(),
+                mtu: s.mtu,
+                mac: mac.map(|m| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")),
+            })
+            .collect(),
         seed: args.seed,
         rx_timestamps: args.rx_timestamps,
         spin_us: args.spin_us,
         control: control.as_ref().map(|c| c.path().display().to_string()),
     };
     emit(&ready_line(&info));
-    tracing::info!(if_a = %args.if_a, if_b = %args.if_b, "forwarding");
+    tracing::info!(ports = ?ports.iter().map(|p| &p.0).collect::<Vec<_>>(), "forwarding");
     clock::tighten_timer_slack();
-    let mut wire = forward::Wire::new(emu, [a, b], control, info, forward::Options { spin_ns: args.spin_us * 1000, spin_budget_ns: forward::SPIN_WINDOW_NS * args.spin_budget / 100, receive: [rx_a, rx_b] });
+    let opts = forward::Options {
+        spin_ns: args.spin_us * 1000,
+        spin_budget_ns: forward::SPIN_WINDOW_NS * args.spin_budget / 100,
+        receive,
+    };
+    let mut wire = forward::Wire::new(core, socks, control, info, opts);
     let result = wire.run();
     // Whatever ended the loop, report what was counted up to then.
     let stats = match &result {

@@ -273,6 +273,11 @@ impl RxBatch {
         }
     }
 
+    /// Spare buffers in the pool now.
+    pub fn spare(&self) -> usize {
+        self.pool.len()
+    }
+
     /// Give a sent frame's buffer back for reuse (only buffers big enough for any frame are kept).
     pub fn recycle(&mut self, mut buf: Vec<u8>) {
         if buf.capacity() >= self.frame_room && self.pool.len() < POOL_MAX {

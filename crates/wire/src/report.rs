@@ -1,5 +1,5 @@
 //! What the binary reports: the scheduling error of departures (actual send time minus due time) per
-//! direction in HDR histograms, the I/O counters only the binary sees (kernel receive drops, truncated
+//! direction (a link) or per port (a shared segment) in HDR histograms, the I/O counters only the binary sees (kernel receive drops, truncated
 //! frames, send failures), and the `stats` / `ready` / `error` JSON lines built from them and from the
 //! core's own `Stats`. It does not measure anything itself; the forwarding loop feeds it.
 
@@ -51,6 +51,24 @@ impl DirectionIo {
             self.late += 1;
         }
         self.sched.saturating_record(err.max(HIST_LOWEST_NS));
+    }
+
+    /// Several slots' figures together (a segment's ports): histograms added, counters summed.
+    pub fn merged(all: &[DirectionIo]) -> DirectionIo {
+        let mut m = DirectionIo::new();
+        for d in all {
+            // Same bounds and precision on both sides: adding cannot fail.
+            let _ = m.sched.add(&d.sched);
+            m.late += d.late;
+            m.rx_kernel_drops += d.rx_kernel_drops;
+            m.rx_truncated += d.rx_truncated;
+            m.tx_frames += d.tx_frames;
+            m.send_errors.msgsize += d.send_errors.msgsize;
+            m.send_errors.netdown += d.send_errors.netdown;
+            m.send_errors.nobufs += d.send_errors.nobufs;
+            m.send_errors.other += d.send_errors.other;
+        }
+        m
     }
 
     pub fn sched_json(&self) -> Value {
@@ -125,12 +143,17 @@ impl LoopStats {
     }
 }
 
+/// One port of the wire: its interface, that interface's MTU, and the MAC of the host behind it (segments).
+pub struct PortInfo {
+    pub ifname: String,
+    pub mtu: usize,
+    pub mac: Option<String>,
+}
+
 /// Fixed facts about this wire, repeated in every stats line.
 pub struct WireInfo {
-    pub if_a: String,
-    pub if_b: String,
-    pub mtu_a: usize,
-    pub mtu_b: usize,
+    /// In command-line order: `--if-a`, `--if-b` (a link), or the `--port`s (a segment).
+    pub ports: Vec<PortInfo>,
     pub seed: u64,
     pub rx_timestamps: bool,
     pub spin_us: u64,
@@ -146,7 +169,7 @@ pub fn stats_line(
     uptime_ns: u64,
     up: [bool; 2],
     core: Value,
-    io: &[DirectionIo; 2],
+    io: &[DirectionIo],
     lp: &LoopStats,
 ) -> Value {
     let names = ["a_to_b", "b_to_a"];
@@ -155,8 +178,8 @@ pub fn stats_line(
     line.insert("type".into(), json!("stats"));
     line.insert("uptime_s".into(), json!(uptime_ns as f64 / 1e9));
     line.insert("up".into(), json!(up[0] && up[1]));
-    line.insert("if_a".into(), json!(info.if_a));
-    line.insert("if_b".into(), json!(info.if_b));
+    line.insert("if_a".into(), json!(info.ports[0].ifname));
+    line.insert("if_b".into(), json!(info.ports[1].ifname));
     line.insert("seed".into(), json!(info.seed));
     line.insert("realtime".into(), json!(info.realtime));
     let mut core = core;
@@ -191,22 +214,116 @@ pub fn stats_line(
     Value::Object(line)
 }
 
+fn ports_json(info: &WireInfo) -> Value {
+    info.ports.iter().map(|p| json!({"ifname": p.ifname, "mtu": p.mtu, "mac": p.mac})).collect()
+}
+
+/// The `stats` line of a shared segment (`core` is wire-core's `SegmentStats`, `io` one slot per port).
+/// `a_to_b` / `b_to_a` hold all uplinks / all downlinks together, as a link's two directions, so readers
+/// of the two-sided line read a segment the same way: frames received (kernel drops, truncation) count
+/// in `a_to_b.io`, departures (scheduling error, sends) in `b_to_a`. `ports[i]` has port i's own
+/// `uplink` and `downlink` counters and the I/O of its interface; `forwarding` counts the decisions.
+pub fn segment_stats_line(
+    info: &WireInfo,
+    uptime_ns: u64,
+    up: [bool; 2],
+    core: Value,
+    io: &[DirectionIo],
+    lp: &LoopStats,
+) -> Value {
+    let mut line = Map::new();
+    line.insert("v".into(), json!(1));
+    line.insert("type".into(), json!("stats"));
+    line.insert("uptime_s".into(), json!(uptime_ns as f64 / 1e9));
+    line.insert("up".into(), json!(up[0] && up[1]));
+    line.insert("segment".into(), json!(true));
+    line.insert("seed".into(), json!(info.seed));
+    line.insert("realtime".into(), json!(info.realtime));
+    let mut rest = match core {
+        Value::Object(m) => m,
+        other => {
+            let mut m = Map::new();
+            m.insert("emulator".into(), other);
+            m
+        }
+    };
+    let all = DirectionIo::merged(io);
+    let none = DirectionIo::new();
+    let rx_only = |d: &DirectionIo| {
+        let mut j = d.io_json();
+        j["tx_frames"] = json!(0);
+        j["send_errors"] = none.io_json()["send_errors"].clone();
+        j
+    };
+    let tx_only = |d: &DirectionIo| {
+        let mut j = d.io_json();
+        j["rx_kernel_drops"] = json!(0);
+        j["rx_truncated"] = json!(0);
+        j
+    };
+    for (name, sched, io_part) in [
+        ("a_to_b", none.sched_json(), rx_only(&all)),
+        ("b_to_a", all.sched_json(), tx_only(&all)),
+    ] {
+        let mut dir = match rest.remove(name) {
+            Some(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        dir.insert("sched_error".into(), sched);
+        dir.insert("io".into(), io_part);
+        line.insert(name.into(), Value::Object(dir));
+    }
+    let core_ports = match rest.remove("ports") {
+        Some(Value::Array(v)) => v,
+        _ => Vec::new(),
+    };
+    let ports: Vec<Value> = info
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let c = core_ports.get(i).cloned().unwrap_or_else(|| json!({}));
+            json!({
+                "ifname": p.ifname,
+                "mac": p.mac,
+                "uplink": c.get("uplink").cloned().unwrap_or(Value::Null),
+                "downlink": c.get("downlink").cloned().unwrap_or(Value::Null),
+                "sched_error": io.get(i).map(|d| d.sched_json()).unwrap_or(Value::Null),
+                "io": io.get(i).map(|d| d.io_json()).unwrap_or(Value::Null),
+            })
+        })
+        .collect();
+    line.insert("ports".into(), Value::Array(ports));
+    if let Some(f) = rest.remove("forwarding") {
+        line.insert("forwarding".into(), f);
+    }
+    line.insert("loop".into(), lp.json(uptime_ns));
+    if !rest.is_empty() {
+        line.insert("link".into(), Value::Object(rest));
+    }
+    Value::Object(line)
+}
+
 pub fn ready_line(info: &WireInfo) -> Value {
-    json!({
+    let mut line = json!({
         "v": 1,
         "type": "ready",
         "pid": std::process::id(),
-        "if_a": info.if_a,
-        "if_b": info.if_b,
-        "mtu_a": info.mtu_a,
-        "mtu_b": info.mtu_b,
+        "ports": ports_json(info),
         "seed": info.seed,
         "rx_timestamps": info.rx_timestamps,
         "spin_us": info.spin_us,
         "realtime": info.realtime,
         "control": info.control,
         "version": env!("CARGO_PKG_VERSION"),
-    })
+    });
+    if let [a, b] = &info.ports[..] {
+        line["if_a"] = json!(a.ifname);
+        line["if_b"] = json!(b.ifname);
+        line["mtu_a"] = json!(a.mtu);
+        line["mtu_b"] = json!(b.mtu);
+    }
+    line
 }
 
 pub fn error_line(kind: &str, message: &str) -> Value {
@@ -244,10 +361,7 @@ mod tests {
     #[test]
     fn stats_line_merges_directions() {
         let info = WireInfo {
-            if_a: "a".into(),
-            if_b: "b".into(),
-            mtu_a: 1500,
-            mtu_b: 1500,
+            ports: ["a", "b"].iter().map(|n| PortInfo { ifname: n.to_string(), mtu: 1500, mac: None }).collect(),
             seed: 1,
             rx_timestamps: true,
             spin_us: 100,
@@ -270,5 +384,48 @@ mod tests {
         assert_eq!(line["uptime_s"], 2.0);
         assert_eq!(line["up"], false);
         assert_eq!(line["b_to_a"]["up"], false);
+    }
+
+    #[test]
+    fn segment_stats_line_has_ports_and_link_shaped_directions() {
+        let info = WireInfo {
+            ports: (0..3)
+                .map(|i| PortInfo { ifname: format!("rn0p{i}"), mtu: 1500, mac: Some(format!("02:00:00:00:00:0{i}")) })
+                .collect(),
+            seed: 3,
+            rx_timestamps: true,
+            spin_us: 100,
+            control: None,
+            realtime: false,
+        };
+        let core = json!({
+            "a_to_b": {"packets_in": 6}, "b_to_a": {"packets_out": 9}, "schedule_applied": 0,
+            "ports": [{"uplink": {"packets_in": 1}, "downlink": {"packets_out": 2}},
+                      {"uplink": {"packets_in": 2}, "downlink": {"packets_out": 3}},
+                      {"uplink": {"packets_in": 3}, "downlink": {"packets_out": 4}}],
+            "forwarding": {"unicast": 4, "flooded": 2, "filtered": 0, "copies": 8},
+        });
+        let mut io: Vec<DirectionIo> = (0..3).map(|_| DirectionIo::new()).collect();
+        io[1].record_departure(2_000, 1_000);
+        io[2].record_departure(3_000, 1_000);
+        io[2].rx_kernel_drops = 5;
+        io[1].tx_frames = 7;
+        let line = segment_stats_line(&info, 1_000_000_000, [true, true], core, &io, &LoopStats::new());
+        assert_eq!(line["segment"], true);
+        assert_eq!(line["a_to_b"]["packets_in"], 6);
+        assert_eq!(line["b_to_a"]["packets_out"], 9);
+        // Receptions count on the way in, departures on the way out.
+        assert_eq!(line["a_to_b"]["io"]["rx_kernel_drops"], 5);
+        assert_eq!(line["a_to_b"]["io"]["tx_frames"], 0);
+        assert_eq!(line["b_to_a"]["io"]["tx_frames"], 7);
+        assert_eq!(line["b_to_a"]["io"]["rx_kernel_drops"], 0);
+        assert_eq!(line["b_to_a"]["sched_error"]["count"], 2);
+        assert_eq!(line["a_to_b"]["sched_error"]["count"], 0);
+        assert_eq!(line["ports"][2]["ifname"], "rn0p2");
+        assert_eq!(line["ports"][2]["uplink"]["packets_in"], 3);
+        assert_eq!(line["ports"][1]["downlink"]["packets_out"], 3);
+        assert_eq!(line["ports"][2]["sched_error"]["count"], 1);
+        assert_eq!(line["forwarding"]["copies"], 8);
+        assert_eq!(line["link"]["schedule_applied"], 0);
     }
 }
