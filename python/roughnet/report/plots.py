@@ -109,8 +109,8 @@ def metric_png(plot: MetricPlot, refs: Sequence[tuple[float, str]] = ()) -> byte
             ax.set_xlabel(plot.x_axis)
         else:
             ax.set_xticks([])
-        if panel.title:
-            ax.set_title(panel.title, fontsize=10)
+        if panel.title:  # long titles (several panel keys) in a smaller font, so neighbours do not overlap
+            ax.set_title(panel.title, fontsize=10 if len(panel.title) <= 45 else 8)
         ax.grid(True, alpha=0.3)
         for i, (y, label) in enumerate(refs):
             ax.axhline(y * scale.factor, color="0.35", linestyle=("--", ":", "-.")[i % 3], linewidth=1.1)
