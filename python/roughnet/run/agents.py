@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import AgentError, ServiceError
 from ..runspec import Run, Workload
 from ..services.tls import zenoh_quic_options
+from .slowlink import zenoh_timing
 
 log = logging.getLogger(__name__)
 
@@ -304,8 +305,11 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
     ServiceError as soon as ``watch()`` returns a reason (a broker died).
     """
     w = run.workload
-    if w.protocol == "zenoh" and w.options.get("transport") == "quic":  # TLS files for QUIC (services.tls)
-        zenoh_quic_options([s.config for s in specs], artifacts)
+    if w.protocol == "zenoh":  # timeouts for slow links (run.slowlink), TLS files for QUIC (services.tls)
+        for s in specs:
+            s.config["options"] = s.config["options"] | zenoh_timing(run, s.config["options"])
+        if w.options.get("transport") == "quic":
+            zenoh_quic_options([s.config for s in specs], artifacts)
     agents: list[AgentProcess] = []
     try:
         for spec in specs[:-1]:

@@ -53,6 +53,9 @@ class UdpKnobs(Knobs):
 
 
 _RELIABILITY = kinds.choice(("reliable", "best_effort"))
+#: Bounds of the Zenoh timing knobs (the agent checks the same: crates/agent zenoh.rs).
+ZENOH_TIMING_MIN_NS = 100_000_000
+ZENOH_TIMING_MAX_NS = 3600 * SECOND_NS
 
 
 class ZenohKnobs(Knobs):
@@ -75,6 +78,14 @@ class ZenohKnobs(Knobs):
     multicast_scouting: kinds.boolean().type() = field(
         "Discover peers by multicast scouting (default false: peers connect to the endpoints roughnet gives them).",
         None)
+    open_timeout: kinds.bounded_duration(ZENOH_TIMING_MIN_NS, ZENOH_TIMING_MAX_NS, ("10 s", "60 s")).type() = field(
+        "Session open timeout (zenoh's transport/unicast open_timeout and accept_timeout: the link's connection and "
+        "the InitSyn/InitAck/OpenSyn/OpenAck handshake): " + kinds.DURATION + ", 100 ms to 1 h. Default: zenoh's "
+        "10 s, or on a slow link 4 round trips of the run's slowest path (docs/protocols.md).", None)
+    lease: kinds.bounded_duration(ZENOH_TIMING_MIN_NS, ZENOH_TIMING_MAX_NS, ("10 s", "60 s")).type() = field(
+        "Link lease (zenoh's transport/link/tx/lease; a keep-alive every lease / 4, the link is closed after a lease "
+        "with nothing received): " + kinds.DURATION + ", 100 ms to 1 h. Default: zenoh's 10 s, or on a slow link "
+        "4 round trips of the run's slowest path.", None)
 
 
 class ZmqKnobs(Knobs):

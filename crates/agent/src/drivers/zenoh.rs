@@ -41,7 +41,7 @@ use crate::clock::now_ns;
 use crate::config::{Config, ConfigError};
 use crate::signals::stop_requested;
 
-const KNOBS: [&str; 10] = [
+const KNOBS: [&str; 12] = [
     "mode",
     "transport",
     "reliability",
@@ -49,6 +49,8 @@ const KNOBS: [&str; 10] = [
     "express",
     "priority",
     "multicast_scouting",
+    "open_timeout",
+    "lease",
     "tls_ca",
     "tls_cert",
     "tls_key",
@@ -66,6 +68,8 @@ const LEAVE_WAIT: Duration = Duration::from_secs(3);
 /// How long a ponger waits for the pinger's reply subscription to be known.
 const MATCH_WAIT: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(20);
+/// How long one liveliness query waits for answers.
+const QUERY_WAIT: Duration = Duration::from_millis(500);
 /// How long a sender waits for peers' tokens before settling for a matching subscription.
 const TOKEN_GRACE: Duration = Duration::from_secs(2);
 pub const DEFAULT_TOPIC: &str = "roughnet/default";
@@ -80,6 +84,11 @@ pub struct ZenohOptions {
     pub express: Option<bool>,
     pub priority: Option<u8>,
     pub multicast_scouting: Option<bool>,
+    /// ns: zenoh's `transport/unicast/open_timeout` and `accept_timeout` (link open plus the
+    /// InitSyn/InitAck/OpenSyn/OpenAck handshake); zenoh's default 10 s when absent.
+    pub open_timeout: Option<u64>,
+    /// ns: zenoh's `transport/link/tx/lease` (keep-alives every lease / 4); default 10 s.
+    pub lease: Option<u64>,
     /// QUIC: PEM file of the CA that signed the listeners' certificates (every agent).
     pub tls_ca: Option<String>,
     /// QUIC: PEM certificate and private key of a listening agent (receiver, ponger, syncer).
@@ -110,8 +119,35 @@ pub struct Zenoh {
     priority: Priority,
     scouting: bool,
     tls: Option<Tls>,
+    /// Session timing (zenoh's defaults unless the run set them for a slow link).
+    timing: Timing,
     broker: Option<String>,
     topic: String,
+}
+
+/// zenoh's own defaults (DEFAULT_CONFIG.json5 of zenoh 1.10): open/accept timeout and lease.
+const ZENOH_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+const ZENOH_LEASE: Duration = Duration::from_secs(10);
+/// Bounds of `open_timeout` and `lease` (zenoh takes milliseconds; an hour is far past any link here).
+const TIMING_MIN: Duration = Duration::from_millis(100);
+const TIMING_MAX: Duration = Duration::from_secs(3600);
+
+/// The session timeouts, and the driver's own waits scaled with them: a link whose handshake
+/// needs a minute also needs longer liveliness queries and a longer wait for peers to leave.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    open: Option<Duration>,
+    lease: Option<Duration>,
+}
+
+impl Timing {
+    /// How much slower than zenoh's defaults this run's link is (1 on ordinary links).
+    fn scale(&self) -> u32 {
+        let open =
+            self.open.unwrap_or(ZENOH_OPEN_TIMEOUT).as_millis() / ZENOH_OPEN_TIMEOUT.as_millis();
+        let lease = self.lease.unwrap_or(ZENOH_LEASE).as_millis() / ZENOH_LEASE.as_millis();
+        open.max(lease).max(1) as u32
+    }
 }
 
 fn pick(
@@ -129,6 +165,24 @@ fn pick(
             )
         }),
     }
+}
+
+/// A duration option (ns) within [TIMING_MIN, TIMING_MAX].
+fn duration_knob(knob: &str, ns: Option<u64>) -> Result<Option<Duration>, ConfigError> {
+    let Some(ns) = ns else { return Ok(None) };
+    let d = Duration::from_nanos(ns);
+    if d < TIMING_MIN || d > TIMING_MAX {
+        return Err(ConfigError::invalid(
+            format!("options.{knob}"),
+            ns,
+            format!(
+                "{} ns to {} ns for protocol zenoh (100 ms to 1 h)",
+                TIMING_MIN.as_nanos(),
+                TIMING_MAX.as_nanos()
+            ),
+        ));
+    }
+    Ok(Some(d))
 }
 
 /// The TLS files of a QUIC session: `tls_ca` for every agent, `tls_cert` and `tls_key`
@@ -244,6 +298,10 @@ impl Zenoh {
             ));
         }
         let tls = tls_of(&o, transport, mode, cfg)?;
+        let timing = Timing {
+            open: duration_knob("open_timeout", o.open_timeout)?,
+            lease: duration_knob("lease", o.lease)?,
+        };
         let topic = cfg.topic.clone().unwrap_or_else(|| DEFAULT_TOPIC.into());
         zenoh::key_expr::KeyExpr::try_from(format!("{topic}/data")).map_err(|e| {
             ConfigError::invalid(
@@ -261,6 +319,7 @@ impl Zenoh {
             priority,
             scouting,
             tls,
+            timing,
             broker: cfg.broker.clone(),
             topic,
         })
@@ -313,6 +372,21 @@ impl Zenoh {
             .map_err(conf_err)?;
         c.insert_json5("scouting/multicast/enabled", &json(&self.scouting.into()))
             .map_err(conf_err)?;
+        if let Some(open) = self.timing.open {
+            let ms = open.as_millis().to_string();
+            c.insert_json5("transport/unicast/open_timeout", &ms)
+                .map_err(conf_err)?;
+            c.insert_json5("transport/unicast/accept_timeout", &ms)
+                .map_err(conf_err)?;
+            // Declarations exchanged after the open wait as long for the peer's final answer.
+            let interests = open.max(ZENOH_OPEN_TIMEOUT).as_millis().to_string();
+            c.insert_json5("routing/interests/timeout", &interests)
+                .map_err(conf_err)?;
+        }
+        if let Some(lease) = self.timing.lease {
+            c.insert_json5("transport/link/tx/lease", &lease.as_millis().to_string())
+                .map_err(conf_err)?;
+        }
         if let Some(tls) = &self.tls {
             c.insert_json5(
                 "transport/link/tls/root_ca_certificate",
@@ -459,6 +533,7 @@ fn await_tokens(
     peers: &[SocketAddr],
     present: bool,
     until_ns: u64,
+    scale: u32,
 ) -> Result<bool, DriverError> {
     let wanted: Vec<String> = peers
         .iter()
@@ -468,7 +543,7 @@ fn await_tokens(
         let replies = s
             .liveliness()
             .get(format!("{prefix}/*"))
-            .timeout(Duration::from_millis(500))
+            .timeout(QUERY_WAIT * scale)
             .wait()
             .map_err(|e| DriverError::Protocol {
                 addr: prefix.into(),
@@ -498,7 +573,7 @@ fn await_tokens(
         }
         if now_ns() >= until_ns {
             if present {
-                tracing::warn!(
+                tracing::debug!(
                     "zenoh: saw {found} of {} peers under {prefix}/ ({seen:?})",
                     wanted.len().max(1)
                 );
@@ -526,18 +601,23 @@ fn await_peers(
     prefix: &str,
     peers: &[SocketAddr],
     cfg: &Config,
+    scale: u32,
 ) -> Result<(), DriverError> {
     let give_up = cfg.give_up_ns();
-    let grace = give_up.min(now_ns() + TOKEN_GRACE.as_nanos() as u64);
-    if await_tokens(s, prefix, peers, true, grace)? {
+    let grace = give_up.min(now_ns() + (TOKEN_GRACE * scale).as_nanos() as u64);
+    if await_tokens(s, prefix, peers, true, grace, scale)? {
         return Ok(());
     }
+    tracing::warn!(
+        "zenoh: not every peer's token under {prefix}/ after {:?}; still waiting (or for a matching subscription)",
+        TOKEN_GRACE * scale
+    );
     loop {
         if matches!(publisher.matching_status().wait(), Ok(m) if m.matching()) {
             tracing::info!("zenoh: going ahead on a matching subscription for {prefix} (no token from every peer)");
             return Ok(());
         }
-        if await_tokens(s, prefix, peers, true, now_ns())? {
+        if await_tokens(s, prefix, peers, true, now_ns(), scale)? {
             return Ok(());
         }
         if now_ns() >= give_up {
@@ -570,10 +650,18 @@ impl Driver for Zenoh {
         let session = self.open(cfg, None)?;
         let publisher = self.publisher(&session, format!("{}/data", self.topic))?;
         let rx_prefix = format!("{}/rx", self.topic);
-        await_peers(&session, &publisher, &rx_prefix, &cfg.peers, cfg)?;
+        await_peers(
+            &session,
+            &publisher,
+            &rx_prefix,
+            &cfg.peers,
+            cfg,
+            self.timing.scale(),
+        )?;
         Ok(Box::new(ZenohSender {
             publisher,
             reliable: self.reliable,
+            scale: self.timing.scale(),
             peers: cfg.peers.clone(),
             rx_prefix,
             session,
@@ -625,12 +713,20 @@ impl Driver for Zenoh {
         }
         let publisher = self.publisher(&session, format!("{}/ping", self.topic))?;
         let prefix = format!("{}/ponger", self.topic);
-        await_peers(&session, &publisher, &prefix, &cfg.peers, cfg)?;
+        await_peers(
+            &session,
+            &publisher,
+            &prefix,
+            &cfg.peers,
+            cfg,
+            self.timing.scale(),
+        )?;
         Ok(Box::new(ZenohRequester {
             publisher,
             replies: rx,
             _subscribers: subscribers,
             reliable: self.reliable,
+            scale: self.timing.scale(),
             peers: cfg.peers.clone(),
             prefix,
             session,
@@ -650,6 +746,7 @@ impl Driver for Zenoh {
             subscriber,
             publisher,
             matched: false,
+            scale: self.timing.scale(),
             _token: token,
             _session: session,
         }))
@@ -674,6 +771,7 @@ fn finish_with(
     session: &Session,
     prefix: &str,
     peers: &[SocketAddr],
+    scale: u32,
 ) -> Result<(), DriverError> {
     let copies = if reliable { 1 } else { END_COPIES };
     for k in 0..copies {
@@ -682,9 +780,10 @@ fn finish_with(
             std::thread::sleep(END_GAP);
         }
     }
-    let until = now_ns() + LEAVE_WAIT.as_nanos() as u64;
-    if let Ok(false) = await_tokens(session, prefix, peers, false, until) {
-        tracing::debug!("zenoh: peers still present {LEAVE_WAIT:?} after the end marker");
+    let wait = LEAVE_WAIT * scale;
+    let until = now_ns() + wait.as_nanos() as u64;
+    if let Ok(false) = await_tokens(session, prefix, peers, false, until, scale) {
+        tracing::debug!("zenoh: peers still present {wait:?} after the end marker");
     }
     Ok(())
 }
@@ -692,6 +791,7 @@ fn finish_with(
 pub struct ZenohSender {
     publisher: Publisher<'static>,
     reliable: bool,
+    scale: u32,
     peers: Vec<SocketAddr>,
     rx_prefix: String,
     session: Session,
@@ -712,6 +812,7 @@ impl Sender for ZenohSender {
             &self.session,
             &self.rx_prefix,
             &self.peers,
+            self.scale,
         )
     }
 
@@ -750,6 +851,7 @@ pub struct ZenohRequester {
     replies: mpsc::Receiver<(usize, Sample)>,
     _subscribers: Vec<Subscriber<()>>,
     reliable: bool,
+    scale: u32,
     peers: Vec<SocketAddr>,
     prefix: String,
     session: Session,
@@ -787,6 +889,7 @@ impl Requester for ZenohRequester {
             &self.session,
             &self.prefix,
             &self.peers,
+            self.scale,
         )
     }
 
@@ -801,6 +904,7 @@ pub struct ZenohResponder {
     publisher: Publisher<'static>,
     /// The pinger's reply subscription has been seen (checked once, before the first reply).
     matched: bool,
+    scale: u32,
     _token: zenoh::liveliness::LivelinessToken,
     _session: Session,
 }
@@ -823,7 +927,7 @@ impl Responder for ZenohResponder {
         if !self.matched {
             // The request came after the pinger subscribed to our replies, but the
             // subscription may travel on another priority queue: wait for it once.
-            let until = Instant::now() + MATCH_WAIT;
+            let until = Instant::now() + MATCH_WAIT * self.scale;
             while Instant::now() < until && !stop_requested() {
                 match self.publisher.matching_status().wait() {
                     Ok(s) if s.matching() => break,
