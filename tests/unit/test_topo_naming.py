@@ -155,10 +155,15 @@ def test_topology_plan_without_building(tmp_path, make_run):
         topo.run_ns("rn-someone-else", ["true"])
 
 
-def test_wire_on_a_shared_segment_is_refused(tmp_path, make_run):
+def test_wire_on_a_shared_segment_is_relayed_in_the_segment_namespace(tmp_path, make_run):
     run = make_run(["a", "b", "c"], [("a", "b", "c")], run_id="ab12cd34ef56")
-    with pytest.raises(TopologyError, match="exactly two hosts"):
-        Topology(run, Ledger("ab12cd34", run.run_id, tmp_path), engines={0: "wire"})
+    topo = Topology(run, Ledger("ab12cd34", run.run_id, tmp_path), engines={0: "wire"})
+    assert topo.link_ns(0) == topo.segment_ns(0) == "rn-ab12cd34-s0"
+    assert topo.namespaces() == ["rn-ab12cd34-a", "rn-ab12cd34-b", "rn-ab12cd34-c", "rn-ab12cd34-s0"]
+    ports = [(i.ifname, i.host) for i in topo.interfaces() if i.role == "port"]
+    assert ports == [("rn0p0", "a"), ("rn0p1", "b"), ("rn0p2", "c")]
+    with pytest.raises(TopologyError, match="relay_ports"):
+        topo.relay_ifaces(0)
 
 
 def test_direction_points(tmp_path, make_run):

@@ -3,7 +3,8 @@
 Owns turning a ``runspec.Link`` into roughnet-wire's LinkConfig JSON (both
 directions, a named profile merged under the explicit values), starting one
 roughnet-wire per link inside the link namespace (``Topology.link_ns(i)``,
-between ``Topology.relay_ifaces(i)``), waiting for its ``ready`` line, asking
+between ``Topology.relay_ifaces(i)``; for a shared segment on all of
+``Topology.relay_ports(i)``, each with its host's MAC), waiting for its ``ready`` line, asking
 its control socket for counters, and turning its ``stats`` line into the
 engine counters the runner records.  It does not decide which links get the
 wire (``links.choose``), build the relayed topology (``topo.build``) or stop
@@ -11,7 +12,10 @@ the process at the end of a run (``Topology.teardown`` stops every ledgered
 process; ``counters`` is called before that).
 
 Direction mapping: ``forward`` (hosts[0] -> hosts[1]) is the wire's
-``a_to_b``: ``--if-a`` is the relay interface towards hosts[0].
+``a_to_b``: ``--if-a`` is the relay interface towards hosts[0].  On a shared
+segment ``forward`` (``a_to_b``) is every port's uplink (host into the
+segment) and ``reverse`` (``b_to_a``) every port's downlink; the counters then
+also have ``ports`` (per host: ``uplink`` and ``downlink``) and ``forwarding``.
 
 Profiles: ``roughnet-wire --print-profile NAME`` prints the profile's
 LinkConfig; a direction field the scenario sets to something other than its
@@ -42,7 +46,7 @@ from typing import Any
 from ..binaries import find_binary
 from ..errors import LinkError
 from ..runspec import Direction, Link
-from ..topo.build import ROLE_A, ROLE_B, ROLE_RELAY_A, ROLE_RELAY_B, Topology
+from ..topo.build import ROLE_A, ROLE_B, ROLE_MEMBER, ROLE_PORT, ROLE_RELAY_A, ROLE_RELAY_B, Topology
 from ..topo.system import ns_exec, run_cmd
 
 log = logging.getLogger(__name__)
@@ -192,9 +196,17 @@ def direction_counters(d: dict[str, Any], configured: dict[str, Any]) -> dict[st
     return out
 
 
-def counters_from_stats(stats: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """The engine counters of a whole ``stats`` line (``forward`` = a_to_b, ``reverse`` = b_to_a)."""
-    return {
+def counters_from_stats(stats: dict[str, Any], config: dict[str, Any],
+                        hosts: tuple[str, ...] | list[str] | None = None) -> dict[str, Any]:
+    """The engine counters of a whole ``stats`` line (``forward`` = a_to_b, ``reverse`` = b_to_a).
+
+    A shared segment's line (``"segment": true``) also gives ``ports``: per
+    host (``hosts`` in port order; ``port<i>`` without them) its ``uplink``
+    (forward) and ``downlink`` (reverse) counters, and ``forwarding`` (frames
+    sent to one port, flooded, filtered; copies made).  Its departures are all
+    downlink departures, so its scheduling error is under ``reverse``.
+    """
+    out: dict[str, Any] = {
         "engine": "wire",
         "forward": direction_counters(stats.get("a_to_b") or {}, config.get("a_to_b") or {}),
         "reverse": direction_counters(stats.get("b_to_a") or {}, config.get("b_to_a") or {}),
@@ -202,6 +214,25 @@ def counters_from_stats(stats: dict[str, Any], config: dict[str, Any]) -> dict[s
         "uptime_s": _num(stats.get("uptime_s")),
         "seed": stats.get("seed"),
     }
+    ports = stats.get("ports")
+    if stats.get("segment") and isinstance(ports, list):
+        per_port: dict[str, Any] = {}
+        for i, p in enumerate(ports):
+            if not isinstance(p, dict):
+                continue
+            name = hosts[i] if hosts is not None and i < len(hosts) else f"port{i}"
+            down = dict(p.get("downlink") or {})
+            down["sched_error"] = p.get("sched_error") or {}
+            down["io"] = p.get("io") or {}
+            up = dict(p.get("uplink") or {})
+            up["io"] = {"rx_kernel_drops": (p.get("io") or {}).get("rx_kernel_drops", 0),
+                        "rx_truncated": (p.get("io") or {}).get("rx_truncated", 0)}
+            per_port[name] = {"uplink": direction_counters(up, config.get("a_to_b") or {}),
+                              "downlink": direction_counters(down, config.get("b_to_a") or {})}
+        out["ports"] = per_port
+        fwd = stats.get("forwarding") or {}
+        out["forwarding"] = {k: int(v) for k, v in fwd.items() if isinstance(v, int)}
+    return out
 
 
 @dataclass
@@ -360,15 +391,16 @@ class WireEngine:
         return (int(topo.spec.seed) + link.index) % (1 << 64)
 
     def _checksums_in_software(self, topo: Topology, link: Link) -> None:
-        """Checksum offload off on the link's four interfaces (host ends and relay ends).
+        """Checksum offload off on the link's interfaces (host ends and relay ends; a segment's ports).
 
         With tx checksumming on, a veth hands its peer frames whose TCP/UDP
         checksum is not filled in yet (CHECKSUM_PARTIAL); the relay reads them
         with AF_PACKET and sends them on as plain bytes, and the receiving host
         then drops every one as a checksum error.  So the senders compute them.
         """
+        roles = (ROLE_MEMBER, ROLE_PORT) if link.shared else (ROLE_A, ROLE_B, ROLE_RELAY_A, ROLE_RELAY_B)
         for info in topo.interfaces():
-            if info.link != link.index or info.role not in (ROLE_A, ROLE_B, ROLE_RELAY_A, ROLE_RELAY_B):
+            if info.link != link.index or info.role not in roles:
                 continue
             run_cmd(ns_exec(info.ns, ["ethtool", "-K", info.ifname, *CHECKSUM_OFFLOADS_OFF]),
                     f"turning checksum offload off on {info.ns}/{info.ifname} (link {link.index})", error=LinkError)
@@ -380,11 +412,18 @@ class WireEngine:
         config = self.config_for(link)
         self._checksums_in_software(topo, link)
         ns = topo.link_ns(link.index)
-        if_a, if_b = topo.relay_ifaces(link.index)
+        if link.shared:
+            ports = topo.relay_ports(link.index)
+            where = [arg for ifname, mac in ports for arg in ("--port", f"{ifname}={mac}")]
+            ifaces = ", ".join(f"{p[0]} ({h})" for p, h in zip(ports, link.hosts))
+        else:
+            if_a, if_b = topo.relay_ifaces(link.index)
+            where = ["--if-a", if_a, "--if-b", if_b]
+            ifaces = f"{if_a} <-> {if_b}"
         ctl = control_path(topo, link)
         seed = self.seed_for(topo, link)
-        argv = [str(self.binary), "--if-a", if_a, "--if-b", if_b, "--config", "-", "--seed", str(seed),
-                "--control", str(ctl), *self.extra_args]
+        argv = [str(self.binary), *where, "--config", "-", "--seed", str(seed), "--control", str(ctl),
+                *self.extra_args]
         proc = topo.popen_ns(ns, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, bufsize=1)
         wp = WireProcess(link=link.index, proc=proc, config=config, control=ctl, seed=seed)
@@ -397,8 +436,8 @@ class WireEngine:
         except OSError as e:  # it died before reading its config: wait_ready says why
             log.debug("writing the config of link %d: %s", link.index, e)
         wp.wait_ready(READY_TIMEOUT_S)
-        log.info("wire engine on link %d: pid %d in %s (%s <-> %s), seed %d, config %s", link.index, proc.pid, ns,
-                 if_a, if_b, seed, json.dumps(config))
+        log.info("wire engine on link %d: pid %d in %s (%s), seed %d, config %s", link.index, proc.pid, ns,
+                 ifaces, seed, json.dumps(config))
 
     def process(self, link: Link) -> WireProcess:
         wp = self.processes.get(link.index)
@@ -412,7 +451,7 @@ class WireEngine:
 
     def counters(self, topo: Topology, link: Link) -> dict[str, Any]:
         wp = self.process(link)
-        return counters_from_stats(wp.stats(), wp.config)
+        return counters_from_stats(wp.stats(), wp.config, link.hosts)
 
     def control(self, link: Link, cmd: dict[str, Any]) -> dict[str, Any]:
         """Send a run-time command (``{"cmd": "down"}``, ``{"cmd": "set", "config": {...}}``) to a link's wire."""

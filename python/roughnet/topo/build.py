@@ -7,7 +7,8 @@ processes inside them (recorded in the ledger).  Names and addresses come from
 ``topo.naming``; every object is written to the ``Ledger`` before it is
 created.  Impairments are not applied here (that is ``links``); the topology
 only knows which links must be built "relayed" (a namespace in the middle for
-the userspace emulator).
+the userspace emulator: between two hosts, or, for a shared segment, the
+segment namespace holding one veth end per host and no bridge).
 
 Nothing here touches the root namespace: namespaces are created with
 ``ip netns add``, and every other command runs inside one of them
@@ -87,13 +88,6 @@ class Topology:
         self._hosts = run.host_names()
         self._links: list[Link] = sorted(run.links, key=lambda lk: lk.index)
         naming.check_names(self.token, self._hosts, self._links)
-        for link in self._links:
-            if link.shared and self.relayed(link.index):
-                raise TopologyError(
-                    f"link {link.index} joins {len(link.hosts)} hosts and was given engine \"wire\"; "
-                    f"a relayed (wire) link joins exactly two hosts; expected engine \"kernel\" or \"netem\" "
-                    f"for a shared segment"
-                )
         self._ifaces = self._plan_interfaces()
         self._routes = naming.plan_routes(self._hosts, self._links)
         self._children: dict[int, subprocess.Popen] = {}
@@ -118,22 +112,45 @@ class Topology:
         raise TopologyError(f"unknown link {index}; expected one of {[lk.index for lk in self._links]}")
 
     def segment_ns(self, index: int) -> str:
-        """Namespace of the bridge of shared segment ``index``."""
+        """Namespace of shared segment ``index`` (its bridge, or its relay when the engine is wire)."""
         if not self.link(index).shared:
             raise TopologyError(f"link {index} joins two hosts; only links of 3+ hosts have a segment namespace")
         return naming.segment_ns(self.token, index)
 
     def link_ns(self, index: int) -> str:
-        """Namespace between the two ends of relayed link ``index`` (where roughnet-wire runs)."""
-        self.link(index)
+        """Namespace where relayed link ``index``'s roughnet-wire runs.
+
+        Between the two ends of a two-host link: ``rn-<token>-l<i>``; for a
+        relayed shared segment: the segment namespace ``rn-<token>-s<i>``.
+        """
+        link = self.link(index)
         if not self.relayed(index):
             raise TopologyError(f"link {index} is not relayed (its engine is {self.engines.get(index)!r}, not \"wire\")")
+        if link.shared:
+            return naming.segment_ns(self.token, index)
         return naming.link_ns(self.token, index)
 
     def relay_ifaces(self, index: int) -> tuple[str, str]:
         """(interface towards hosts[0], interface towards hosts[1]) inside ``link_ns(index)``."""
         self.link_ns(index)
+        if self.link(index).shared:
+            raise TopologyError(f"link {index} is a shared segment of {len(self.link(index).hosts)} hosts; "
+                                f"expected relay_ports() for it (relay_ifaces is for two-host links)")
         return naming.relay_ifnames(index)
+
+    def relay_ports(self, index: int) -> list[tuple[str, str]]:
+        """(port interface in ``link_ns(index)``, MAC of the host behind it), in host order.
+
+        For a relayed shared segment; reads the MACs, so only after ``build()``.
+        """
+        link = self.link(index)
+        self.link_ns(index)
+        if not link.shared:
+            raise TopologyError(f"link {index} joins two hosts; expected relay_ifaces() for it")
+        out = []
+        for pos, host in enumerate(link.hosts):
+            out.append((naming.port_ifname(index, pos), self._mac(self.ns(host), naming.host_ifname(link, host))))
+        return out
 
     def namespaces(self) -> list[str]:
         """Every namespace of this topology, in creation order."""
@@ -195,7 +212,9 @@ class Topology:
             for host in self._hosts:
                 self._add_ns(self.ns(host))
             for link in self._links:
-                if link.shared:
+                if link.shared and self.relayed(link.index):
+                    self._add_relayed_segment(link)
+                elif link.shared:
                     self._add_segment(link)
                 elif self.relayed(link.index):
                     self._add_relayed(link)
@@ -308,6 +327,19 @@ class Topology:
             self._add_veth(self.ns(host), naming.host_ifname(link, host), sns, port, link)
             self._ip(sns, ["link", "set", "dev", port, "master", br], f"attaching {port} to bridge {sns}/{br}")
         self._ip(sns, ["link", "set", "dev", br, "up"], f"bringing up bridge {sns}/{br}")
+
+    def _add_relayed_segment(self, link: Link) -> None:
+        """A shared segment for the wire: one veth per host into the segment namespace, no bridge.
+
+        roughnet-wire attaches to every port and forwards among them itself
+        (unicast by destination MAC, broadcast and multicast to every other port).
+        """
+        sns = naming.segment_ns(self.token, link.index)
+        self._add_ns(sns)
+        for pos, host in enumerate(link.hosts):
+            port = naming.port_ifname(link.index, pos)
+            self._add_veth(self.ns(host), naming.host_ifname(link, host), sns, port, link)
+            self._ip(sns, ["link", "set", "dev", port, "promisc", "on"], f"promiscuous mode on {sns}/{port}")
 
     # ---- processes -----------------------------------------------------------------
 
