@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from .. import units
 from . import kinds
 from .table import Table, field
 
@@ -101,6 +102,28 @@ class ZmqKnobs(Knobs):
     transport: kinds.choice(("tcp",)).type() = field('ZeroMQ transport: "tcp" (the only one so far).', None)
 
 
+#: DDS ``batch`` bounds (bytes): Cyclone's FragmentSize (a smaller MaxMessageSize leaves no room for one
+#: fragment per message) to the largest UDP payload; the agent checks the same (crates/agent dds.rs).
+DDS_BATCH_MIN = 1344
+DDS_BATCH_MAX = 65507
+_DDS_BATCH_EXPECTED = f"{kinds.SIZE}: 0 B (no batching) or {DDS_BATCH_MIN} B to {DDS_BATCH_MAX} B"
+
+
+def _dds_batch() -> kinds.Kind:
+    """A size that is 0 (off) or within Cyclone's MaxMessageSize bounds."""
+
+    def check(value: Any) -> None:
+        try:
+            n = units.parse_size_bytes(value)
+        except ValueError as e:
+            raise ValueError(str(e).split("; expected ", 1)[0] + "; expected " + _DDS_BATCH_EXPECTED) from None
+        if n and not DDS_BATCH_MIN <= n <= DDS_BATCH_MAX:
+            raise ValueError(f"{'below' if n < DDS_BATCH_MIN else 'above'} the bounds; expected {_DDS_BATCH_EXPECTED}")
+
+    schema = {"type": "string", "examples": ["0 B", "8 KiB", "14720 B"]}
+    return kinds.Kind(_DDS_BATCH_EXPECTED, check, schema, convert=units.parse_size_bytes)
+
+
 class DdsKnobs(Knobs):
     """``[workload.dds]``: DDS QoS and discovery settings."""
 
@@ -117,6 +140,11 @@ class DdsKnobs(Knobs):
     ros2: kinds.boolean().type() = field(
         "ROS 2 naming: topic `rt/<name>`, type `<pkg>::msg::dds_::<Type>_` (default false).", None)
     domain_id: kinds.integer(0, 232, "an integer from 0 to 232").type() = field("DDS domain id (default 0).", None)
+    batch: _dds_batch().type() = field(
+        "Writer batching: " + _DDS_BATCH_EXPECTED + "; default 0 B (off). On, the data writers use Cyclone's "
+        "writer_batching QoS and General/MaxMessageSize is this size: samples are packed into RTPS messages (UDP "
+        "payloads) of up to this many bytes, sent when the next sample would not fit, and flushed after the end "
+        "marker and after every ping request and reply. Not RTI perftest's -batchSize (docs/protocols.md).", None)
 
 
 class MqttKnobs(Knobs):

@@ -21,7 +21,8 @@ subscribers         an integer >= 1                       ``subscribers`` (int)
 subscribers, ...)
 best_effort         0/1, true/false, yes/no               ``reliability``: "best_effort" or
                                                           "reliable" (the DDS knob's values)
-batch_size (batch)  bytes, an integer >= 0 (0: none)      ``batch_size`` (int)
+batch_size (batch)  bytes, an integer >= 0 (0: none)      ``batch_size`` (int); for the DDS knob
+                                                          ``batch = "${schedule.batch_size} B"``
 ==================  ====================================  =====================================
 
 Any other column is read as an integer, a number, true/false, or else text.

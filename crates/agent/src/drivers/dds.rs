@@ -26,7 +26,16 @@
 //!
 //! Knobs: `reliability` (reliable: KEEP_ALL by default; best_effort: KEEP_LAST 1),
 //! `history_depth` (0 = keep all), `durability` (volatile / transient_local),
-//! `multicast` (false: unicast discovery to `peers`), `ros2`, `domain_id`.
+//! `multicast` (false: unicast discovery to `peers`), `ros2`, `domain_id`,
+//! `batch` (bytes; 0 or absent = off): Cyclone's writer batching (the
+//! `writer_batching` QoS on the data writers) with `General/MaxMessageSize` set
+//! to `batch`, i.e. samples are packed into RTPS messages (UDP payloads) of up to
+//! that many bytes, a message leaving when the next sample would not fit, and at
+//! `dds_write_flush`, which the driver calls after each end marker, ping request
+//! and reply (so nothing waits in a batch at the end or for a round trip).
+//!
+//! Debugging: with `ROUGHNET_DDS_TRACE=<dir>` in its environment the agent has
+//! Cyclone write its discovery/trace log to `<dir>/cdds-<pid>.log`.
 
 mod ffi;
 
@@ -41,14 +50,19 @@ use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, Role};
 use crate::signals::stop_requested;
 
-const KNOBS: [&str; 6] = [
+const KNOBS: [&str; 7] = [
     "reliability",
     "history_depth",
     "durability",
     "multicast",
     "ros2",
     "domain_id",
+    "batch",
 ];
+/// `batch` bounds: Cyclone's FragmentSize (1344 B: `MaxMessageSize` below it leaves no room
+/// for a fragment per message) to the largest UDP payload.
+pub const BATCH_MIN: u64 = 1344;
+pub const BATCH_MAX: u64 = 65507;
 pub const MAX_MESSAGE: usize = 64 << 20;
 /// Best-effort end markers are repeated like UDP's.
 const END_COPIES: u32 = 5;
@@ -60,6 +74,17 @@ const MATCH_WAIT_NS: u64 = 2_000_000_000;
 /// How long a writer waits for readers that matched it to confirm (see await_ready).
 const HANDSHAKE_GRACE_NS: u64 = 2_000_000_000;
 pub const DEFAULT_TOPIC: &str = "roughnet";
+/// `Discovery/SPDPInterval`.  With Cyclone 11's default a configured unicast peer gets ONE
+/// participant announcement (SPDP) when the domain starts: its locators are then "aging",
+/// re-announced every 30 s (the default interval) but pruned after 30 s
+/// (`InitialLocatorPruneDelay`), i.e. before the second try.  Over a lossy hop that one packet
+/// is lost now and then, and as the receiver has no peers of its own (it answers the
+/// announcements it gets) the two never discover each other.  With 1 s the peer is announced
+/// every second until it answers or is pruned (30 tries), and known participants every second
+/// too (default: 80 % of the 10 s lease).  Cost: one ~360-byte SPDP per candidate port
+/// (ParticipantIndex auto: 65 per peer address and per own address) each second for the
+/// first 30 s, about 0.4 Mbit/s per sender then; a few hundred bytes per second afterwards.
+const SPDP_INTERVAL: &str = "1s";
 
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +95,7 @@ pub struct DdsOptions {
     pub multicast: Option<bool>,
     pub ros2: Option<bool>,
     pub domain_id: Option<u32>,
+    pub batch: Option<u64>,
 }
 
 /// QoS settings from the knobs.
@@ -79,10 +105,14 @@ pub struct QosSpec {
     /// 0 = keep all.
     pub depth: i32,
     pub transient_local: bool,
+    /// Cyclone's writer batching (writers only).
+    pub batching: bool,
 }
 
 pub struct Dds {
     qos: QosSpec,
+    /// `General/MaxMessageSize` when batching (None: off, Cyclone's default 14720 B applies).
+    batch: Option<u32>,
     multicast: bool,
     ros2: bool,
     domain_id: u32,
@@ -145,8 +175,16 @@ fn local_ip_towards(peer: &SocketAddr) -> Option<IpAddr> {
 }
 
 /// Cyclone DDS configuration (what CYCLONEDDS_URI would hold): the interface
-/// with address `iface`, unicast discovery to `peers` unless `multicast`.
-pub fn cyclone_xml(iface: Option<IpAddr>, peers: &[IpAddr], multicast: bool) -> String {
+/// with address `iface`, unicast discovery to `peers` unless `multicast`,
+/// `General/MaxMessageSize` = `max_message` bytes when given, and a trace file
+/// when `trace` names one.
+pub fn cyclone_xml(
+    iface: Option<IpAddr>,
+    peers: &[IpAddr],
+    multicast: bool,
+    max_message: Option<u32>,
+    trace: Option<&str>,
+) -> String {
     let mut x = String::from("<CycloneDDS><Domain Id=\"any\"><General>");
     if let Some(ip) = iface {
         x.push_str(&format!(
@@ -158,8 +196,12 @@ pub fn cyclone_xml(iface: Option<IpAddr>, peers: &[IpAddr], multicast: bool) -> 
     } else {
         "<AllowMulticast>false</AllowMulticast>"
     });
+    if let Some(n) = max_message {
+        x.push_str(&format!("<MaxMessageSize>{n}B</MaxMessageSize>"));
+    }
     x.push_str("</General><Discovery><ParticipantIndex>auto</ParticipantIndex>");
     x.push_str("<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex>");
+    x.push_str(&format!("<SPDPInterval>{SPDP_INTERVAL}</SPDPInterval>"));
     if !multicast && !peers.is_empty() {
         x.push_str("<Peers>");
         let mut seen = Vec::new();
@@ -171,7 +213,13 @@ pub fn cyclone_xml(iface: Option<IpAddr>, peers: &[IpAddr], multicast: bool) -> 
         }
         x.push_str("</Peers>");
     }
-    x.push_str("</Discovery></Domain></CycloneDDS>");
+    x.push_str("</Discovery>");
+    if let Some(file) = trace {
+        x.push_str(&format!(
+            "<Tracing><Category>trace</Category><OutputFile>{file}</OutputFile></Tracing>"
+        ));
+    }
+    x.push_str("</Domain></CycloneDDS>");
     x
 }
 
@@ -218,6 +266,19 @@ impl Dds {
                 "0..232 for protocol dds",
             ));
         }
+        let batch = match o.batch.unwrap_or(0) {
+            0 => None,
+            n @ BATCH_MIN..=BATCH_MAX => Some(n as u32),
+            n => {
+                return Err(ConfigError::invalid(
+                    "options.batch",
+                    n,
+                    format!(
+                        "0 (no batching) or {BATCH_MIN}..{BATCH_MAX} bytes (Cyclone's MaxMessageSize) for protocol dds"
+                    ),
+                ))
+            }
+        };
         let ros2 = o.ros2.unwrap_or(false);
         let topic = cfg.topic.clone().unwrap_or_else(|| DEFAULT_TOPIC.into());
         let base = if ros2 { ros2_topic(&topic) } else { topic };
@@ -226,7 +287,9 @@ impl Dds {
                 reliable,
                 depth,
                 transient_local,
+                batching: batch.is_some(),
             },
+            batch,
             multicast: o.multicast.unwrap_or(false),
             ros2,
             domain_id,
@@ -243,7 +306,11 @@ impl Dds {
             ),
         };
         let iface = iface.filter(|ip| !ip.is_unspecified());
-        let xml = cyclone_xml(iface, &peers, self.multicast);
+        let trace = std::env::var("ROUGHNET_DDS_TRACE")
+            .ok()
+            .filter(|d| !d.is_empty() && !d.contains(['<', '>', '&']))
+            .map(|d| format!("{d}/cdds-{}.log", std::process::id()));
+        let xml = cyclone_xml(iface, &peers, self.multicast, self.batch, trace.as_deref());
         tracing::debug!(%xml, domain = self.domain_id, "creating the Cyclone DDS domain");
         Domain::new(self.domain_id, &xml, type_name(self.ros2))
     }
@@ -262,6 +329,7 @@ impl Dds {
             reliable: true,
             depth: 1,
             transient_local: true,
+            batching: false,
         })
     }
 
@@ -496,6 +564,8 @@ fn send_end(
     let copies = if reliable { 1 } else { END_COPIES };
     for k in 0..copies {
         writer.write(end, give_up)?;
+        // Nothing may stay in a batch after the end marker.
+        writer.flush()?;
         if k + 1 < copies {
             std::thread::sleep(END_GAP);
         }
@@ -576,6 +646,8 @@ impl Requester for DdsRequester {
     #[inline]
     fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
         self.writer.write(msg, self.give_up)?;
+        // A request waits for its reply: it may not wait in a batch (ddsperf flushes pings too).
+        self.writer.flush()?;
         Ok(0)
     }
 
@@ -644,7 +716,8 @@ impl Responder for DdsResponder {
             }
             self.matched = true;
         }
-        self.writer.write(msg, self.give_up)
+        self.writer.write(msg, self.give_up)?;
+        self.writer.flush()
     }
 
     fn local_addr(&self) -> String {
@@ -663,10 +736,37 @@ mod tests {
         assert_eq!(type_name(true), "roughnet_msgs::msg::dds_::Bytes_");
     }
 
+    fn dds(options: serde_json::Value) -> Result<Dds, ConfigError> {
+        let v = serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"options":options});
+        Dds::from_config(&Config::parse(&v.to_string()).unwrap())
+    }
+
+    #[test]
+    fn batch_is_cyclones_max_message_size_or_off() {
+        let on = dds(serde_json::json!({"batch": 8192})).unwrap();
+        assert_eq!(on.batch, Some(8192));
+        assert!(on.qos.batching);
+        for off in [serde_json::json!({}), serde_json::json!({"batch": 0})] {
+            let d = dds(off).unwrap();
+            assert!(d.batch.is_none() && !d.qos.batching);
+        }
+        for bad in [1343, 65508] {
+            let e = dds(serde_json::json!({ "batch": bad })).err().unwrap().to_string();
+            assert!(e.contains("options.batch") && e.contains("1344") && e.contains("65507"), "{e}");
+        }
+    }
+
     #[test]
     fn unicast_xml_lists_each_peer_once() {
         let ip: IpAddr = "198.18.0.2".parse().unwrap();
-        let x = cyclone_xml(Some("198.18.0.1".parse().unwrap()), &[ip, ip], false);
+        let x = cyclone_xml(
+            Some("198.18.0.1".parse().unwrap()),
+            &[ip, ip],
+            false,
+            None,
+            None,
+        );
         assert_eq!(
             x.matches("<Peer address=\"198.18.0.2\"/>").count(),
             1,
@@ -674,7 +774,11 @@ mod tests {
         );
         assert!(x.contains("NetworkInterface address=\"198.18.0.1\""));
         assert!(x.contains("<AllowMulticast>false"));
-        let m = cyclone_xml(None, &[ip], true);
+        assert!(x.contains("<SPDPInterval>1s</SPDPInterval>"), "{x}");
+        assert!(!x.contains("MaxMessageSize") && !x.contains("Tracing"), "{x}");
+        let m = cyclone_xml(None, &[ip], true, Some(8192), Some("/tmp/t.log"));
+        assert!(m.contains("<General>") && m.contains("<MaxMessageSize>8192B</MaxMessageSize></General>"), "{m}");
+        assert!(m.contains("<OutputFile>/tmp/t.log</OutputFile>"), "{m}");
         assert!(
             !m.contains("<Peers>") && m.contains("<AllowMulticast>true"),
             "{m}"

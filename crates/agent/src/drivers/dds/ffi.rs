@@ -126,9 +126,10 @@ impl Domain {
     pub fn writer(&self, topic: &str, qos: &Qos) -> Result<Writer, DriverError> {
         let t = self.topic(topic)?;
         // SAFETY: live participant/topic/qos.
-        let w = unsafe { dds_create_writer(self.participant, t, qos.0, ptr::null()) };
+        let w = unsafe { dds_create_writer(self.participant, t, qos.q, ptr::null()) };
         Ok(Writer {
             w: check(topic, w)?,
+            batching: qos.batching,
             topic: topic.into(),
             sample: OctetSeq {
                 maximum: 0,
@@ -146,7 +147,7 @@ impl Domain {
         unsafe {
             let r = check(
                 topic,
-                dds_create_reader(self.participant, t, qos.0, ptr::null()),
+                dds_create_reader(self.participant, t, qos.q, ptr::null()),
             )?;
             let rc = check(topic, dds_create_readcondition(r, ANY_STATE))?;
             let ws = check(topic, dds_create_waitset(self.participant))?;
@@ -202,7 +203,11 @@ impl Drop for Domain {
     }
 }
 
-pub struct Qos(*mut dds_qos_t);
+pub struct Qos {
+    q: *mut dds_qos_t,
+    /// Writer batching is on (then writers must be flushed).
+    batching: bool,
+}
 
 impl Qos {
     pub fn new(spec: &QosSpec) -> Qos {
@@ -230,7 +235,13 @@ impl Qos {
             } else {
                 dds_qset_durability(q, dds_durability_kind_DDS_DURABILITY_VOLATILE);
             }
-            Qos(q)
+            // Readers ignore it; writers keep samples in their RTPS message until it is full
+            // (General/MaxMessageSize) or flushed.
+            dds_qset_writer_batching(q, spec.batching);
+            Qos {
+                q,
+                batching: spec.batching,
+            }
         }
     }
 }
@@ -238,12 +249,13 @@ impl Qos {
 impl Drop for Qos {
     fn drop(&mut self) {
         // SAFETY: created by dds_create_qos.
-        unsafe { dds_delete_qos(self.0) }
+        unsafe { dds_delete_qos(self.q) }
     }
 }
 
 pub struct Writer {
     w: dds_entity_t,
+    batching: bool,
     topic: String,
     sample: OctetSeq,
 }
@@ -280,6 +292,16 @@ impl Writer {
                 _ => return Err(err(&self.topic, rc)),
             }
         }
+    }
+
+    /// Send what waits in the writer's batch now (nothing to do without batching).
+    #[inline]
+    pub fn flush(&mut self) -> Result<(), DriverError> {
+        if self.batching {
+            // SAFETY: live writer.
+            check(&self.topic, unsafe { dds_write_flush(self.w) })?;
+        }
+        Ok(())
     }
 
     pub fn guid(&self) -> Result<[u8; 16], DriverError> {
