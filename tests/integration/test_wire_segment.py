@@ -275,3 +275,19 @@ def test_sigterm_does_not_wait_past_the_drain_limit():
     assert stop["held_at_signal"] >= 50 and stop["left_at_exit"] == stop["held_at_signal"], stop
     assert stop["drain_ms"] <= stop["drain_limit_ms"] == 2000, stop
     assert got["b"] == {}, got
+
+
+def test_control_socket_isolates_one_port():
+    with Wired(HOSTS, segment()) as w:
+        assert len(w.rtts("a", "c", 3)) == 3
+        assert w.engine.control(w.link, {"cmd": "down", "port": 2})["type"] == "ok"
+        assert w.rtts("a", "c", 3) == []  # c is cut off both ways
+        assert len(w.rtts("a", "b", 3)) == 3  # the others still talk
+        st = w.stats()
+        assert st["ports"][2]["downlink"]["up"] is False and st["ports"][1]["downlink"]["up"] is True
+        assert st["ports"][2]["downlink"]["drops"]["link_down"] >= 3
+        assert w.engine.control(w.link, {"cmd": "up", "port": 2})["type"] == "ok"
+        assert len(w.rtts("a", "c", 3)) == 3
+        # A port number past the segment is refused with what was expected.
+        with pytest.raises(Exception, match="expected 0 to 2"):
+            w.engine.control(w.link, {"cmd": "down", "port": 3})
