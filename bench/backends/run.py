@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -76,6 +77,18 @@ def cpu_busy_s() -> float:
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
+def softirq_s() -> float:
+    """Softirq CPU seconds of the whole machine so far (the /proc/stat column; without IRQ time accounting,
+    softirq work run on return from a syscall is charged to that process instead)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return fields[6] / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def proc_cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -84,8 +97,8 @@ def proc_cpu_s(pid: int) -> float:
 class Topo:
     """Hosts A and B (and the relay's namespace L) for one back end; owns what it creates, by name and PID."""
 
-    def __init__(self, backend: str, bins: dict[str, Path], tap_qlen: int = 10000):
-        self.tap_qlen = tap_qlen
+    def __init__(self, backend: str, bins: dict[str, Path], tap_qlen: int = 10000, realtime: int = 0):
+        self.tap_qlen, self.realtime = tap_qlen, realtime
         base = f"rn-bk{os.getpid()}"
         self.ns_a, self.ns_b, self.ns_l = f"{base}-a", f"{base}-b", f"{base}-l"
         self.backend, self.bins = backend, bins
@@ -110,6 +123,8 @@ class Topo:
             run(nsx(ns, ["ip", "link", "set", ifname, "up"]))
 
     def _start_relay(self, argv: list[str]) -> None:
+        if self.realtime:
+            argv = ["chrt", "-f", str(self.realtime), *argv]
         self.relay = subprocess.Popen(nsx(self.ns_l, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(self.relay)
         line = self.relay.stdout.readline()
@@ -226,17 +241,20 @@ def tcp_counters(t: Topo) -> dict:
 
 
 def measure_tcp(t: Topo, seconds: float) -> dict:
+    children0 = children_cpu_s()
     srv = t.popen(t.ns_b, ["iperf3", "-s", "-1", "-B", ADDR_B])
     try:
         time.sleep(0.5)
         pid = t.relay.pid if t.relay else None
         relay0 = proc_cpu_s(pid) if pid else 0.0
-        busy0, t0, sn0 = cpu_busy_s(), time.monotonic(), softnet_drops()
+        busy0, t0, sn0, si0 = cpu_busy_s(), time.monotonic(), softnet_drops(), softirq_s()
         r = run(nsx(t.ns_a, ["iperf3", "-c", ADDR_B, "-t", str(seconds), "-O", "1", "-J"]), timeout=seconds + 60,
                 check=False)
         wall = time.monotonic() - t0
-        busy = cpu_busy_s() - busy0
+        busy, softirq = cpu_busy_s() - busy0, softirq_s() - si0
         relay = (proc_cpu_s(pid) - relay0) if pid else 0.0
+        Topo.stop(srv)  # iperf3 -s -1 exits after its one test; reaped here so that its CPU time is counted
+        endpoints = children_cpu_s() - children0
         try:
             res = json.loads(r.stdout)
         except json.JSONDecodeError as exc:
@@ -250,7 +268,8 @@ def measure_tcp(t: Topo, seconds: float) -> dict:
         return {"bps": end["bits_per_second"], "link_drops": t.link_drops(), "backlog_drops": softnet_drops() - sn0,
                 "tcp": tcp_counters(t),
                 "retransmits": res["end"]["sum_sent"].get("retransmits"),
-                "relay_cpu_s": relay, "relay_cores": relay / wall, "machine_busy_s": busy, "wall_s": wall,
+                "relay_cpu_s": relay, "endpoints_cpu_s": endpoints, "softirq_s": softirq,
+                "path_s_per_gb": (relay + endpoints + softirq) / gb if gb else None, "relay_cores": relay / wall, "machine_busy_s": busy, "wall_s": wall,
                 "relay_s_per_gb": relay / gb if gb else None, "machine_s_per_gb": busy / gb if gb else None}
     finally:
         Topo.stop(srv)
@@ -286,7 +305,7 @@ def med(xs: list) -> float | None:
 
 
 def table(results: dict[str, list[dict]]) -> str:
-    keys = ("bps", "p50_us", "p99_us", "relay_s_per_gb", "machine_s_per_gb", "relay_cores")
+    keys = ("bps", "p50_us", "p99_us", "relay_s_per_gb", "path_s_per_gb", "relay_cores")
     m = {b: {k: med([r[k] for r in rs]) for k in keys} for b, rs in results.items() if rs}
     for b, v in m.items():
         rs = results[b]
@@ -297,7 +316,7 @@ def table(results: dict[str, list[dict]]) -> str:
     plain, afp = m.get("plain", {}), m.get("afpacket", {})
     nan = float("nan")
     lines = [f"{'back end':9s} {'TCP Gbit/s':>10s} {'/plain':>6s} {'/afpkt':>6s} {'rounds (Gbit/s)':>16s} "
-             f"{'RTT p50':>8s} {'+plain':>7s} {'p99':>8s} {'relay s/GB':>10s} {'cores':>5s} {'mach s/GB':>9s} "
+             f"{'RTT p50':>8s} {'+plain':>7s} {'p99':>8s} {'relay s/GB':>10s} {'cores':>5s} {'path s/GB':>9s} "
              f"{'OFO/10k':>7s} {'rtx(DSACKed)':>12s}"]
     for b, v in m.items():
         rounds = "/".join(f"{r['bps'] / 1e9:.2f}" for r in results[b])
@@ -309,9 +328,9 @@ def table(results: dict[str, list[dict]]) -> str:
         ofo = f"{v['ofo_per_10k']:.1f}" if v["ofo_per_10k"] is not None else "-"
         lines.append(f"{b:9s} {v['bps'] / 1e9:10.2f} {ratio_p:6.2f} {ratio_a:6.2f} {rounds:>16s} "
                      f"{v['p50_us']:7.1f}u {added:+6.1f}u {v['p99_us']:7.1f}u {rel:>10s} {cores:>5s} "
-                     f"{v['machine_s_per_gb']:9.3f} {ofo:>7s} {v['rtx']:>6d}({v['spurious']})")
+                     f"{v['path_s_per_gb']:9.3f} {ofo:>7s} {v['rtx']:>6d}({v['spurious']})")
     lines.append("medians over rounds; RTT = sockperf ping-pong 64 B full round trip; s/GB = CPU seconds per GB "
-                 "received by iperf3 (relay process; whole machine incl. endpoints and other load); OFO/10k = "
+                 "received by iperf3 (relay process; path = relay + both iperf3 processes + the machine's softirq time, which other load on the machine inflates a little); OFO/10k = "
                  "segments B queued out of order per 10k received; rtx(DSACKed) = A's retransmissions, summed over "
                  "rounds (those the receiver reported as duplicates were spurious: reordering, not loss)")
     return "\n".join(lines)
@@ -323,6 +342,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--backends", default=",".join(ALL_BACKENDS))
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--realtime", type=int, default=10,
+                    help="run each relay under SCHED_FIFO at this priority, as roughnet-wire does by default "
+                         "(0 = ordinary scheduling)")
     ap.add_argument("--tap-txqueuelen", type=int, default=10000,
                     help="queue of each TAP towards the relay, in frames (kernel default 1000)")
     ap.add_argument("--keep-build", type=Path, help="build the relays into this folder (default: a temporary one)")
@@ -348,9 +370,10 @@ def main() -> int:
     outdir = args.keep_build or Path(tmp.name)
     outdir.mkdir(parents=True, exist_ok=True)
     bins = build(outdir)
-    meta = {"load_start": loadavg(), "kernel": os.uname().release, "rounds": args.rounds, "seconds": args.seconds,
+    meta = {"load_start": loadavg(), "realtime": args.realtime, "tap_txqueuelen": args.tap_txqueuelen, "kernel": os.uname().release, "rounds": args.rounds, "seconds": args.seconds,
             "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    print(f"load average at start: {meta['load_start']}; kernel {meta['kernel']}", flush=True)
+    print(f"load average at start: {meta['load_start']}; kernel {meta['kernel']}; relays under "
+          f"{'SCHED_FIFO ' + str(args.realtime) if args.realtime else 'ordinary scheduling'}", flush=True)
     results: dict[str, list[dict]] = {b: [] for b in backends}
     ready: dict[str, dict] = {}
     failures: dict[str, str] = {}
@@ -361,7 +384,7 @@ def main() -> int:
                 if b in failures:
                     continue
                 try:
-                    with Topo(b, bins, args.tap_txqueuelen) as t:
+                    with Topo(b, bins, args.tap_txqueuelen, args.realtime) as t:
                         tcp = measure_tcp(t, args.seconds)
                         rtt = measure_rtt(t, args.seconds)
                         t.stop_relay()
@@ -375,7 +398,7 @@ def main() -> int:
                 drops = sum(t.stats[d]["drops"] + t.stats[d]["kernel_drops"] for d in ("a_to_b", "b_to_a")) \
                     if t.stats else 0
                 print(f"[{rnd}] {b:9s} TCP {rec['bps'] / 1e9:6.2f} Gbit/s  relay {rec['relay_cores']:.2f} cores "
-                      f"{rec['relay_s_per_gb'] or 0:.3f} s/GB  machine {rec['machine_s_per_gb']:.3f} s/GB  "
+                      f"{rec['relay_s_per_gb'] or 0:.3f} s/GB  path {rec['path_s_per_gb']:.3f} s/GB  "
                       f"RTT p50 {rec['p50_us']:.1f} p99 {rec['p99_us']:.1f} us  relay+socket drops {drops} link drops "
                       f"{rec['link_drops']} backlog drops {rec['backlog_drops']} TCP retransmits {rec['retransmits']}  "
                       f"load {rec['load']}", flush=True)
