@@ -187,7 +187,10 @@ fn bulk(protocol: &str, broker: &str, topic: &str, extra: Value) {
         // Core NATS is at-most-once: a subscriber that falls behind a burst of 16 KiB
         // messages loses some (a slow consumer). What must hold is the accounting,
         // and that the run ends by the end marker, not by the timeout.
-        let (got, lost) = (rs[0]["received"].as_u64().unwrap(), rs[0]["lost"].as_u64().unwrap());
+        let (got, lost) = (
+            rs[0]["received"].as_u64().unwrap(),
+            rs[0]["lost"].as_u64().unwrap(),
+        );
         assert_eq!(got + lost, 300, "{}", rs[0]);
         assert!(got > 0, "{}", rs[0]);
         assert_eq!(rs[0]["bytes"], got * 16_384, "{}", rs[0]);

@@ -364,12 +364,20 @@ fn pump_v5(mut conn: m5::Connection, tx: SyncSender<Event>, n: Arc<Counters>) {
                 },
             ),
             Ok(E::Incoming(Packet::PubAck(a))) if !accepted_ack(a.reason) => {
-                tracing::warn!("mqtt: the broker refused publication {}: {:?}", a.pkid, a.reason);
+                tracing::warn!(
+                    "mqtt: the broker refused publication {}: {:?}",
+                    a.pkid,
+                    a.reason
+                );
                 n.refused.fetch_add(1, Ordering::Release);
                 continue;
             }
             Ok(E::Incoming(Packet::PubRec(r))) if !accepted_rec(r.reason) => {
-                tracing::warn!("mqtt: the broker refused publication {}: {:?}", r.pkid, r.reason);
+                tracing::warn!(
+                    "mqtt: the broker refused publication {}: {:?}",
+                    r.pkid,
+                    r.reason
+                );
                 n.refused.fetch_add(1, Ordering::Release);
                 continue;
             }
@@ -453,7 +461,8 @@ fn probe_receive_maximum(
 ) -> Probe {
     use m5::mqttbytes::v5::Packet;
     let mut o = m5::MqttOptions::new(format!("{id}-rm"), d.host.clone(), d.port);
-    o.set_keep_alive(Duration::from_secs(30)).set_clean_start(true);
+    o.set_keep_alive(Duration::from_secs(30))
+        .set_clean_start(true);
     let mut net = rumqttc::NetworkOptions::new();
     net.set_connection_timeout(NETWORK_TIMEOUT_S);
     o.set_network_options(net);
