@@ -103,6 +103,8 @@ NATS = '\n[[service]]\nkind = "nats"\nhost = "m"\n'
 RELIABLE = [
     pytest.param("tcp", "", "", id="tcp"),
     pytest.param("zenoh", '[workload.zenoh]\nreliability = "reliable"', "", marks=needs("zenoh"), id="zenoh-reliable"),
+    # QUIC (TLS 1.3 with a per-run certificate from services.tls): QUIC retransmits, like TCP.
+    pytest.param("zenoh", '[workload.zenoh]\ntransport = "quic"', "", marks=needs("zenoh"), id="zenoh-quic"),
     pytest.param("zmq", "", "", marks=needs("zmq"), id="zmq-tcp"),
     pytest.param("dds", '[workload.dds]\nreliability = "reliable"', "", marks=needs("dds"), id="dds-reliable"),
     pytest.param("mqtt", "[workload.mqtt]\nqos = 1", MOSQUITTO, marks=needs("mqtt"), id="mqtt-qos1"),
@@ -125,10 +127,15 @@ def test_reliable_modes_deliver_everything_over_a_lossy_link(tmp_path, protocol,
 
 BEST_EFFORT = [
     pytest.param("udp", "", "", id="udp"),
-    # Known failure, kept visible: over UDP at 10 % drop zenoh's discovery (the receivers'
-    # liveliness declarations) does not get through, so the sender gives up at the timeout.
+    # Known failure, intermittent (1 run in 6 here), kept visible: zenoh's UDP link does not
+    # retransmit. The session open is retried (a lost InitSyn..OpenAck costs open_timeout, then the
+    # connector tries again), but the declarations that follow are sent once: when one is lost
+    # (seen: the receiver's key-expression mapping, after which the sender logs "Unknown wire expr
+    # expr.scope=2" for every reply that uses it) discovery never completes and the sender gives up
+    # at the timeout. zenoh 1.10 has no setting to repeat declarations over an unreliable link.
     pytest.param("zenoh", '[workload.zenoh]\nreliability = "best_effort"\ntransport = "udp"', "",
-                 marks=[needs("zenoh"), pytest.mark.xfail(reason="zenoh discovery over lossy UDP never completes",
+                 marks=[needs("zenoh"), pytest.mark.xfail(reason="zenoh over a lossy UDP link: a lost declaration "
+                                                          "(sent once, never repeated) leaves discovery incomplete",
                                                           strict=False)], id="zenoh-best-effort-udp"),
     # Intermittent, kept visible: in one of five CI runs Cyclone's discovery never matched the
     # reader over the 10 % lossy hop ("gave up on waiting for 1 DDS readers ... to match").
