@@ -284,3 +284,78 @@ def test_kafka_reused_across_a_lossy_sweep(tmp_path):
     # every run had its own topic, created on the shared broker for it
     for r in recs:
         assert f"roughnet-{r['run_id']}" in r["services"][0]["probe"]
+
+
+WIRE_SWEEP = """
+[scenario]
+name = "reuse-wire"
+seed = 5
+timeout = "120 s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "m"
+[[link]]
+between = ["a", "m"]
+engine = "wire"
+delay = "${delay}"
+loss = "${loss}"
+[[link]]
+between = ["m", "b"]
+[[service]]
+kind = "mosquitto"
+host = "m"
+reuse = true
+""" + MQTT_WORKLOAD.format(messages=200) + """
+[sweep]
+delay = ["2 ms", "25 ms"]
+loss = ["0%", "10%"]
+"""
+
+
+@needs_mqtt
+@pytest.mark.skipif(find_binary("roughnet-wire") is None, reason="roughnet-wire is not built (make build)")
+def test_wire_link_gets_each_runs_delay_and_loss_with_one_broker(tmp_path):
+    path = write(tmp_path, WIRE_SWEEP)
+    res = tmp_path / "res"
+    run_cli(path, res)
+    recs = records(res)
+    assert [r["status"] for r in recs] == ["ok"] * 4, [r["failure_reason"] for r in recs]
+    assert len({r["metrics"]["service_mosquitto@m_pid"] for r in recs}) == 1
+    assert [r["service_reused"] for r in recs] == [False, True, True, True]
+    for r in recs:
+        fwd = r["link_counters"]["0"]["forward"]
+        delay_ns = {"2 ms": 2_000_000, "25 ms": 25_000_000}[r["params"]["delay"]]
+        assert r["link_counters"]["0"]["engine"] == "wire" and fwd["configured_delay_ns"] == delay_ns
+        # the publisher's leg crosses the link once: no message can be faster than its delay
+        assert r["metrics"]["lat_min_us"] >= delay_ns / 1000
+        assert (fwd["drops_loss"] > 0) == (r["params"]["loss"] == "10%"), (r["params"], fwd["drops_loss"])
+    tokens = tokens_of(path)
+    assert not namespaces_of(tokens) and not ledgers_of(tokens)
+
+
+@needs_mqtt
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_mid_group_tears_everything_down(tmp_path, sig):
+    path = write(tmp_path, scenario("mosquitto", MQTT_WORKLOAD, messages=600))
+    res = tmp_path / "res"
+    tokens = tokens_of(path)
+    proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(res.glob("runs/*/*/record.json")) and time.monotonic() < deadline:  # run 0 stored
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    ledger = next(iter(ledgers_of(tokens)))
+    broker = [json.loads(line) for line in ledger.read_text().splitlines()
+              if '"process"' in line and "mosquitto" in line]
+    time.sleep(1.0)  # in the middle of run 1, on run 0's broker
+    proc.send_signal(sig)
+    out, errs = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out[-2000:], errs[-2000:])
+    assert not namespaces_of(tokens) and not ledgers_of(tokens)
+    assert len(broker) == 1 and process_start_time(int(broker[0]["pid"])) != broker[0]["start_time"]
+    stored = records(res)
+    assert len(stored) == 1 and stored[0]["status"] == "ok"
