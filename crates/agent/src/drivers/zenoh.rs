@@ -988,3 +988,63 @@ pub fn run_router(endpoints: &[String]) -> Result<(), DriverError> {
         msg: format!("closing the zenoh router: {e}"),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zenoh_of(options: serde_json::Value) -> Result<Zenoh, ConfigError> {
+        let cfg = Config::parse(
+            &serde_json::json!({"v": 1, "role": "receiver", "protocol": "zenoh", "pattern": "stream",
+                "listen": "127.0.0.1:0", "payload_bytes": 64, "messages": 1, "options": options})
+            .to_string(),
+        )?;
+        Zenoh::from_config(&cfg)
+    }
+
+    #[test]
+    fn timing_keeps_zenohs_defaults_unless_set_and_scales_the_waits() {
+        let z = zenoh_of(serde_json::json!({})).unwrap();
+        assert!(z.timing.open.is_none() && z.timing.lease.is_none());
+        assert_eq!(z.timing.scale(), 1);
+        let z = zenoh_of(
+            serde_json::json!({"open_timeout": 55_000_000_000u64, "lease": 20_000_000_000u64}),
+        )
+        .unwrap();
+        assert_eq!(z.timing.open, Some(Duration::from_secs(55)));
+        assert_eq!(z.timing.scale(), 5);
+        // shorter than zenoh's defaults: the driver's own waits are not shortened
+        let z = zenoh_of(serde_json::json!({"open_timeout": 1_000_000_000u64})).unwrap();
+        assert_eq!(z.timing.scale(), 1);
+    }
+
+    #[test]
+    fn timing_out_of_bounds_is_refused_naming_the_knob() {
+        for (knob, ns) in [
+            ("open_timeout", 1_000_000u64),
+            ("lease", 7_200_000_000_000u64),
+        ] {
+            let e = zenoh_of(serde_json::json!({ knob: ns }))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                e.contains(&format!("options.{knob}")) && e.contains("100 ms to 1 h"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn quic_is_refused_in_client_mode() {
+        let cfg = Config::parse(
+            &serde_json::json!({"v": 1, "role": "sender", "protocol": "zenoh", "pattern": "stream",
+                "broker": "127.0.0.1:7447", "payload_bytes": 64, "messages": 1,
+                "options": {"mode": "client", "transport": "quic", "tls_ca": "/etc/hostname"}})
+            .to_string(),
+        )
+        .unwrap();
+        let e = Zenoh::from_config(&cfg).err().unwrap().to_string();
+        assert!(e.contains("mode client") && e.contains("tcp only"), "{e}");
+    }
+}
