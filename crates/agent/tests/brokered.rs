@@ -622,27 +622,30 @@ fn mqtt_over_tls() {
 
 #[test]
 fn mqtt_errors_are_clear() {
-    // No broker listening: the sender retries, then gives up naming the broker.
-    let port = free_port();
-    let c = cfg(
-        "sender",
-        "mqtt",
-        "stream",
-        &format!("127.0.0.1:{port}"),
-        "rn/x",
-        json!({"messages": 1, "timeout_ms": 500}),
-    );
-    let (code, lines) = start(&c).finish();
-    assert_eq!(code, 1, "{lines:?}");
-    let msg = lines
-        .iter()
-        .find(|l| l["type"] == "error")
-        .expect("an error line")["message"]
-        .to_string();
-    assert!(
-        msg.contains(&port.to_string()) && msg.contains("MQTT broker"),
-        "{msg}"
-    );
+    // No broker listening: the sender retries, then gives up naming the broker (at
+    // QoS 2 over 3.1.1 after first asking for the broker's receive maximum).
+    for qos in [0, 2] {
+        let port = free_port();
+        let c = cfg(
+            "sender",
+            "mqtt",
+            "stream",
+            &format!("127.0.0.1:{port}"),
+            "rn/x",
+            json!({"messages": 1, "timeout_ms": 500, "options": {"qos": qos}}),
+        );
+        let (code, lines) = start(&c).finish();
+        assert_eq!(code, 1, "{lines:?}");
+        let msg = lines
+            .iter()
+            .find(|l| l["type"] == "error")
+            .expect("an error line")["message"]
+            .to_string();
+        assert!(
+            msg.contains(&port.to_string()) && msg.contains("MQTT broker"),
+            "qos {qos}: {msg}"
+        );
+    }
     // A missing broker key is a configuration error (exit 2) that names it.
     let mut c = cfg(
         "receiver",

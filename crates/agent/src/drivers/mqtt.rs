@@ -442,6 +442,7 @@ fn broker_receive_maximum(
                 std::thread::sleep(CONNECT_RETRY)
             }
             Probe::Refused => return None,
+            Probe::Failed(_) if stop_requested() => return None,
             Probe::Failed(m) => {
                 tracing::warn!(
                     "mqtt: could not learn the receive maximum of {broker} over MQTT 5 ({m}); \
@@ -503,10 +504,22 @@ fn probe_receive_maximum(
         Ok(t) => t,
         Err(e) => return Probe::Failed(format!("spawning its thread: {e}")),
     };
-    let left = cfg.give_up_ns().saturating_sub(now_ns());
-    let out = match rx.recv_timeout(Duration::from_nanos(left)) {
-        Ok(p) => p,
-        Err(_) => Probe::Failed("no CONNACK before the run's timeout".into()),
+    // Wait in short slices: a signal must end the agent within about 50 ms.
+    let out = loop {
+        let left = cfg.give_up_ns().saturating_sub(now_ns());
+        if left == 0 {
+            break Probe::Failed("no CONNACK before the run's timeout".into());
+        }
+        if stop_requested() {
+            break Probe::Failed("interrupted by a signal".into());
+        }
+        match rx.recv_timeout(Duration::from_nanos(left.min(50_000_000))) {
+            Ok(p) => break p,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                break Probe::Failed("the connection ended before its CONNACK".into())
+            }
+        }
     };
     if matches!(out, Probe::Limit(_)) {
         let _ = client.disconnect();
