@@ -20,9 +20,9 @@ pub(crate) struct Medium {
 }
 
 impl Medium {
-    /// A frame from transmitter `from` (side or port index), `bytes` long on the wire (frame + overhead), arrives at `now_ns` on
-    /// a medium of `rate_bps` (None: no serialisation time). Returns (start, end) of its
-    /// transmission.
+    /// A frame from transmitter `from` (a side's or a port's index), `bytes` long on the wire
+    /// (frame + overhead), arrives at `now_ns` on a medium of `rate_bps` (None: no
+    /// serialisation time). Returns (start, end) of its transmission.
     pub fn transmit(
         &mut self,
         now_ns: u64,

@@ -2,7 +2,8 @@
 //!
 //! The binary (`crates/wire`) moves frames between two interfaces and calls this crate: every
 //! frame is handed to [`Emulator::ingress`] with the current time, and [`Emulator::egress`]
-//! returns the frames whose departure time has come. All time is passed in as `u64`
+//! returns the frames whose departure time has come. A shared segment of N hosts is a
+//! [`Segment`] with the same shape of API (ports instead of sides). All time is passed in as `u64`
 //! nanoseconds (CLOCK_MONOTONIC in the binary, anything in tests); all randomness comes from
 //! ChaCha8 streams seeded by the `seed` given to [`Emulator::new`], so the same seed and the
 //! same sequence of (time, side, frame length) give the same decisions.
@@ -27,7 +28,8 @@
 //!
 //! Additions to the agreed API (small, additive): [`Emulator::start`],
 //! [`Emulator::set_direction_up`], [`Emulator::next_change`], [`Emulator::config`],
-//! [`DeliveryTrace::from_mahimahi`], [`profile`] / [`PROFILES`].
+//! [`DeliveryTrace::from_mahimahi`], [`profile`] / [`PROFILES`]; the N-port [`Segment`] with
+//! [`forwarding`], [`parse_mac`] and [`DirectionStats::sum`].
 
 mod config;
 mod direction;
@@ -36,8 +38,8 @@ mod jitter;
 mod loss;
 mod pipeline;
 mod profiles;
-mod segment;
 mod schedule;
+mod segment;
 mod stats;
 mod trace;
 
@@ -55,7 +57,8 @@ pub use direction::serialisation_ns;
 pub use loss::{ieee80211p_per, path_loss_db, per_from_ber, qpsk_ber, snr_db};
 pub use profiles::{profile, PROFILES};
 pub use segment::{
-    forwarding, parse_mac, Delivery, ForwardCounts, Mac, PortStats, Segment, SegmentStats, MAX_PORTS,
+    forwarding, parse_mac, Delivery, ForwardCounts, Mac, PortStats, Segment, SegmentStats,
+    MAX_PORTS,
 };
 pub use stats::{DirectionStats, DropCounts, DropReason, Stats};
 
@@ -182,16 +185,34 @@ impl Emulator {
         let start = self.start_ns();
         let distance = distance_at(&self.cfg.distance_trace, now_ns.saturating_sub(start));
         let to = from.other();
-        let Emulator { cfg, dirs, heap, seq, medium, .. } = self;
+        let Emulator {
+            cfg,
+            dirs,
+            heap,
+            seq,
+            medium,
+            ..
+        } = self;
         let mut hop = Hop {
             medium: cfg.half_duplex.as_ref().map(|h| (medium, h, from.index())),
             start_ns: start,
             distance_m: distance,
         };
-        pipeline::pass(&mut dirs[from.index()], now_ns, frame, &mut hop, &mut |due_ns, frame| {
-            *seq += 1;
-            heap.push(Pending { due_ns, seq: *seq, to, frame });
-        })
+        pipeline::pass(
+            &mut dirs[from.index()],
+            now_ns,
+            frame,
+            &mut hop,
+            &mut |due_ns, frame| {
+                *seq += 1;
+                heap.push(Pending {
+                    due_ns,
+                    seq: *seq,
+                    to,
+                    frame,
+                });
+            },
+        )
     }
 
     /// Frames due at or before `now_ns`, in departure order, appended to `out` as

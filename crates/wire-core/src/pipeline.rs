@@ -37,7 +37,11 @@ pub(crate) fn pass(
     d.stats.bytes_in += len as u64;
     let hd = hop.medium.as_ref().map(|(_, h, _)| *h);
     let mut verdict = d.pre_admit(len, hop.distance_m);
-    if verdict.is_ok() && hd.and_then(|h| h.max_frame_bytes).is_some_and(|max| len > max as usize) {
+    if verdict.is_ok()
+        && hd
+            .and_then(|h| h.max_frame_bytes)
+            .is_some_and(|max| len > max as usize)
+    {
         verdict = Err(DropReason::TooLarge);
     }
     if let Err(r) = verdict {
@@ -55,7 +59,11 @@ pub(crate) fn pass(
             }
             continue;
         }
-        let mut f = if copy + 1 < copies { frame.clone() } else { std::mem::take(&mut frame) };
+        let mut f = if copy + 1 < copies {
+            frame.clone()
+        } else {
+            std::mem::take(&mut frame)
+        };
         if copy == 1 {
             d.stats.duplicated += 1;
         }
@@ -63,7 +71,8 @@ pub(crate) fn pass(
         let tx_end = match &mut hop.medium {
             Some((medium, h, who)) => {
                 let bytes = len as u64 + d.cfg.overhead_bytes as u64;
-                let (_, end) = medium.transmit(now_ns, *who, bytes, d.cfg.rate_bps, h.turnaround_ns);
+                let (_, end) =
+                    medium.transmit(now_ns, *who, bytes, d.cfg.rate_bps, h.turnaround_ns);
                 d.note_serialised(end, len);
                 end
             }
@@ -78,7 +87,12 @@ pub(crate) fn pass(
 }
 
 /// Queue limits (`QueueFull`) and the half-duplex buffer (`Overrun`) for one copy.
-fn admit_one(d: &mut Direction, now_ns: u64, len: usize, hd: Option<&HalfDuplex>) -> Result<(), DropReason> {
+fn admit_one(
+    d: &mut Direction,
+    now_ns: u64,
+    len: usize,
+    hd: Option<&HalfDuplex>,
+) -> Result<(), DropReason> {
     d.queue_admit(now_ns, len, hd.is_some())?;
     if let Some(buf) = hd.and_then(|h| h.buffer_bytes) {
         if d.backlog_bytes() + len as u64 > buf {

@@ -122,7 +122,11 @@ impl Segment {
         for (i, m) in macs.iter().enumerate() {
             if let Some(m) = m {
                 if m[0] & 1 == 1 {
-                    return Err(ConfigError::invalid(&format!("ports[{i}].mac"), fmt_mac(m), "a unicast MAC"));
+                    return Err(ConfigError::invalid(
+                        &format!("ports[{i}].mac"),
+                        fmt_mac(m),
+                        "a unicast MAC",
+                    ));
                 }
                 if macs[..i].contains(&Some(*m)) {
                     return Err(ConfigError::invalid(
@@ -134,8 +138,12 @@ impl Segment {
             }
         }
         let n = macs.len() as u64;
-        let up = (0..n).map(|p| Direction::new(cfg.a_to_b.clone(), seed, 2 * p)).collect();
-        let down = (0..n).map(|p| Direction::new(cfg.b_to_a.clone(), seed, 2 * p + 1)).collect();
+        let up = (0..n)
+            .map(|p| Direction::new(cfg.a_to_b.clone(), seed, 2 * p))
+            .collect();
+        let down = (0..n)
+            .map(|p| Direction::new(cfg.b_to_a.clone(), seed, 2 * p + 1))
+            .collect();
         let schedule = Schedule::new(cfg.schedule.clone());
         Ok(Segment {
             cfg,
@@ -182,16 +190,34 @@ impl Segment {
         self.advance(now_ns);
         let start = self.start_ns();
         let distance = distance_at(&self.cfg.distance_trace, now_ns.saturating_sub(start));
-        let Segment { cfg, up, medium_q, seq, medium, .. } = self;
+        let Segment {
+            cfg,
+            up,
+            medium_q,
+            seq,
+            medium,
+            ..
+        } = self;
         let mut hop = Hop {
             medium: cfg.half_duplex.as_ref().map(|h| (medium, h, port)),
             start_ns: start,
             distance_m: distance,
         };
-        let verdict = pipeline::pass(&mut up[port], now_ns, frame, &mut hop, &mut |due_ns, frame| {
-            *seq += 1;
-            medium_q.push(Pending { due_ns, seq: *seq, to: port, frame });
-        });
+        let verdict = pipeline::pass(
+            &mut up[port],
+            now_ns,
+            frame,
+            &mut hop,
+            &mut |due_ns, frame| {
+                *seq += 1;
+                medium_q.push(Pending {
+                    due_ns,
+                    seq: *seq,
+                    to: port,
+                    frame,
+                });
+            },
+        );
         self.advance(now_ns);
         verdict
     }
@@ -211,7 +237,10 @@ impl Segment {
                 }
                 Delivery::Flood => {
                     self.fwd.flooded += 1;
-                    let last = (0..self.ports()).rev().find(|&j| j != src).expect("2 ports or more");
+                    let last = (0..self.ports())
+                        .rev()
+                        .find(|&j| j != src)
+                        .expect("2 ports or more");
                     for j in (0..last).filter(|&j| j != src) {
                         self.downlink(t, j, p.frame.clone());
                     }
@@ -225,11 +254,22 @@ impl Segment {
         self.fwd.copies += 1;
         let start = self.start_ns();
         let distance = distance_at(&self.cfg.distance_trace, t.saturating_sub(start));
-        let Segment { down, out_q, seq, .. } = self;
-        let mut hop = Hop { medium: None, start_ns: start, distance_m: distance };
+        let Segment {
+            down, out_q, seq, ..
+        } = self;
+        let mut hop = Hop {
+            medium: None,
+            start_ns: start,
+            distance_m: distance,
+        };
         pipeline::pass(&mut down[port], t, frame, &mut hop, &mut |due_ns, frame| {
             *seq += 1;
-            out_q.push(Pending { due_ns, seq: *seq, to: port, frame });
+            out_q.push(Pending {
+                due_ns,
+                seq: *seq,
+                to: port,
+                frame,
+            });
         });
     }
 
@@ -260,12 +300,18 @@ impl Segment {
 
     /// Earliest time something is due (a frame crossing the medium or leaving), None when empty.
     pub fn next_due(&self) -> Option<u64> {
-        [self.medium_q.peek(), self.out_q.peek()].into_iter().flatten().map(|p| p.due_ns).min()
+        [self.medium_q.peek(), self.out_q.peek()]
+            .into_iter()
+            .flatten()
+            .map(|p| p.due_ns)
+            .min()
     }
 
     /// Absolute time of the next scheduled change not yet applied.
     pub fn next_change(&self) -> Option<u64> {
-        self.schedule.next_at().map(|rel| self.start_ns().saturating_add(rel))
+        self.schedule
+            .next_at()
+            .map(|rel| self.start_ns().saturating_add(rel))
     }
 
     /// Replaces the whole configuration at `now_ns` (every uplink gets `a_to_b`, every downlink
@@ -273,9 +319,14 @@ impl Segment {
     pub fn set_config(&mut self, now_ns: u64, cfg: LinkConfig) -> Result<(), ConfigError> {
         cfg.validate()?;
         self.apply_due_changes(now_ns);
-        self.up.iter_mut().for_each(|d| d.set_config(cfg.a_to_b.clone()));
-        self.down.iter_mut().for_each(|d| d.set_config(cfg.b_to_a.clone()));
-        self.schedule = Schedule::new_from(cfg.schedule.clone(), now_ns.saturating_sub(self.start_ns()));
+        self.up
+            .iter_mut()
+            .for_each(|d| d.set_config(cfg.a_to_b.clone()));
+        self.down
+            .iter_mut()
+            .for_each(|d| d.set_config(cfg.b_to_a.clone()));
+        self.schedule =
+            Schedule::new_from(cfg.schedule.clone(), now_ns.saturating_sub(self.start_ns()));
         self.cfg = cfg;
         Ok(())
     }
@@ -293,7 +344,14 @@ impl Segment {
 
     /// One port (`Some(p)`) or all (`None`): its uplink and/or downlink up or down from `now_ns`.
     /// Cutting one port's both directions isolates that host from the others (a partition).
-    pub fn set_ports_up(&mut self, now_ns: u64, port: Option<usize>, uplink: bool, downlink: bool, up: bool) {
+    pub fn set_ports_up(
+        &mut self,
+        now_ns: u64,
+        port: Option<usize>,
+        uplink: bool,
+        downlink: bool,
+        up: bool,
+    ) {
         self.start(now_ns);
         self.advance(now_ns);
         let ports: Vec<usize> = match port {
@@ -309,7 +367,13 @@ impl Segment {
             }
         }
         if self.cfg.half_duplex.is_some() && uplink && !up {
-            let busy = self.up.iter().filter(|d| d.up).map(|d| d.tx_finish_ns).max().unwrap_or(0);
+            let busy = self
+                .up
+                .iter()
+                .filter(|d| d.up)
+                .map(|d| d.tx_finish_ns)
+                .max()
+                .unwrap_or(0);
             self.medium.side_down(now_ns, busy);
         }
     }
@@ -324,7 +388,10 @@ impl Segment {
                 .up
                 .iter()
                 .zip(&self.down)
-                .map(|(u, d)| PortStats { uplink: u.stats, downlink: d.stats })
+                .map(|(u, d)| PortStats {
+                    uplink: u.stats,
+                    downlink: d.stats,
+                })
                 .collect(),
             forwarding: self.fwd,
         }
@@ -371,7 +438,10 @@ fn go(d: &mut Direction, q: &mut BinaryHeap<Pending<usize>>, port: usize, now_ns
 }
 
 fn fmt_mac(m: &Mac) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// Parses "02:00:5e:10:00:01" (case-insensitive); None if it is not six hex bytes.

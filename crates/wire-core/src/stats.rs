@@ -106,7 +106,10 @@ impl DirectionStats {
     /// Several directions' counters together (a segment's uplinks, or its downlinks): sums, except the
     /// queue high-water marks (the largest) and `up` (all up).
     pub fn sum<'a>(all: impl IntoIterator<Item = &'a DirectionStats>) -> DirectionStats {
-        let mut t = DirectionStats { up: true, ..Default::default() };
+        let mut t = DirectionStats {
+            up: true,
+            ..Default::default()
+        };
         for s in all {
             t.packets_in += s.packets_in;
             t.bytes_in += s.bytes_in;

@@ -39,8 +39,14 @@ fn drain_seg(s: &mut Segment) -> Vec<(usize, Vec<u8>, u64)> {
 
 fn delays(up_ms: u64, down_ms: u64) -> LinkConfig {
     LinkConfig {
-        a_to_b: DirectionConfig { delay_ns: up_ms * MS, ..Default::default() },
-        b_to_a: DirectionConfig { delay_ns: down_ms * MS, ..Default::default() },
+        a_to_b: DirectionConfig {
+            delay_ns: up_ms * MS,
+            ..Default::default()
+        },
+        b_to_a: DirectionConfig {
+            delay_ns: down_ms * MS,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -62,7 +68,10 @@ fn forwarding_decisions() {
     assert_eq!(forwarding(&m, 0, &[0xff; 10]), Delivery::Filtered);
     // A port whose MAC is unknown is reached by flooding only.
     let partial = vec![Some(MACS[0]), None, Some(MACS[2])];
-    assert_eq!(forwarding(&partial, 0, &eth(MACS[1], MACS[0], 0, 60)), Delivery::Flood);
+    assert_eq!(
+        forwarding(&partial, 0, &eth(MACS[1], MACS[0], 0, 60)),
+        Delivery::Flood
+    );
 }
 
 #[test]
@@ -73,7 +82,11 @@ fn unicast_reaches_only_its_port_and_flood_every_other_port() {
             if from == to {
                 continue;
             }
-            s.ingress(MS, from, eth(MACS[to], MACS[from], (from * 10 + to) as u64, 100));
+            s.ingress(
+                MS,
+                from,
+                eth(MACS[to], MACS[from], (from * 10 + to) as u64, 100),
+            );
             let out = drain_seg(&mut s);
             let ports: Vec<usize> = out.iter().map(|o| o.0).collect();
             assert_eq!(ports, vec![to], "unicast {from} -> {to}");
@@ -117,7 +130,10 @@ fn a_frame_passes_the_senders_uplink_then_the_receivers_downlink() {
     s.egress(t0 + 7 * MS, &mut early);
     assert!(early.is_empty());
     let out = drain_seg(&mut s);
-    let got: Vec<(usize, u64, u64)> = out.iter().map(|(p, f, due)| (*p, seq_in(f), *due)).collect();
+    let got: Vec<(usize, u64, u64)> = out
+        .iter()
+        .map(|(p, f, due)| (*p, seq_in(f), *due))
+        .collect();
     assert_eq!(got.len(), 3);
     assert_eq!(got[0], (2, 1, t0 + 8 * MS));
     let mut bc: Vec<(usize, u64, u64)> = got[1..].to_vec();
@@ -136,7 +152,10 @@ fn each_destination_has_its_own_downlink() {
     let st = s.stats();
     assert_eq!(st.ports[2].downlink.drops.link_down, 1);
     assert!(!st.ports[2].downlink.up);
-    assert!(!st.b_to_a.up, "the aggregate is up only when every downlink is");
+    assert!(
+        !st.b_to_a.up,
+        "the aggregate is up only when every downlink is"
+    );
     // Port 2 isolated both ways: nothing from it gets out either.
     s.set_ports_up(2 * MS, Some(2), true, true, false);
     s.ingress(3 * MS, 2, eth(MACS[0], MACS[2], 6, 100));
@@ -151,7 +170,10 @@ fn downlink_loss_is_drawn_per_copy() {
     // 50 % loss on every downlink: of 2000 broadcasts each of the two receivers gets about half, and the
     // two receivers' losses are not the same frames (independent draws per copy).
     let cfg = LinkConfig {
-        b_to_a: DirectionConfig { loss: LossModel::Bernoulli { p: 0.5 }, ..Default::default() },
+        b_to_a: DirectionConfig {
+            loss: LossModel::Bernoulli { p: 0.5 },
+            ..Default::default()
+        },
         ..Default::default()
     };
     let mut s = Segment::new(cfg, 11, macs()).unwrap();
@@ -171,25 +193,41 @@ fn downlink_loss_is_drawn_per_copy() {
         let k = got[p].len() as f64;
         assert!(k > lo && k < hi, "port {p} got {k} of {n}");
     }
-    let both = got[1].iter().filter(|s| got[2].binary_search(s).is_ok()).count() as f64;
+    let both = got[1]
+        .iter()
+        .filter(|s| got[2].binary_search(s).is_ok())
+        .count() as f64;
     // Independent: about a quarter of the frames reach both (far from the half that shared draws would give).
     let (lo, hi) = binomial_999(n, 0.25);
-    assert!(both > lo && both < hi, "{both} frames reached both receivers");
+    assert!(
+        both > lo && both < hi,
+        "{both} frames reached both receivers"
+    );
 }
 
 #[test]
 fn half_duplex_segment_has_one_transmitter_at_a_time() {
     // 1 Mbit/s medium, 2 ms turnaround: three hosts send 1000-byte frames at once (8 ms each on the medium).
     let cfg = LinkConfig {
-        a_to_b: DirectionConfig { rate_bps: Some(1_000_000), ..Default::default() },
-        half_duplex: Some(HalfDuplex { turnaround_ns: 2 * MS, ..Default::default() }),
+        a_to_b: DirectionConfig {
+            rate_bps: Some(1_000_000),
+            ..Default::default()
+        },
+        half_duplex: Some(HalfDuplex {
+            turnaround_ns: 2 * MS,
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let mut s = Segment::new(cfg, 1, macs()).unwrap();
     let t0 = 10 * MS;
     for k in 0..2u64 {
         for p in 0..3 {
-            s.ingress(t0, p, eth(MACS[(p + 1) % 3], MACS[p], k * 10 + p as u64, 1000));
+            s.ingress(
+                t0,
+                p,
+                eth(MACS[(p + 1) % 3], MACS[p], k * 10 + p as u64, 1000),
+            );
         }
     }
     let mut out = drain_seg(&mut s);
@@ -197,12 +235,21 @@ fn half_duplex_segment_has_one_transmitter_at_a_time() {
     let ends: Vec<u64> = out.iter().map(|o| o.2 - t0).collect();
     // First come, first served on one medium: port 0, 1, 2, 0, 1, 2; every change of transmitter costs
     // a turnaround: ends at 8, 18, 28, 38, 48, 58 ms.
-    assert_eq!(ends, vec![8 * MS, 18 * MS, 28 * MS, 38 * MS, 48 * MS, 58 * MS]);
+    assert_eq!(
+        ends,
+        vec![8 * MS, 18 * MS, 28 * MS, 38 * MS, 48 * MS, 58 * MS]
+    );
     // Back to back from one sender: no turnaround.
     let mut s2 = Segment::new(
         LinkConfig {
-            a_to_b: DirectionConfig { rate_bps: Some(1_000_000), ..Default::default() },
-            half_duplex: Some(HalfDuplex { turnaround_ns: 2 * MS, ..Default::default() }),
+            a_to_b: DirectionConfig {
+                rate_bps: Some(1_000_000),
+                ..Default::default()
+            },
+            half_duplex: Some(HalfDuplex {
+                turnaround_ns: 2 * MS,
+                ..Default::default()
+            }),
             ..Default::default()
         },
         1,
@@ -218,18 +265,32 @@ fn half_duplex_segment_has_one_transmitter_at_a_time() {
 #[test]
 fn same_seed_same_decisions() {
     let cfg = LinkConfig {
-        a_to_b: DirectionConfig { loss: LossModel::Bernoulli { p: 0.2 }, ..Default::default() },
-        b_to_a: DirectionConfig { loss: LossModel::Bernoulli { p: 0.2 }, jitter_ns: MS, ..Default::default() },
+        a_to_b: DirectionConfig {
+            loss: LossModel::Bernoulli { p: 0.2 },
+            ..Default::default()
+        },
+        b_to_a: DirectionConfig {
+            loss: LossModel::Bernoulli { p: 0.2 },
+            jitter_ns: MS,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let run = |seed: u64| {
         let mut s = Segment::new(cfg.clone(), seed, macs()).unwrap();
         for i in 0..500u64 {
             let p = (i % 3) as usize;
-            let dst = if i % 5 == 0 { BROADCAST } else { MACS[(p + 1) % 3] };
+            let dst = if i % 5 == 0 {
+                BROADCAST
+            } else {
+                MACS[(p + 1) % 3]
+            };
             s.ingress(i * 100 * US, p, eth(dst, MACS[p], i, 100));
         }
-        drain_seg(&mut s).iter().map(|(p, f, due)| (*p, seq_in(f), *due)).collect::<Vec<_>>()
+        drain_seg(&mut s)
+            .iter()
+            .map(|(p, f, due)| (*p, seq_in(f), *due))
+            .collect::<Vec<_>>()
     };
     assert_eq!(run(5), run(5));
     assert_ne!(run(5), run(6));
@@ -241,9 +302,17 @@ fn bad_port_lists_are_refused() {
     assert!(e.to_string().contains("2 to 254 ports"), "{e}");
     let e = Segment::new(LinkConfig::default(), 1, vec![Some(MACS[0]), Some(MACS[0])]).unwrap_err();
     assert!(e.to_string().contains("ports[1].mac"), "{e}");
-    let e = Segment::new(LinkConfig::default(), 1, vec![Some(MACS[0]), Some(BROADCAST)]).unwrap_err();
+    let e = Segment::new(
+        LinkConfig::default(),
+        1,
+        vec![Some(MACS[0]), Some(BROADCAST)],
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("unicast"), "{e}");
-    assert_eq!(parse_mac("02:00:5E:10:00:0a"), Some([2, 0, 0x5e, 0x10, 0, 0x0a]));
+    assert_eq!(
+        parse_mac("02:00:5E:10:00:0a"),
+        Some([2, 0, 0x5e, 0x10, 0, 0x0a])
+    );
     assert_eq!(parse_mac("02:00:5e:10:00"), None);
     assert_eq!(parse_mac("02:00:5e:10:00:01:02"), None);
     assert_eq!(parse_mac("zz:00:5e:10:00:01"), None);

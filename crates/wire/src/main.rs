@@ -42,7 +42,7 @@ struct Args {
     if_b: Option<String>,
     /// A port of a shared segment: the interface towards one host, and that host's MAC (unicast to it
     /// leaves only here; without the MAC the host is reached by flooding only). Repeat for every host
-    /// (2 to 254); instead of --if-a/--if-b. Two ports are served as a link (port 1 is A, port 2 B).
+    /// (2 to 254); instead of --if-a/--if-b. Two ports are served as a link (the first is A, the second B).
     #[arg(long = "port", value_name = "IFNAME[=MAC]", help_heading = "Link", conflicts_with_all = ["if_a", "if_b"])]
     port: Vec<String>,
     /// Link configuration, one JSON object (roughnet-wire-core's LinkConfig); "-" reads stdin.
