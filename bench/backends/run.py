@@ -240,7 +240,7 @@ def tcp_counters(t: Topo) -> dict:
     return out
 
 
-def measure_tcp(t: Topo, seconds: float) -> dict:
+def measure_tcp(t: Topo, seconds: float, rate_mbps: int = 0) -> dict:
     children0 = children_cpu_s()
     srv = t.popen(t.ns_b, ["iperf3", "-s", "-1", "-B", ADDR_B])
     try:
@@ -248,8 +248,9 @@ def measure_tcp(t: Topo, seconds: float) -> dict:
         pid = t.relay.pid if t.relay else None
         relay0 = proc_cpu_s(pid) if pid else 0.0
         busy0, t0, sn0, si0 = cpu_busy_s(), time.monotonic(), softnet_drops(), softirq_s()
-        r = run(nsx(t.ns_a, ["iperf3", "-c", ADDR_B, "-t", str(seconds), "-O", "1", "-J"]), timeout=seconds + 60,
-                check=False)
+        rate = ["-b", f"{rate_mbps}M"] if rate_mbps else []
+        r = run(nsx(t.ns_a, ["iperf3", "-c", ADDR_B, "-t", str(seconds), "-O", "1", "-J", *rate]),
+                timeout=seconds + 60, check=False)
         wall = time.monotonic() - t0
         busy, softirq = cpu_busy_s() - busy0, softirq_s() - si0
         relay = (proc_cpu_s(pid) - relay0) if pid else 0.0
@@ -271,6 +272,34 @@ def measure_tcp(t: Topo, seconds: float) -> dict:
                 "relay_cpu_s": relay, "endpoints_cpu_s": endpoints, "softirq_s": softirq,
                 "path_s_per_gb": (relay + endpoints + softirq) / gb if gb else None, "relay_cores": relay / wall, "machine_busy_s": busy, "wall_s": wall,
                 "relay_s_per_gb": relay / gb if gb else None, "machine_s_per_gb": busy / gb if gb else None}
+    finally:
+        Topo.stop(srv)
+
+
+def measure_udp(t: Topo, seconds: float, size: int) -> dict:
+    """Small frames: iperf3 UDP with ``size``-byte payloads as fast as one sender goes (-b 0); the relay's
+    packet rate, not its byte rate, is then what is tested (messaging protocols send many small messages)."""
+    srv = t.popen(t.ns_b, ["iperf3", "-s", "-1", "-B", ADDR_B])
+    try:
+        time.sleep(0.5)
+        pid = t.relay.pid if t.relay else None
+        relay0 = proc_cpu_s(pid) if pid else 0.0
+        t0 = time.monotonic()
+        r = run(nsx(t.ns_a, ["iperf3", "-c", ADDR_B, "-u", "-l", str(size), "-b", "0", "-t", str(seconds), "-J"]),
+                timeout=seconds + 60, check=False)
+        wall = time.monotonic() - t0
+        relay = (proc_cpu_s(pid) - relay0) if pid else 0.0
+        try:
+            res = json.loads(r.stdout)
+        except json.JSONDecodeError as exc:
+            raise BenchError(f"iperf3 -u printed no JSON: {r.stdout[-300:]} {r.stderr[-300:]}") from exc
+        if "error" in res:
+            raise BenchError(f"iperf3 -u: {res['error']}")
+        s = res["end"]["sum"]
+        received = s["packets"] - s["lost_packets"]
+        return {"sent_pps": s["packets"] / seconds, "received_pps": received / seconds,
+                "lost_fraction": s["lost_packets"] / s["packets"] if s["packets"] else None,
+                "relay_us_per_frame": 1e6 * relay / received if received and pid else None, "wall_s": wall}
     finally:
         Topo.stop(srv)
 
@@ -313,11 +342,19 @@ def table(results: dict[str, list[dict]]) -> str:
         v["ofo_per_10k"] = 1e4 * sum(r["tcp"]["b.TcpExtTCPOFOQueue"] or 0 for r in rs) / segs if segs else None
         v["rtx"] = sum(r["tcp"]["a.TcpRetransSegs"] or 0 for r in rs)
         v["spurious"] = sum(r["tcp"]["a.TcpExtTCPDSACKRecv"] or 0 for r in rs)
+        fx = [r["fixed"] for r in rs if r.get("fixed")]
+        v["fx_relay"] = med([f["relay_s_per_gb"] for f in fx]) if fx else None
+        v["fx_path"] = med([f["path_s_per_gb"] for f in fx]) if fx else None
+        ud = [r["udp"] for r in rs if r.get("udp")]
+        v["udp_kpps"] = med([u["received_pps"] / 1e3 for u in ud]) if ud else None
+        v["udp_loss"] = med([u["lost_fraction"] for u in ud]) if ud else None
+        v["udp_us"] = med([u["relay_us_per_frame"] for u in ud]) if ud else None
     plain, afp = m.get("plain", {}), m.get("afpacket", {})
     nan = float("nan")
     lines = [f"{'back end':9s} {'TCP Gbit/s':>10s} {'/plain':>6s} {'/afpkt':>6s} {'rounds (Gbit/s)':>16s} "
              f"{'RTT p50':>8s} {'+plain':>7s} {'p99':>8s} {'relay s/GB':>10s} {'cores':>5s} {'path s/GB':>9s} "
-             f"{'OFO/10k':>7s} {'rtx(DSACKed)':>12s}"]
+             f"{'OFO/10k':>7s} {'rtx(DSACKed)':>12s} {'fixed: relay':>12s} {'path s/GB':>9s} "
+             f"{'UDP kpps':>8s} {'loss':>6s} {'us/frame':>8s}"]
     for b, v in m.items():
         rounds = "/".join(f"{r['bps'] / 1e9:.2f}" for r in results[b])
         ratio_p = v["bps"] / plain["bps"] if plain.get("bps") else nan
@@ -326,13 +363,21 @@ def table(results: dict[str, list[dict]]) -> str:
         rel = f"{v['relay_s_per_gb']:.3f}" if v["relay_s_per_gb"] and b != "plain" else "-"
         cores = f"{v['relay_cores']:.2f}" if b != "plain" else "-"
         ofo = f"{v['ofo_per_10k']:.1f}" if v["ofo_per_10k"] is not None else "-"
+        fx_relay = f"{v['fx_relay']:.3f}" if v["fx_relay"] and b != "plain" else "-"
+        fx_path = f"{v['fx_path']:.3f}" if v["fx_path"] else "-"
+        udp_kpps = f"{v['udp_kpps']:.0f}" if v["udp_kpps"] is not None else "-"
+        udp_loss = f"{v['udp_loss']:.3f}" if v["udp_loss"] is not None else "-"
+        udp_us = f"{v['udp_us']:.2f}" if v["udp_us"] and b != "plain" else "-"
         lines.append(f"{b:9s} {v['bps'] / 1e9:10.2f} {ratio_p:6.2f} {ratio_a:6.2f} {rounds:>16s} "
                      f"{v['p50_us']:7.1f}u {added:+6.1f}u {v['p99_us']:7.1f}u {rel:>10s} {cores:>5s} "
-                     f"{v['path_s_per_gb']:9.3f} {ofo:>7s} {v['rtx']:>6d}({v['spurious']})")
+                     f"{v['path_s_per_gb']:9.3f} {ofo:>7s} {v['rtx']:>6d}({v['spurious']}) {fx_relay:>12s} {fx_path:>9s} "
+                     f"{udp_kpps:>8s} {udp_loss:>6s} {udp_us:>8s}")
     lines.append("medians over rounds; RTT = sockperf ping-pong 64 B full round trip; s/GB = CPU seconds per GB "
-                 "received by iperf3 (relay process; path = relay + both iperf3 processes + the machine's softirq time, which other load on the machine inflates a little); OFO/10k = "
+                 "received by iperf3 at full speed and, under 'fixed', with TCP paced by iperf3 -b (relay process; path = relay + both iperf3 processes + the machine's "
+                 "softirq time, which other load on the machine inflates a little); OFO/10k = "
                  "segments B queued out of order per 10k received; rtx(DSACKed) = A's retransmissions, summed over "
-                 "rounds (those the receiver reported as duplicates were spurious: reordering, not loss)")
+                 "rounds (those the receiver reported as duplicates were spurious: reordering, not loss); UDP = iperf3 -u "
+                 "small payloads at full speed: packets received per second, lost fraction, relay CPU us per frame")
     return "\n".join(lines)
 
 
@@ -342,6 +387,10 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--backends", default=",".join(ALL_BACKENDS))
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--fixed-mbps", type=int, default=1000,
+                    help="also measure CPU per GB with TCP paced at this rate (iperf3 -b; 0 = skip)")
+    ap.add_argument("--udp-bytes", type=int, default=64,
+                    help="also measure the packet rate with iperf3 UDP of this payload size at full speed (0 = skip)")
     ap.add_argument("--realtime", type=int, default=10,
                     help="run each relay under SCHED_FIFO at this priority, as roughnet-wire does by default "
                          "(0 = ordinary scheduling)")
@@ -387,8 +436,10 @@ def main() -> int:
                     with Topo(b, bins, args.tap_txqueuelen, args.realtime) as t:
                         tcp = measure_tcp(t, args.seconds)
                         rtt = measure_rtt(t, args.seconds)
+                        fixed = measure_tcp(t, args.seconds, args.fixed_mbps) if args.fixed_mbps else None
+                        udp = measure_udp(t, args.seconds, args.udp_bytes) if args.udp_bytes else None
                         t.stop_relay()
-                        rec = {**tcp, **rtt, "round": rnd, "load": loadavg(), "relay_stats": t.stats}
+                        rec = {**tcp, **rtt, "fixed": fixed, "udp": udp, "round": rnd, "load": loadavg(), "relay_stats": t.stats}
                         ready[b] = t.ready
                 except BenchError as exc:
                     failures[b] = str(exc)
@@ -401,7 +452,12 @@ def main() -> int:
                       f"{rec['relay_s_per_gb'] or 0:.3f} s/GB  path {rec['path_s_per_gb']:.3f} s/GB  "
                       f"RTT p50 {rec['p50_us']:.1f} p99 {rec['p99_us']:.1f} us  relay+socket drops {drops} link drops "
                       f"{rec['link_drops']} backlog drops {rec['backlog_drops']} TCP retransmits {rec['retransmits']}  "
-                      f"load {rec['load']}", flush=True)
+                      + (f"at {args.fixed_mbps} Mbit/s: {fixed['bps'] / 1e6:.0f} Mbit/s relay "
+                         f"{fixed['relay_s_per_gb'] or 0:.3f} path {fixed['path_s_per_gb']:.3f} s/GB  " if fixed else "")
+                      + (f"UDP {args.udp_bytes} B: sent {udp['sent_pps'] / 1e3:.0f}k/s received "
+                         f"{udp['received_pps'] / 1e3:.0f}k/s relay {udp['relay_us_per_frame'] or 0:.2f} us/frame  "
+                         if udp else "")
+                      + f"load {rec['load']}", flush=True)
     except KeyboardInterrupt:
         print("interrupted: namespaces and processes removed", file=sys.stderr)
         return 130
