@@ -45,8 +45,9 @@ def test_segment_counters_from_a_real_stats_line():
     fwd, rev = c["forward"], c["reverse"]
     # forward = every uplink together, reverse = every downlink together; each port's own under its host.
     assert sorted(c["ports"]) == ["a", "b", "c"]
-    assert fwd["rx_packets"] == stats["a_to_b"]["packets_in"] == sum(p["uplink"]["rx_packets"] for p in c["ports"].values())
-    assert rev["tx_packets"] == stats["b_to_a"]["packets_out"] == sum(p["downlink"]["tx_packets"] for p in c["ports"].values())
+    ports = c["ports"].values()
+    assert fwd["rx_packets"] == stats["a_to_b"]["packets_in"] == sum(p["uplink"]["rx_packets"] for p in ports)
+    assert rev["tx_packets"] == stats["b_to_a"]["packets_out"] == sum(p["downlink"]["tx_packets"] for p in ports)
     assert fwd["drops_loss"] == stats["a_to_b"]["drops"]["loss"] > 0
     assert rev["drops_loss"] == 0
     # Departures are downlink departures: the scheduling error is under reverse (and per port).
