@@ -440,7 +440,9 @@ impl Driver for Dds {
     fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
         let dom = self.domain(cfg)?;
         let mut ready = dom.reader(&self.topic("ready"), &Dds::ready_qos(), 16 * 1024)?;
-        let writer = dom.writer(&self.topic("data"), &self.data_qos())?;
+        let writer = dom
+            .writer(&self.topic("data"), &self.data_qos())?
+            .stamp_from_header();
         self.await_ready(&dom, &writer, &mut ready, cfg.peers.len(), cfg)?;
         Ok(Box::new(DdsSender {
             writer,
@@ -487,7 +489,9 @@ impl Driver for Dds {
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let writer = dom.writer(&self.topic("ping"), &self.data_qos())?;
+        let writer = dom
+            .writer(&self.topic("ping"), &self.data_qos())?
+            .stamp_from_header();
         self.await_ready(&dom, &writer, &mut ready, cfg.peers.len(), cfg)?;
         // Our reply readers must know each ponger's reply writer before we ask.
         let give_up = cfg.give_up_ns();
@@ -752,8 +756,14 @@ mod tests {
             assert!(d.batch.is_none() && !d.qos.batching);
         }
         for bad in [1343, 65508] {
-            let e = dds(serde_json::json!({ "batch": bad })).err().unwrap().to_string();
-            assert!(e.contains("options.batch") && e.contains("1344") && e.contains("65507"), "{e}");
+            let e = dds(serde_json::json!({ "batch": bad }))
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                e.contains("options.batch") && e.contains("1344") && e.contains("65507"),
+                "{e}"
+            );
         }
     }
 
@@ -775,9 +785,16 @@ mod tests {
         assert!(x.contains("NetworkInterface address=\"198.18.0.1\""));
         assert!(x.contains("<AllowMulticast>false"));
         assert!(x.contains("<SPDPInterval>1s</SPDPInterval>"), "{x}");
-        assert!(!x.contains("MaxMessageSize") && !x.contains("Tracing"), "{x}");
+        assert!(
+            !x.contains("MaxMessageSize") && !x.contains("Tracing"),
+            "{x}"
+        );
         let m = cyclone_xml(None, &[ip], true, Some(8192), Some("/tmp/t.log"));
-        assert!(m.contains("<General>") && m.contains("<MaxMessageSize>8192B</MaxMessageSize></General>"), "{m}");
+        assert!(
+            m.contains("<General>")
+                && m.contains("<MaxMessageSize>8192B</MaxMessageSize></General>"),
+            "{m}"
+        );
         assert!(m.contains("<OutputFile>/tmp/t.log</OutputFile>"), "{m}");
         assert!(
             !m.contains("<Peers>") && m.contains("<AllowMulticast>true"),

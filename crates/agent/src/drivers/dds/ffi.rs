@@ -1,7 +1,8 @@
 //! Safe owners of the Cyclone DDS C entities the `dds` driver uses: a domain
 //! with its participant and topic type, QoS objects, writers, readers (each with
-//! a read condition in a waitset, and one reusable sample whose buffer Cyclone
-//! fills in place), and waitsets over several readers.  Every `unsafe` C call of
+//! a read condition in a waitset, and TAKE_BATCH reusable samples whose buffers
+//! Cyclone fills in place, taken TAKE_BATCH at a time), and waitsets over several
+//! readers.  Every `unsafe` C call of
 //! the driver is here.
 
 use std::cell::Cell;
@@ -13,12 +14,19 @@ use cyclors::*;
 use super::QosSpec;
 use crate::clock::now_ns;
 use crate::drivers::DriverError;
+use crate::message::{HEADER_LEN, MAGIC};
 use crate::signals::stop_requested;
 
 /// DDS_ANY_STATE (sample | view | instance states).
 const ANY_STATE: u32 = 0x7f;
 /// DDS_RETCODE_TIMEOUT.
 const RET_TIMEOUT: i32 = -10;
+/// Samples a reader takes per `dds_take` call (then hands out one by one): one lock of the
+/// reader's history and one entity pin per batch instead of per sample, as ddsperf's subscriber
+/// does (it takes up to its `max_samples` at once).
+const TAKE_BATCH: usize = 32;
+/// Initial buffer of each reusable sample; Cyclone reallocates one that is too small (malloc).
+const SAMPLE_INITIAL_BYTES: usize = 64 * 1024;
 /// A writer blocked on a full history re-checks signals and the run's give-up time this often.
 const MAX_BLOCKING_NS: i64 = 50_000_000;
 /// Marshalling ops of `struct Bytes { sequence<octet> data; }`:
@@ -127,9 +135,13 @@ impl Domain {
         let t = self.topic(topic)?;
         // SAFETY: live participant/topic/qos.
         let w = unsafe { dds_create_writer(self.participant, t, qos.q, ptr::null()) };
+        // SAFETY: plain clock reads.
+        let realtime_minus_monotonic = unsafe { dds_time() } - now_ns() as i64;
         Ok(Writer {
             w: check(topic, w)?,
             batching: qos.batching,
+            stamp_from_header: false,
+            realtime_minus_monotonic,
             topic: topic.into(),
             sample: OctetSeq {
                 maximum: 0,
@@ -140,10 +152,11 @@ impl Domain {
         })
     }
 
-    /// A reader whose reusable sample holds messages up to `capacity` bytes.
+    /// A reader whose reusable samples start with buffers of up to `capacity` bytes (Cyclone
+    /// enlarges one that a larger message needs).
     pub fn reader(&self, topic: &str, qos: &Qos, capacity: usize) -> Result<Reader, DriverError> {
         let t = self.topic(topic)?;
-        // SAFETY: live entities; the buffer comes from malloc so Cyclone may realloc/free it.
+        // SAFETY: live entities; the buffers come from malloc so Cyclone may realloc/free them.
         unsafe {
             let r = check(
                 topic,
@@ -152,25 +165,42 @@ impl Domain {
             let rc = check(topic, dds_create_readcondition(r, ANY_STATE))?;
             let ws = check(topic, dds_create_waitset(self.participant))?;
             check(topic, dds_waitset_attach(ws, rc, r as dds_attach_t))?;
-            let cap = capacity.max(64);
-            let buffer = libc::malloc(cap) as *mut u8;
-            if buffer.is_null() {
-                return Err(DriverError::Protocol {
-                    addr: topic.into(),
-                    msg: format!("cannot allocate a {cap}-byte sample"),
+            let cap = capacity.clamp(64, SAMPLE_INITIAL_BYTES);
+            let mut samples = Vec::with_capacity(TAKE_BATCH);
+            for _ in 0..TAKE_BATCH {
+                let buffer = libc::malloc(cap) as *mut u8;
+                if buffer.is_null() {
+                    free_samples(&mut samples);
+                    dds_delete(ws);
+                    dds_delete(r);
+                    return Err(DriverError::Protocol {
+                        addr: topic.into(),
+                        msg: format!("cannot allocate a {cap}-byte sample"),
+                    });
+                }
+                samples.push(OctetSeq {
+                    maximum: cap as u32,
+                    length: 0,
+                    buffer,
+                    release: true,
                 });
             }
+            let mut samples = samples.into_boxed_slice();
+            let ptrs = samples
+                .iter_mut()
+                .map(|s| s as *mut OctetSeq as *mut c_void)
+                .collect::<Vec<_>>()
+                .into_boxed_slice();
             Ok(Reader {
                 r,
                 cond: rc,
                 ws,
                 topic: topic.into(),
-                sample: Box::new(OctetSeq {
-                    maximum: cap as u32,
-                    length: 0,
-                    buffer,
-                    release: true,
-                }),
+                samples,
+                ptrs,
+                infos: vec![std::mem::zeroed(); TAKE_BATCH].into_boxed_slice(),
+                taken: 0,
+                next: 0,
                 seen_total: Cell::new(u32::MAX),
                 seen_current: Cell::new(u32::MAX),
             })
@@ -256,6 +286,12 @@ impl Drop for Qos {
 pub struct Writer {
     w: dds_entity_t,
     batching: bool,
+    /// Source timestamps from the messages' headers (senders, pingers: the header's actual send
+    /// time is this write's); off, Cyclone reads the clock (a ponger's reply carries the ping's times).
+    stamp_from_header: bool,
+    /// Wall clock minus CLOCK_MONOTONIC (ns) when the writer was made: a message's source
+    /// timestamp is its header's actual send time plus this, so a write reads no clock.
+    realtime_minus_monotonic: i64,
     topic: String,
     sample: OctetSeq,
 }
@@ -266,16 +302,31 @@ impl Writer {
     }
 
     /// Write one message (Cyclone serialises it from `msg`, no copy of ours).  A
-    /// full reliable history blocks; we retry until `give_up_ns` or a signal.
+    /// full reliable history blocks; we retry until `give_up_ns` or a signal.  A
+    /// roughnet message's source timestamp is the actual send time in its header
+    /// (on the wall clock), read just before by the pattern: `dds_write` would
+    /// read the clock once more per sample (ddsperf likewise passes its own
+    /// timestamps to `dds_write_ts`).
     #[inline]
     pub fn write(&mut self, msg: &[u8], give_up_ns: u64) -> Result<(), DriverError> {
         self.sample.buffer = msg.as_ptr() as *mut u8;
         self.sample.length = msg.len() as u32;
         self.sample.maximum = msg.len() as u32;
         self.sample.release = false;
+        let ts = if self.stamp_from_header {
+            header_actual_ns(msg).map(|t| t as i64 + self.realtime_minus_monotonic)
+        } else {
+            None
+        };
         loop {
+            let sample = &self.sample as *const OctetSeq as *const c_void;
             // SAFETY: the sample points at `msg`, alive for the call; Cyclone only reads it.
-            let rc = unsafe { dds_write(self.w, &self.sample as *const OctetSeq as *const c_void) };
+            let rc = unsafe {
+                match ts {
+                    Some(t) => dds_write_ts(self.w, sample, t),
+                    None => dds_write(self.w, sample),
+                }
+            };
             match rc {
                 0.. => return Ok(()),
                 RET_TIMEOUT => {
@@ -292,6 +343,12 @@ impl Writer {
                 _ => return Err(err(&self.topic, rc)),
             }
         }
+    }
+
+    /// Take each message's source timestamp from its header's actual send time (see `write`).
+    pub fn stamp_from_header(mut self) -> Writer {
+        self.stamp_from_header = true;
+        self
     }
 
     /// Send what waits in the writer's batch now (nothing to do without batching).
@@ -336,12 +393,28 @@ impl Drop for Writer {
     }
 }
 
+/// The actual send time (CLOCK_MONOTONIC ns) in a roughnet message header, if `msg` has one.
+#[inline]
+fn header_actual_ns(msg: &[u8]) -> Option<u64> {
+    if msg.len() < HEADER_LEN || msg[0..4] != MAGIC.to_le_bytes() {
+        return None;
+    }
+    let t = u64::from_le_bytes(msg[24..32].try_into().expect("8 bytes"));
+    (t > 0).then_some(t)
+}
+
 pub struct Reader {
     r: dds_entity_t,
     cond: dds_entity_t,
     ws: dds_entity_t,
     topic: String,
-    sample: Box<OctetSeq>,
+    /// TAKE_BATCH reusable samples (malloc'd buffers), `ptrs` pointing at each (what dds_take fills).
+    samples: Box<[OctetSeq]>,
+    ptrs: Box<[*mut c_void]>,
+    infos: Box<[dds_sample_info_t]>,
+    /// Samples of the last dds_take, and the next one to hand out.
+    taken: usize,
+    next: usize,
     seen_total: Cell<u32>,
     seen_current: Cell<u32>,
 }
@@ -351,7 +424,8 @@ impl Reader {
         &self.topic
     }
 
-    /// Take one valid sample into `buf`: (length, publication handle), or None.
+    /// Take one valid sample into `buf`: (length, publication handle), or None.  Samples
+    /// come from Cyclone TAKE_BATCH at a time; the rest wait here for the next calls.
     #[inline]
     pub fn take(
         &mut self,
@@ -359,29 +433,43 @@ impl Reader {
         _dom: &Domain,
     ) -> Result<Option<(usize, u64)>, DriverError> {
         loop {
-            let mut samples = [&mut *self.sample as *mut OctetSeq as *mut c_void];
-            let mut info: [dds_sample_info_t; 1] = unsafe { std::mem::zeroed() };
-            // SAFETY: one sample slot pointing at our OctetSeq (its buffer from malloc).
-            let n = unsafe { dds_take(self.r, samples.as_mut_ptr(), info.as_mut_ptr(), 1, 1) };
+            while self.next < self.taken {
+                let i = self.next;
+                self.next += 1;
+                if !self.infos[i].valid_data {
+                    continue; // a writer went away: no data
+                }
+                let s = &self.samples[i];
+                let len = s.length as usize;
+                if len > buf.len() {
+                    return Err(DriverError::TooLarge {
+                        size: len,
+                        limit: buf.len(),
+                    });
+                }
+                // SAFETY: Cyclone filled `length` bytes at `buffer`.
+                unsafe { ptr::copy_nonoverlapping(s.buffer, buf.as_mut_ptr(), len) };
+                return Ok(Some((len, self.infos[i].publication_handle)));
+            }
+            // SAFETY: TAKE_BATCH sample slots, each pointing at one of our OctetSeqs (malloc'd
+            // buffers Cyclone may enlarge), and as many infos.
+            let n = unsafe {
+                dds_take(
+                    self.r,
+                    self.ptrs.as_mut_ptr(),
+                    self.infos.as_mut_ptr(),
+                    TAKE_BATCH,
+                    TAKE_BATCH as u32,
+                )
+            };
             if n < 0 {
                 return Err(err(&self.topic, n));
             }
             if n == 0 {
                 return Ok(None);
             }
-            if !info[0].valid_data {
-                continue; // a writer went away: no data
-            }
-            let len = self.sample.length as usize;
-            if len > buf.len() {
-                return Err(DriverError::TooLarge {
-                    size: len,
-                    limit: buf.len(),
-                });
-            }
-            // SAFETY: Cyclone filled `length` bytes at `buffer`.
-            unsafe { ptr::copy_nonoverlapping(self.sample.buffer, buf.as_mut_ptr(), len) };
-            return Ok(Some((len, info[0].publication_handle)));
+            self.taken = n as usize;
+            self.next = 0;
         }
     }
 
@@ -452,9 +540,20 @@ impl Drop for Reader {
         unsafe {
             dds_delete(self.ws);
             dds_delete(self.r);
-            if self.sample.release && !self.sample.buffer.is_null() {
-                libc::free(self.sample.buffer as *mut c_void);
-            }
+            free_samples(&mut self.samples);
+        }
+    }
+}
+
+/// Free the buffers of samples that own them (malloc'd by us or reallocated by Cyclone).
+///
+/// # Safety
+/// No reader may fill these samples any more.
+unsafe fn free_samples(samples: &mut [OctetSeq]) {
+    for s in samples {
+        if s.release && !s.buffer.is_null() {
+            libc::free(s.buffer as *mut c_void);
+            s.buffer = ptr::null_mut();
         }
     }
 }
@@ -485,4 +584,30 @@ fn wait_on(ws: dds_entity_t, what: &str, deadline_ns: u64) -> Result<(), DriverE
         return Err(err(what, rc));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Header;
+
+    #[test]
+    fn source_timestamp_comes_from_the_header_actual_time() {
+        let mut buf = vec![0u8; 64];
+        Header {
+            flags: 0,
+            seq: 7,
+            intended_ns: 5,
+            actual_ns: 123_456_789,
+        }
+        .encode(&mut buf);
+        assert_eq!(header_actual_ns(&buf), Some(123_456_789));
+        assert_eq!(header_actual_ns(&buf[..31]), None);
+        buf[0] ^= 1;
+        assert_eq!(
+            header_actual_ns(&buf),
+            None,
+            "not a roughnet message: dds_write stamps it"
+        );
+    }
 }
