@@ -52,6 +52,11 @@ NS_SYSCTLS = (
 #: LRO is "fixed off" on veth; asking is harmless and covers other drivers.
 OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off", "lro", "off")
 
+#: How long teardown waits after SIGTERM before SIGKILL: roughnet-wire keeps sending the frames it holds
+#: for up to 2 s after SIGTERM (docs/wire.md, "Stopping: the drain"); other processes exit at once and
+#: are not slowed by this.
+TEARDOWN_GRACE_S = 3.0
+
 ROLE_A, ROLE_B = "a", "b"  # host ends of a two-host link (hosts[0], hosts[1])
 ROLE_MEMBER, ROLE_PORT = "member", "port"  # shared segment: host end, bridge port
 ROLE_RELAY_A, ROLE_RELAY_B = "relay-a", "relay-b"  # relayed link: ends in the link namespace
@@ -398,7 +403,7 @@ class Topology:
         all_ns = list(dict.fromkeys(
             e["name"] for e in entries if e.get("kind") == "netns" and isinstance(e.get("name"), str)))
         try:
-            stop_processes(procs, children=self._children)
+            stop_processes(procs, grace_s=TEARDOWN_GRACE_S, children=self._children)
             # Anything else still inside our namespaces (a child of an agent, a command
             # whose caller was interrupted) is ours too: it lives in a namespace we made.
             strays = [(pid, process_start_time(pid)) for ns in all_ns for pid in netns_pids(ns)]
