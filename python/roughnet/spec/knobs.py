@@ -69,7 +69,8 @@ class ZenohKnobs(Knobs):
         'Session mode, "peer" (default) or "client"; client mode needs a [[service]] of kind "zenoh-router" '
         "(every agent connects to it).", None)
     transport: kinds.choice(("tcp", "udp", "quic")).type() = field(
-        'Transport of the session links: "tcp" (default), "udp" or "quic".', None)
+        'Transport of the session links: "tcp" (default), "udp" or "quic" (peer mode only; the runner makes the TLS '
+        "files).", None)
     reliability: _RELIABILITY.type() = field('Publisher reliability: "reliable" (default) or "best_effort".', None)
     congestion_control: kinds.choice(("block", "drop")).type() = field(
         'What a publisher does when the queue is full: "block" (default) or "drop".', None)
