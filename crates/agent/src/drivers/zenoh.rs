@@ -23,7 +23,10 @@
 //! Modes: `peer` (receivers listen on `<transport>/<listen>`, senders connect to
 //! `<transport>/<peer>`; with `multicast_scouting` they find each other by
 //! scouting instead of connecting) and `client` (everyone connects to `broker`,
-//! a zenoh router such as `roughnet-agent router`).
+//! a zenoh router such as `roughnet-agent router`).  Transports tcp, udp and quic
+//! (peer mode; TLS files from the options).  The options, their checks and the
+//! session timing for slow links (open timeout, lease, and this driver's own
+//! waits scaled with them) are in `zenoh/options.rs`.
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
