@@ -10,7 +10,11 @@ shared) hits both alike; the figures are medians over rounds and the ratios are 
   versus agent pinger/ponger, closed loop, S-byte messages.  ddsperf prints half the round trip (one-way
   latency estimate); the ``ddsperf_*_p50_us`` figures here are 2x what it prints, i.e. round trips.
 - throughput: ``ddsperf pub size S`` against ``ddsperf sub waitset`` (samples/s over the whole run) versus
-  an agent stream sender/receiver as fast as possible (received messages / receiver duration).
+  an agent stream sender/receiver as fast as possible (received messages / receiver duration), reliable
+  KEEP_ALL on both.  ddsperf's data writer ALWAYS batches (ddsperf.c: ``dds_qset_writer_batching (qos,
+  true)`` on the data writer, flushed only when its rate limiter sleeps or a sample asks for a reply),
+  with Cyclone's default ``General/MaxMessageSize`` of 14720 B, so the like-for-like agent run uses the
+  dds knob ``batch = 14720`` (``--batch``); the agent without batching is reported beside it.
 
 CPU placement dominates round trips on a small VM: with both processes on one CPU the round trip was
 ~16 us (agent and ddsperf alike), with the two sides on different CPUs ~55-70 us (cross-CPU wake-ups), and
@@ -147,8 +151,16 @@ def ddsperf_throughput(size: int, seconds: int) -> float:
     subprocess.run([*PIN["connector"], *DDSPERF, "-D", str(seconds), "pub", "size", str(size)], env=env,
                    capture_output=True, timeout=seconds + 30, check=False)
     out, _ = sub.communicate(timeout=seconds + 30)
-    rates = [float(m.group(1)) * 1000 for m in re.finditer(r"\(([0-9.]+) kS/s", out)]
-    return max(rates) if rates else 0.0  # the whole-run average, last printed while data still flowed
+    # Each second ddsperf sub prints "size S total T lost L delta D lost L rate R kS/s ... (A kS/s ...)".
+    # R is that second's rate; A (in parentheses) is the samples of the last 10 s divided by 10 s
+    # (ddsperf.c print_stats: nrecv10s / (10 * dt)), i.e. NOT the rate while data flowed in a run of
+    # a few seconds: an earlier version of this bench took the largest A and under-reported ddsperf
+    # about 2x.  The figure here is the mean of R over the seconds with data, less the first
+    # and last (partial: discovery, the publisher's end); the agent's is received / (first to last arrival).
+    rates = [float(m.group(2)) * 1000 for m in re.finditer(r" delta (\d+) lost \d+ rate ([0-9.]+) kS/s", out)
+             if int(m.group(1)) > 0]
+    full = rates[1:-1] or rates
+    return statistics.mean(full) if full else 0.0
 
 
 def main() -> None:
@@ -157,6 +169,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--size", type=int, default=200)
     ap.add_argument("--pings", type=int, default=20000)
+    ap.add_argument("--batch", type=int, default=14720,
+                    help="the agent's dds `batch` (bytes) for the like-for-like throughput run (default 14720: "
+                         "ddsperf's writer batching with Cyclone's default MaxMessageSize)")
     ap.add_argument("--ddsperf", default="ddsperf",
                     help="ddsperf to compare with (default: Debian's, Cyclone 0.10; the agent bundles Cyclone 11: "
                          "a ddsperf built from cyclors' bundled source compares like with like)")
@@ -170,20 +185,24 @@ def main() -> None:
         sys.exit(f"{a.ddsperf} not found (apt-get install cyclonedds-tools, or pass --ddsperf)")
     DDSPERF[0] = a.ddsperf
     r: dict[str, list[float]] = {k: [] for k in ("ddsperf_ws_p50_us", "ddsperf_listener_p50_us", "agent_p50_us",
-                                                 "ddsperf_msgs_per_s", "agent_msgs_per_s")}
+                                                 "ddsperf_msgs_per_s", "agent_msgs_per_s",
+                                                 "agent_unbatched_msgs_per_s")}
     for _ in range(a.rounds):
         r["ddsperf_ws_p50_us"].append(ddsperf_ping(a.size, a.seconds, "waitset"))
         r["agent_p50_us"].append(agent_ping_p50("dds", a.size, a.pings))
         r["ddsperf_listener_p50_us"].append(ddsperf_ping(a.size, a.seconds, "listener"))
         r["ddsperf_msgs_per_s"].append(ddsperf_throughput(a.size, a.seconds))
-        r["agent_msgs_per_s"].append(agent_stream_rate("dds", a.size, a.seconds))
+        r["agent_msgs_per_s"].append(agent_stream_rate("dds", a.size, a.seconds, {"batch": a.batch}))
+        r["agent_unbatched_msgs_per_s"].append(agent_stream_rate("dds", a.size, a.seconds))
     med = {k: round(median(v), 2) for k, v in r.items()}
     out = {
         "bench": "dds", "ddsperf": a.ddsperf, "transport": "loopback 127.0.0.1, unicast discovery", "size_bytes": a.size,
         "rounds": a.rounds, "pin": a.pin, "median": med, "all": r,
         "ratio_latency_vs_ddsperf_waitset": round(med["agent_p50_us"] / med["ddsperf_ws_p50_us"], 3),
         "ratio_latency_vs_ddsperf_listener": round(med["agent_p50_us"] / med["ddsperf_listener_p50_us"], 3),
+        "agent_batch_bytes": a.batch,
         "ratio_throughput": round(med["agent_msgs_per_s"] / med["ddsperf_msgs_per_s"], 3),
+        "ratio_throughput_unbatched": round(med["agent_unbatched_msgs_per_s"] / med["ddsperf_msgs_per_s"], 3),
         "load_avg": os.getloadavg(),
     }
     print(json.dumps(out, indent=1))

@@ -47,7 +47,7 @@ use serde::Deserialize;
 use self::ffi::{Domain, Qos, Reader, Writer};
 use super::{options_error, Driver, DriverError, Receiver, Requester, Responder, Sender};
 use crate::clock::now_ns;
-use crate::config::{Config, ConfigError, Role};
+use crate::config::{Config, ConfigError, Pattern, Role};
 use crate::signals::stop_requested;
 
 const KNOBS: [&str; 7] = [
@@ -279,6 +279,15 @@ impl Dds {
                 ))
             }
         };
+        if batch.is_some() && cfg.pattern == Pattern::Sync {
+            // Sync answers every burst with a summary and waits for the peer's: a summary held
+            // in a batch would wait for the next reliable heartbeat's repair instead.
+            return Err(ConfigError::invalid(
+                "options.batch",
+                o.batch.unwrap_or(0),
+                "0 (no batching) with pattern sync for protocol dds (sync waits for every reply)",
+            ));
+        }
         let ros2 = o.ros2.unwrap_or(false);
         let topic = cfg.topic.clone().unwrap_or_else(|| DEFAULT_TOPIC.into());
         let base = if ros2 { ros2_topic(&topic) } else { topic };
@@ -755,6 +764,14 @@ mod tests {
             let d = dds(off).unwrap();
             assert!(d.batch.is_none() && !d.qos.batching);
         }
+        let v = serde_json::json!({"v":1,"role":"syncer","protocol":"dds","pattern":"sync",
+            "peers":["127.0.0.1:9"],"listen":"127.0.0.1:8","payload_bytes":240,"bundles":4,
+            "options":{"batch":8192}});
+        let e = Dds::from_config(&Config::parse(&v.to_string()).unwrap())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("options.batch") && e.contains("sync"), "{e}");
         for bad in [1343, 65508] {
             let e = dds(serde_json::json!({ "batch": bad }))
                 .err()
