@@ -156,9 +156,13 @@ def test_zmq_dds_rtt_round_trip_grows_with_message_size(tmp_path):
     for r in rows:
         points = json.loads(r["points"]) if isinstance(r["points"], str) else r["points"]
         assert len(points) >= 100, len(points)
-        small = statistics.median(rtt for size, rtt in points[:20])
-        large = statistics.median(rtt for size, rtt in points[-20:])
-        assert large > small, (param(r, "protocol"), small, large)
+        # The lower envelope: a stall of a busy machine (or DDS's first reliable samples) only adds delay, and
+        # round trips are measured from the intended send time, so a backlog inflates whole stretches of
+        # iterations; the fastest of many neighbours is what the size costs. DDS's start can take 20
+        # iterations here, so the small end is the first 40 (1-313 KB) against the last 20 (801-953 KB).
+        small = min(rtt for size, rtt in points[:40])
+        large = min(rtt for size, rtt in points[-20:])
+        assert large > 1.5 * small, (param(r, "protocol"), small, large)
 
 
 UDP_IP_ETH = 8 + 20 + 14  # bytes of headers per UDP datagram on the link (the rate counts whole frames)
