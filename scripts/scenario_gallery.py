@@ -63,9 +63,10 @@ REDUCTIONS: dict[str, Reduction] = {
     # [[sweep.exclude]] tables name every value of mss, buffer, size and send, and roughnet refuses an
     # exclude naming a value the axis no longer has, so only the duration can shrink with whole-line
     # replacements. The efficiency tables are in the report's HTML, not in a PNG.
+    # docs/img/tcp-udp-link.png is the full-size run's (docs/scenarios.md), so this one is -reduced.
     "tcp-udp-link": Reduction(
         replace={"workload.duration": 'duration = "1 s"'},
-        pngs={"throughput_bps": ""},
+        pngs={"throughput_bps": "reduced"},
         full_runs=80,
     ),
     # 45 runs of 15000 messages at full size; 150 messages, three drop rates, two payloads: 18 runs.
@@ -102,10 +103,11 @@ REDUCTIONS: dict[str, Reduction] = {
         full_runs=36,
         args=["--from", "3", "--to", "5"],
     ),
-    # 6 runs of up to 1000 s at full size; same modem, same stores, a 40 s window.
+    # 6 runs of up to 1000 s at full size; same modem, same stores, a 40 s window (too short to deliver a
+    # bundle: it shows the report's layout). docs/img/hf-sync*.png are the full-size run's.
     "hf-sync": Reduction(
         replace={"workload.duration": 'duration = "40 s"', "scenario.timeout": 'timeout = "200 s"'},
-        pngs={"sync_bundles": "", "sync_goodput": "goodput"},
+        pngs={"sync_bundles": "reduced", "sync_goodput": "reduced-goodput"},
         full_runs=6,
     ),
     # 6 runs of 1500 iterations at full size; 200 iterations of 8 KB steps (still 1 KB to 1.6 MB).
