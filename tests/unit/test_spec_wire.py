@@ -132,7 +132,8 @@ def test_half_duplex_profile_and_needs() -> None:
     assert link.half_duplex == {"turnaround_ns": 500_000_000, "max_frame_bytes": 255, "buffer_bytes": 4096}
     assert {"profile", "half_duplex"} <= link.needs()
     assert link.forward == runspec.Direction()  # the profile's values are the engine's to merge
-    assert link_of("half_duplex = {}").half_duplex == {"turnaround_ns": 0}
+    assert link_of("half_duplex = {}").half_duplex == {}  # nothing written: the profile's or wire-core's defaults
+    assert link_of('half_duplex = { turnaround = "0 ms" }').half_duplex == {"turnaround_ns": 0}
 
 
 def test_fixtures_resolve_and_ask_for_the_wire_capabilities() -> None:
@@ -142,7 +143,7 @@ def test_fixtures_resolve_and_ask_for_the_wire_capabilities() -> None:
     assert imp.reverse.loss == 0.02 and imp.reverse.loss_model is None
     assert {"jitter_shape", "reorder", "loss_model", "duplicate", "corrupt", "overhead", "loss"} <= imp.needs()
     hf = plan_sweep(FIXTURES / "wire-hf-modem.toml").runs[0].links[0]
-    assert hf.profile == "hf-modem" and hf.half_duplex == {"turnaround_ns": 0, "buffer_bytes": 16384}
+    assert hf.profile == "hf-modem" and hf.half_duplex == {"buffer_bytes": 16384}
     v2v = plan_sweep(FIXTURES / "wire-v2v.toml")
     assert [r.links[0].distance_trace for r in v2v.runs][0] == v2v.runs[1].links[0].distance_trace
     assert "distance_trace" in v2v.runs[0].links[0].needs()

@@ -67,11 +67,16 @@ def test_profile_is_merged_under_explicit_values():
     assert profile["a_to_b"]["delay_ns"] == 35_000_000  # the profile dict is not modified
 
 
-def test_profile_half_duplex_kept_unless_link_sets_one():
-    profile = {"a_to_b": {}, "b_to_a": {}, "half_duplex": {"turnaround_ns": 500_000_000}}
-    assert link_config(Link(index=0, hosts=("a", "b")), profile)["half_duplex"] == {"turnaround_ns": 500_000_000}
+def test_link_half_duplex_goes_over_the_profiles_key_by_key():
+    profile = {"a_to_b": {}, "b_to_a": {}, "half_duplex": {"turnaround_ns": 500_000_000, "buffer_bytes": 4096}}
+    assert link_config(Link(index=0, hosts=("a", "b")), profile)["half_duplex"] == {
+        "turnaround_ns": 500_000_000, "buffer_bytes": 4096}
     own = Link(index=0, hosts=("a", "b"), half_duplex={"turnaround_ns": 1})
-    assert link_config(own, profile)["half_duplex"] == {"turnaround_ns": 1}
+    assert link_config(own, profile)["half_duplex"] == {"turnaround_ns": 1, "buffer_bytes": 4096}
+    # hf-sync.toml's case: only a frame limit written, the profile's turnaround and buffer stay
+    frame = Link(index=0, hosts=("a", "b"), half_duplex={"max_frame_bytes": 590})
+    assert link_config(frame, profile)["half_duplex"] == {
+        "turnaround_ns": 500_000_000, "buffer_bytes": 4096, "max_frame_bytes": 590}
 
 
 def _stats() -> dict:

@@ -135,8 +135,9 @@ def link_config(link: Link, profile: dict[str, Any] | None = None) -> dict[str, 
         merged.update(direction_config(d))
         merged["mtu"] = int(link.mtu)
         cfg[wire_dir] = merged
-    if link.half_duplex is not None:
-        cfg["half_duplex"] = dict(link.half_duplex)
+    if link.half_duplex is not None:  # key by key over the profile's medium, as the directions are
+        under = {k: v for k, v in (base.get("half_duplex") or {}).items() if v is not None}
+        cfg["half_duplex"] = {**under, **dict(link.half_duplex)}
     elif base.get("half_duplex") is not None:
         cfg["half_duplex"] = base["half_duplex"]
     if link.schedule:

@@ -302,7 +302,8 @@ class HalfDuplexTable(Table):
 
     turnaround: kinds.duration().type() = field(
         "Time between the end of a frame in one direction and the start of one in the other: " + kinds.DURATION
-        + ".", "0 ms")
+        + ". Each key left out keeps the link profile's value (hf-modem: 500 ms turnaround, 4 KiB buffer).",
+        "0 ms")
     frame_limit: kinds.bounded_size(ETHERNET_HEADER_BYTES + 1, U32_MAX, ("255 B", "1514 B")).type() = field(
         "Largest frame the medium carries (the whole Ethernet frame, its 14-byte header included); larger "
         "frames are dropped (`too_large`): " + kinds.SIZE + ", at least 15 B. Unset: no limit.", None)
@@ -314,8 +315,15 @@ class HalfDuplexTable(Table):
 
 
 def half_duplex_json(table: HalfDuplexTable) -> dict[str, Any]:
-    """wire-core's ``HalfDuplex`` JSON (``turnaround_ns``, ``max_frame_bytes``, ``buffer_bytes``)."""
-    out: dict[str, Any] = {"turnaround_ns": _value(table, "turnaround")}
+    """wire-core's ``HalfDuplex`` JSON (``turnaround_ns``, ``max_frame_bytes``, ``buffer_bytes``): the keys written.
+
+    Only what the scenario wrote is given, so that on a link with a profile the
+    unwritten keys keep the profile's values (``links.wire.link_config`` merges
+    key by key); with no profile, wire-core's defaults apply (no turnaround, no limits).
+    """
+    out: dict[str, Any] = {}
+    if "turnaround" in table.model_fields_set:
+        out["turnaround_ns"] = _value(table, "turnaround")
     if table.frame_limit is not None:
         out["max_frame_bytes"] = _value(table, "frame_limit")
     if table.buffer is not None:
