@@ -2,8 +2,8 @@
 """roughnet-agent's dds driver against Cyclone DDS's own ddsperf (Debian cyclonedds-tools), on loopback.
 
 Both use Cyclone DDS with the same configuration (interface 127.0.0.1, multicast off, unicast peer
-127.0.0.1: the agent's default; the agent also announces itself every 1 s, SPDPInterval) and reliable QoS. Interleaved rounds, so machine drift (this machine is
-shared) hits both alike; the figures are medians over rounds and the ratios are agent / ddsperf.
+127.0.0.1: the agent's default; the agent also announces itself every 1 s, SPDPInterval) and reliable
+QoS. Interleaved rounds, so machine drift (this machine is shared) hits both alike; the figures are medians over rounds and the ratios are agent / ddsperf.
 
 - round-trip p50: ``ddsperf ping size S waitset`` against ``ddsperf pong waitset`` (waitsets, as the agent
   uses; ddsperf's default listener mode, which answers on Cyclone's receive thread, is reported too)
