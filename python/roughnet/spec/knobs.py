@@ -161,7 +161,9 @@ class MqttKnobs(Knobs):
     keep_alive: kinds.bounded_duration(0, 65535 * SECOND_NS, ("30 s", "60 s"), whole_seconds=True).type() = field(
         "Keep-alive interval: " + kinds.DURATION + ", whole seconds, 0 s (off) to 65535 s; default 30 s.", None)
     inflight: kinds.integer(1, 65535, "an integer from 1 to 65535").type() = field(
-        "Client's maximum of unacknowledged QoS 1/2 messages in flight (default 100).", None)
+        "Client's maximum of unacknowledged QoS 1/2 messages in flight (default 100). An upper bound: an MQTT "
+        "3.1.1 QoS 2 publisher lowers it to the broker's receive maximum (mosquitto's max_inflight), which "
+        "3.1.1 cannot announce and past which mosquitto refuses messages silently (docs/protocols.md).", None)
     tls: kinds.boolean().type() = field(
         'Connect over TLS (default false); needs `tls = true` on the "mosquitto" service.', None)
 

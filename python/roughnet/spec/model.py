@@ -175,7 +175,7 @@ class LinkTable(DirectionTable):
     """``[[link]]``: a veth pair (two hosts) or a shared segment (more than two)."""
 
     between: kinds.name_list(_HOST, 2, "a list of at least 2 distinct host names").type() = _f(
-        "Hosts on this link: 2 make a veth pair, more a shared segment (a bridge).")
+        "Hosts on this link: 2 make a veth pair, more a shared segment (a bridge, or one roughnet-wire).")
     mtu: kinds.integer(576, 65535, "an integer from 576 to 65535 (bytes)").type() = _f(
         "MTU in bytes (a plain integer: the unit is implied by the key), 576 to 65535.", 1500)
     engine: _ENGINE.type() = _f("Link engine for this link: " + _ENGINE.expected + ". Unset: [scenario] engine.", None)
