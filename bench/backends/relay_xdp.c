@@ -211,7 +211,8 @@ int main(int argc, char **argv)
 	const char *run_mode[2];
 	for (int s = 0; s < 2; s++)
 		run_mode[s] = (side[s].attach_flags & XDP_FLAGS_DRV_MODE) ? "drv" : "skb";
-	printf("{\"type\":\"ready\",\"backend\":\"xdp\",\"pid\":%d,\"if_a\":\"%s\",\"if_b\":\"%s\",\"xdp_mode\":[\"%s\",\"%s\"],"
+	printf("{\"type\":\"ready\",\"backend\":\"xdp\",\"pid\":%d,\"if_a\":\"%s\",\"if_b\":\"%s\","
+	       "\"xdp_mode\":[\"%s\",\"%s\"],"
 	       "\"zerocopy\":[%s,%s]}\n", getpid(), argv[1], argv[2], run_mode[0], run_mode[1],
 	       side[0].zerocopy ? "true" : "false", side[1].zerocopy ? "true" : "false");
 	fflush(stdout);

@@ -270,7 +270,8 @@ def measure_tcp(t: Topo, seconds: float, rate_mbps: int = 0) -> dict:
                 "tcp": tcp_counters(t),
                 "retransmits": res["end"]["sum_sent"].get("retransmits"),
                 "relay_cpu_s": relay, "endpoints_cpu_s": endpoints, "softirq_s": softirq,
-                "path_s_per_gb": (relay + endpoints + softirq) / gb if gb else None, "relay_cores": relay / wall, "machine_busy_s": busy, "wall_s": wall,
+                "path_s_per_gb": (relay + endpoints + softirq) / gb if gb else None,
+                "relay_cores": relay / wall, "machine_busy_s": busy, "wall_s": wall,
                 "relay_s_per_gb": relay / gb if gb else None, "machine_s_per_gb": busy / gb if gb else None}
     finally:
         Topo.stop(srv)
@@ -370,13 +371,16 @@ def table(results: dict[str, list[dict]]) -> str:
         udp_us = f"{v['udp_us']:.2f}" if v["udp_us"] and b != "plain" else "-"
         lines.append(f"{b:9s} {v['bps'] / 1e9:10.2f} {ratio_p:6.2f} {ratio_a:6.2f} {rounds:>16s} "
                      f"{v['p50_us']:7.1f}u {added:+6.1f}u {v['p99_us']:7.1f}u {rel:>10s} {cores:>5s} "
-                     f"{v['path_s_per_gb']:9.3f} {ofo:>7s} {v['rtx']:>6d}({v['spurious']}) {fx_relay:>12s} {fx_path:>9s} "
+                     f"{v['path_s_per_gb']:9.3f} {ofo:>7s} {v['rtx']:>6d}({v['spurious']}) "
+                     f"{fx_relay:>12s} {fx_path:>9s} "
                      f"{udp_kpps:>8s} {udp_loss:>6s} {udp_us:>8s}")
     lines.append("medians over rounds; RTT = sockperf ping-pong 64 B full round trip; s/GB = CPU seconds per GB "
-                 "received by iperf3 at full speed and, under 'fixed', with TCP paced by iperf3 -b (relay process; path = relay + both iperf3 processes + the machine's "
+                 "received by iperf3 at full speed and, under 'fixed', with TCP paced by iperf3 -b (relay process; "
+                 "path = relay + both iperf3 processes + the machine's "
                  "softirq time, which other load on the machine inflates a little); OFO/10k = "
                  "segments B queued out of order per 10k received; rtx(DSACKed) = A's retransmissions, summed over "
-                 "rounds (those the receiver reported as duplicates were spurious: reordering, not loss); UDP = iperf3 -u "
+                 "rounds (those the receiver reported as duplicates were spurious: reordering, not loss); "
+                 "UDP = iperf3 -u "
                  "small payloads at full speed: packets received per second, lost fraction, relay CPU us per frame")
     return "\n".join(lines)
 
@@ -419,7 +423,8 @@ def main() -> int:
     outdir = args.keep_build or Path(tmp.name)
     outdir.mkdir(parents=True, exist_ok=True)
     bins = build(outdir)
-    meta = {"load_start": loadavg(), "realtime": args.realtime, "tap_txqueuelen": args.tap_txqueuelen, "kernel": os.uname().release, "rounds": args.rounds, "seconds": args.seconds,
+    meta = {"load_start": loadavg(), "realtime": args.realtime, "tap_txqueuelen": args.tap_txqueuelen,
+            "kernel": os.uname().release, "rounds": args.rounds, "seconds": args.seconds,
             "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     print(f"load average at start: {meta['load_start']}; kernel {meta['kernel']}; relays under "
           f"{'SCHED_FIFO ' + str(args.realtime) if args.realtime else 'ordinary scheduling'}", flush=True)
@@ -439,7 +444,8 @@ def main() -> int:
                         fixed = measure_tcp(t, args.seconds, args.fixed_mbps) if args.fixed_mbps else None
                         udp = measure_udp(t, args.seconds, args.udp_bytes) if args.udp_bytes else None
                         t.stop_relay()
-                        rec = {**tcp, **rtt, "fixed": fixed, "udp": udp, "round": rnd, "load": loadavg(), "relay_stats": t.stats}
+                        rec = {**tcp, **rtt, "fixed": fixed, "udp": udp, "round": rnd, "load": loadavg(),
+                               "relay_stats": t.stats}
                         ready[b] = t.ready
                 except BenchError as exc:
                     failures[b] = str(exc)
@@ -453,7 +459,8 @@ def main() -> int:
                       f"RTT p50 {rec['p50_us']:.1f} p99 {rec['p99_us']:.1f} us  relay+socket drops {drops} link drops "
                       f"{rec['link_drops']} backlog drops {rec['backlog_drops']} TCP retransmits {rec['retransmits']}  "
                       + (f"at {args.fixed_mbps} Mbit/s: {fixed['bps'] / 1e6:.0f} Mbit/s relay "
-                         f"{fixed['relay_s_per_gb'] or 0:.3f} path {fixed['path_s_per_gb']:.3f} s/GB  " if fixed else "")
+                         f"{fixed['relay_s_per_gb'] or 0:.3f} path {fixed['path_s_per_gb']:.3f} s/GB  "
+                         if fixed else "")
                       + (f"UDP {args.udp_bytes} B: sent {udp['sent_pps'] / 1e3:.0f}k/s received "
                          f"{udp['received_pps'] / 1e3:.0f}k/s relay {udp['relay_us_per_frame'] or 0:.2f} us/frame  "
                          if udp else "")
