@@ -43,7 +43,8 @@ HERE = Path(__file__).resolve().parent
 ADDR_A, ADDR_B, PREFIX = "198.18.202.1", "198.18.202.2", 24
 OFFLOADS = ["tso", "off", "gso", "off", "gro", "off", "tx", "off", "rx", "off"]
 TCP_MEM = "4096 131072 67108864"  # the same per-namespace TCP buffers as bench/wire_bench.py
-ALL_BACKENDS = ["plain", "afpacket", "tap", "xdp-drv", "xdp-skb"]
+ALL_BACKENDS = ["plain", "afpacket", "tap", "xdp-drv", "xdp-skb", "tap-mq2"]
+DEFAULT_BACKENDS = ALL_BACKENDS[:5]  # tap-mq2 (IFF_MULTI_QUEUE, 2 fds per TAP, one thread) only on request
 SOURCES = {"afpacket": ("relay_afpacket.c", []), "tap": ("relay_tap.c", []), "xdp": ("relay_xdp.c", ["-lxdp", "-lbpf"])}
 
 
@@ -142,10 +143,11 @@ class Topo:
             ifa, ifb = "rnwa", "rnwb"
             if self.backend == "plain":
                 self._veth(self.ns_a, ifa, self.ns_b, ifb)
-            elif self.backend == "tap":
+            elif self.backend in ("tap", "tap-mq2"):
                 self._ns(self.ns_l)
                 ifa, ifb = "rnta", "rntb"
-                self._start_relay([str(self.bins["tap"]), ifa, ifb])
+                queues = ["--queues", "2"] if self.backend == "tap-mq2" else []
+                self._start_relay([str(self.bins["tap"]), ifa, ifb, *queues])
                 for ns, ifname in ((self.ns_a, ifa), (self.ns_b, ifb)):
                     run(nsx(self.ns_l, ["ip", "link", "set", ifname, "netns", ns]))
                     # TAP without a vnet header offers few offloads; turn off whatever it has (ethtool returns
@@ -389,7 +391,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5)
-    ap.add_argument("--backends", default=",".join(ALL_BACKENDS))
+    ap.add_argument("--backends", default=",".join(DEFAULT_BACKENDS), help=f"some of {','.join(ALL_BACKENDS)}")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--fixed-mbps", type=int, default=1000,
                     help="also measure CPU per GB with TCP paced at this rate (iperf3 -b; 0 = skip)")
