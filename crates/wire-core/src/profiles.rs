@@ -71,7 +71,7 @@ pub fn profile(name: &str) -> Option<LinkConfig> {
         // 5.6 Mbit/s, RTT about 70 ms (as recalled, see docs/wire-models.md). Jitter assumed.
         "lte" => LinkConfig {
             a_to_b: DirectionConfig {
-                rate_bps: Some(5_000_000),
+                rate_bps: Some(6_000_000),
                 delay_ns: 35 * MS,
                 jitter_ns: 5 * MS,
                 jitter_dist: JitterDist::Normal,
@@ -79,7 +79,7 @@ pub fn profile(name: &str) -> Option<LinkConfig> {
                 ..Default::default()
             },
             b_to_a: DirectionConfig {
-                rate_bps: Some(12_000_000),
+                rate_bps: Some(13_000_000),
                 delay_ns: 35 * MS,
                 jitter_ns: 5 * MS,
                 jitter_dist: JitterDist::Normal,
