@@ -224,7 +224,9 @@ class WorkloadTable(_Table):
     messages: kinds.integer(1, None, "an integer >= 1").type() = _f(
         "Messages to send (stream), requests (ping), iterations (ramp). Not for bulk.", None)
     duration: kinds.duration().type() = _f("Send for this long (stream, bulk): " + kinds.DURATION + ".", None)
-    rate: kinds.msg_rate().type() = _f("Stream only: open-loop schedule, " + kinds.MSG_RATE + ". Unset: max.", None)
+    rate: kinds.msg_rate().type() = _f(
+        "Stream: open-loop schedule, " + kinds.MSG_RATE + ". Unset: max. Bulk accepts only \"max\" (so one "
+        "sweep can set it for streams and bulk alike).", None)
     interval: kinds.duration().type() = _f(
         "Ping, ramp: time between requests (" + kinds.DURATION + "). Unset (ping): next after the reply.", None)
     step: kinds.size().type() = _f("Ramp only: the message grows by this each iteration (" + kinds.SIZE + ").", None)
