@@ -133,10 +133,5 @@ def section(runs: list[dict[str, Any]], param_keys: list[str]) -> str:
              "second over the link's nominal rate, so protocol headers keep it below 1 on a perfect link.</p>"]
     names = {"tcp": "TCP (bulk send)", "udp": "UDP (packets at a fixed interval, or as fast as possible: bulk)"}
     for proto, (headers, rows) in tables(runs, param_keys).items():
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(row[h])}</td>" for h in headers) + "</tr>" for row in rows
-        )
-        parts.append(f"<h3>{html.escape(names[proto])}</h3><table><thead><tr>{head}</tr></thead>"
-                     f"<tbody>{body}</tbody></table>")
+        parts.append(f"<h3>{html.escape(names[proto])}</h3>{fmt.table_html(headers, rows)}")
     return "".join(parts)

@@ -8,7 +8,6 @@ fared rather than only the run's aggregate.  No I/O, no plotting.
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from roughnet.report import fmt
@@ -50,14 +49,7 @@ def section(runs: list[dict[str, Any]], param_keys: list[str]) -> str:
     headers, rows = table(runs, param_keys)
     if not rows:
         return ""
-    e = lambda s: html.escape(str(s), quote=True)  # noqa: E731
-    numeric = {c[0] for c in COLUMNS} | {"#"}
-    head = "".join(f"<th>{e(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="num">{e(row[h])}</td>' if h in numeric else f"<td>{e(row[h])}</td>"
-                         for h in headers) + "</tr>"
-        for row in rows
-    )
+    table_html = fmt.table_html(headers, rows, {c[0] for c in COLUMNS} | {"#"})
     note = ("<p>Each subscriber of a one-to-many run, as its own agent measured it (the run's row above "
             "sums the counts and shows the slowest subscriber's latency).</p>")
-    return f"<h2>Fan-out: every subscriber</h2>{note}<table><tr>{head}</tr>{body}</table>"
+    return f"<h2>Fan-out: every subscriber</h2>{note}{table_html}"

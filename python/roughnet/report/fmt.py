@@ -9,6 +9,7 @@ scaling (µs/ms, bit/s..Gbit/s, %).  No plotting and no I/O here.
 
 from __future__ import annotations
 
+import html
 import logging
 import math
 from collections.abc import Callable, Iterable
@@ -216,3 +217,19 @@ def value(column: str, v: float | None) -> str:
     if not s.unit:
         return text
     return f"{text} {s.unit}"
+
+
+def table_html(headers: list[str], rows: list[dict[str, Any]], numeric: Iterable[str] = ()) -> str:
+    """An HTML table of ``rows`` (dicts keyed by header), escaped; cells of ``numeric`` columns right-aligned."""
+    num = set(numeric)
+
+    def e(s: Any) -> str:
+        return html.escape(str(s), quote=True)
+
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="num">{e(row[h])}</td>' if h in num else f"<td>{e(row[h])}</td>"
+                         for h in headers) + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -8,7 +8,6 @@ without any gives no section. No I/O, no plotting.
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from roughnet.report import fmt
@@ -62,14 +61,7 @@ def section(runs: list[dict[str, Any]], param_keys: list[str]) -> str:
     headers, rows = table(runs, param_keys)
     if not rows:
         return ""
-    e = lambda s: html.escape(str(s), quote=True)  # noqa: E731
-    numeric = {c[0] for c in COLUMNS} | {"#"}
-    head = "".join(f"<th>{e(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="num">{e(row[h])}</td>' if h in numeric else f"<td>{e(row[h])}</td>"
-                         for h in headers) + "</tr>"
-        for row in rows
-    )
+    table_html = fmt.table_html(headers, rows, {c[0] for c in COLUMNS} | {"#"})
     note = (
         "<p>From the packet captures (tcpdump on every host interface of each link with <code>capture = true</code>, "
         "headers only). Each packet is counted once, on the interface it left by, before the link could drop it. "
@@ -79,4 +71,4 @@ def section(runs: list[dict[str, Any]], param_keys: list[str]) -> str:
         "<code>capture-analysis.json</code> in each run's artifacts.</p>"
     )
     return (f"<h2>Packet analysis ({len(rows)} captured run(s))</h2>{note}"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            f"{table_html}")
