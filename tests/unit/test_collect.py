@@ -89,3 +89,19 @@ def test_histograms_extracted_per_kind():
     hs = collect.histograms("b", _rx())
     assert {h["kind"] for h in hs} == {"latency_intended", "latency_actual"}
     assert all(h["host"] == "b" for h in hs)
+
+
+def test_udp_rcvbuf_drops_on_a_receiving_host_make_a_udp_run_suspect():
+    from roughnet.run.counters import UDP_KEYS
+
+    tables = parse_proc_table((FIX / "snmp_netstat_root.txt").read_text())
+    assert set(UDP_KEYS) <= set(tables["Udp"])  # the kept names are the kernel's
+    ns = {"a": {"UdpRcvbufErrors": 9}, "b": {"UdpRcvbufErrors": 3, "UdpInErrors": 3}}
+    assert collect.udp_metrics(ns) == {"udp_rcvbuf_errors": 12}
+    rx = [("b", {"end_reason": "end_marker", "complete": True})]
+    validity, why = collect.verdict("stream", rx, {}, {}, None, "udp", ns)
+    assert validity == "suspect" and len(why) == 1  # host a is the sender: its drops are not the receiver's
+    assert why[0].startswith("receiver b:") and "3 datagram(s)" in why[0]
+    # Protocols that recover pay them as retransmissions: recorded, not a verdict.
+    assert collect.verdict("stream", rx, {}, {}, None, "zenoh", ns) == ("valid", [])
+    assert collect.verdict("stream", rx, {}, {}, None, "udp", {"b": {"UdpRcvbufErrors": 0}}) == ("valid", [])

@@ -83,6 +83,14 @@ def _stats() -> dict:
     return json.loads((FIXTURES / "wire_stats.json").read_text())
 
 
+def test_drops_loss_counts_frame_error_drops_too():
+    # The per-reason key of `loss` has the aggregate's name: the aggregate must win.
+    stats = _stats()
+    stats["a_to_b"]["drops"].update(loss=5, frame_error=7)
+    fwd = counters_from_stats(stats, {"a_to_b": {}, "b_to_a": {}})["forward"]
+    assert fwd["drops_loss"] == 12 and fwd["drops_frame_error"] == 7
+
+
 def test_counters_from_a_real_stats_line():
     stats = _stats()
     config = {"a_to_b": {"delay_ns": 10_000_000}, "b_to_a": {}}
@@ -94,7 +102,8 @@ def test_counters_from_a_real_stats_line():
     assert fwd["drops_loss"] == a2b["drops"]["loss"] + a2b["drops"]["frame_error"]
     assert fwd["drops_queue"] == a2b["drops"]["queue_full"] + a2b["drops"]["overrun"]
     for reason, n in a2b["drops"].items():
-        assert fwd[f"drops_{reason}"] == n
+        if reason != "loss":  # drops_loss is loss + frame_error (checked above and below)
+            assert fwd[f"drops_{reason}"] == n
     assert fwd["sched_error_p99_us"] == pytest.approx(a2b["sched_error"]["p99_us"])
     assert fwd["sched_error_max_us"] == pytest.approx(a2b["sched_error"]["max_us"])
     assert fwd["queue_high_packets"] == a2b["queue_high_packets"]
@@ -157,3 +166,11 @@ def test_expected_loss_models():
     assert p == pytest.approx(1 - (1 - 1e-5) ** 8000)
     assert expected_loss({"model": "ieee80211p"}, 100) is None
     assert loss_runs([0, 3, 4, 8], 10) == [2, 3, 1]
+
+
+def test_kernel_drops_at_the_emulators_socket_make_a_run_suspect():
+    c = _wire_counters()
+    c["reverse"]["rx_kernel_drops"] = 4
+    reasons = collect.wire_reasons({2: c})
+    assert len(reasons) == 1 and "link 2 reverse" in reasons[0] and "dropped 4 frame(s)" in reasons[0]
+    assert collect.wire_reasons({2: _wire_counters()}) == []

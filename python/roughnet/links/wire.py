@@ -169,18 +169,17 @@ def direction_counters(d: dict[str, Any], configured: dict[str, Any]) -> dict[st
     sched = d.get("sched_error") or {}
     io = d.get("io") or {}
     send_errors = io.get("send_errors") or {}
-    out: dict[str, Any] = {
-        # What a random decision of the link model dropped (loss models and frame-error models).
-        "drops_loss": int(drops.get("loss", 0)) + int(drops.get("frame_error", 0)),
-        # What a full buffer dropped (the drop-tail queue, the half-duplex modem's buffer).
-        "drops_queue": int(drops.get("queue_full", 0)) + int(drops.get("overrun", 0)),
-        "tx_packets": int(d.get("packets_out", 0)),
-        "tx_bytes": int(d.get("bytes_out", 0)),
-        "rx_packets": int(d.get("packets_in", 0)),
-        "rx_bytes": int(d.get("bytes_in", 0)),
-    }
-    for reason in DROP_REASONS:
-        out[f"drops_{reason}"] = int(drops.get(reason, 0))
+    out: dict[str, Any] = {f"drops_{reason}": int(drops.get(reason, 0)) for reason in DROP_REASONS}
+    # The two every engine has (set after the per-reason keys: ``drops_loss`` is also the name of the
+    # ``loss`` reason, which on its own would leave out the frame-error models' drops).
+    # What a random decision of the link model dropped (loss models and frame-error models).
+    out["drops_loss"] = int(drops.get("loss", 0)) + int(drops.get("frame_error", 0))
+    # What a full buffer dropped (the drop-tail queue, the half-duplex modem's buffer).
+    out["drops_queue"] = int(drops.get("queue_full", 0)) + int(drops.get("overrun", 0))
+    out["tx_packets"] = int(d.get("packets_out", 0))
+    out["tx_bytes"] = int(d.get("bytes_out", 0))
+    out["rx_packets"] = int(d.get("packets_in", 0))
+    out["rx_bytes"] = int(d.get("bytes_in", 0))
     for key in ("duplicated", "corrupted", "reordered", "queue_high_packets", "queue_high_bytes", "held_packets"):
         out[key] = int(d.get(key, 0))
     out["sched_error_count"] = int(sched.get("count", 0))

@@ -120,7 +120,9 @@ def wire_reasons(link_counters: dict[Any, dict[str, Any]] | None) -> list[str]:
 
     - a direction whose departures were late by more than ``wire_sched_limit_us`` at p99;
     - frames dropped as ``overrun`` (the half-duplex modem's buffer) on a link that is
-      not half duplex: that cannot happen, so the counters (or the engine) are wrong.
+      not half duplex: that cannot happen, so the counters (or the engine) are wrong;
+    - frames the kernel dropped at the emulator's own socket before it read them
+      (``rx_kernel_drops``: the machine, not the emulated link, lost them).
     """
     reasons: list[str] = []
     for index, c in sorted((link_counters or {}).items(), key=lambda kv: str(kv[0])):
@@ -143,7 +145,37 @@ def wire_reasons(link_counters: dict[Any, dict[str, Any]] | None) -> list[str]:
                     f"link {index} {direction}: {overrun} frame(s) dropped as modem overrun on a link that is not "
                     f"half duplex (expected none)"
                 )
+            kernel = int(d.get("rx_kernel_drops", 0) or 0)
+            if kernel:
+                reasons.append(
+                    f"link {index} {direction}: the kernel dropped {kernel} frame(s) at the emulator's socket before "
+                    f"it read them (lost to the machine, not to the emulated link)"
+                )
     return reasons
+
+
+def udp_metrics(tcp_deltas: dict[str, dict[str, int]]) -> dict[str, int]:
+    """UDP datagrams the hosts' kernels dropped at a full socket receive buffer, summed over hosts."""
+    return {"udp_rcvbuf_errors": sum(int(d.get("UdpRcvbufErrors", 0) or 0) for d in tcp_deltas.values())}
+
+
+def udp_host_reasons(protocol: str, hosts: list[str], ns_counters: dict[str, dict[str, int]] | None) -> list[str]:
+    """Suspect reasons for a ``udp`` run whose receiving hosts dropped datagrams at a full socket buffer.
+
+    Raw UDP has no recovery, so such drops are counted as the link's loss while the
+    host (the receiving agent not reading fast enough) lost them.  Protocols that
+    recover (DDS, Zenoh over UDP) pay them as retransmissions: real behaviour of
+    the stack on this host, recorded (``udp_rcvbuf_errors``) but not a verdict.
+    """
+    if protocol != "udp":
+        return []
+    out = []
+    for host in hosts:
+        n = int(((ns_counters or {}).get(host) or {}).get("UdpRcvbufErrors", 0) or 0)
+        if n:
+            out.append(f"receiver {host}: the kernel dropped {n} datagram(s) at its full socket receive buffer "
+                       f"(counted as loss; the host's, not the link's)")
+    return out
 
 
 def verdict(
@@ -152,10 +184,13 @@ def verdict(
     sender_res: dict[str, Any] | None,
     cpu: dict[str, Any],
     link_counters: dict[Any, dict[str, Any]] | None = None,
+    protocol: str = "",
+    ns_counters: dict[str, dict[str, int]] | None = None,
 ) -> tuple[str, list[str]]:
     """Validity v1: ``valid``, ``suspect`` (numbers usable with care) or ``invalid``, with reasons.
 
-    ``link_counters`` (link index -> engine counters) adds the wire engine's reasons.
+    ``link_counters`` (link index -> engine counters) adds the wire engine's reasons;
+    ``ns_counters`` (host -> kernel counter deltas) the receiving hosts' UDP buffer drops.
     """
     invalid: list[str] = []
     suspect: list[str] = []
@@ -177,6 +212,7 @@ def verdict(
     if sat > SATURATED_FRACTION_LIMIT:
         suspect.append(f"machine CPU saturated during {100 * sat:.0f} % of the run (max {100 * (cpu.get('max') or 0):.0f} %)")
     suspect.extend(wire_reasons(link_counters))
+    suspect.extend(udp_host_reasons(protocol, [h for h, _ in receivers], ns_counters))
     if invalid:
         return "invalid", invalid + suspect
     if suspect:

@@ -1,7 +1,7 @@
-"""Counters sampled around a run: per-namespace TCP counters and the machine's CPU.
+"""Counters sampled around a run: per-namespace TCP and UDP counters and the machine's CPU.
 
-TCP counters come from ``/proc/net/snmp`` and ``/proc/net/netstat`` read
-inside each host's namespace (they are per network namespace).  Machine CPU
+TCP and UDP counters come from ``/proc/net/snmp`` and ``/proc/net/netstat``
+read inside each host's namespace (they are per network namespace).  Machine CPU
 comes from ``/proc/stat`` (machine-wide, sampled in a thread so that a short
 saturation is seen, not only the run's average).
 """
@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 #: TCP counters kept (names as in /proc/net/snmp "Tcp:" and /proc/net/netstat "TcpExt:").
 TCP_KEYS = ("RetransSegs", "OutSegs", "InSegs", "InErrs", "OutRsts")
 TCPEXT_KEYS = ("TCPLostRetransmit", "TCPFastRetrans", "TCPSlowStartRetrans", "TCPTimeouts", "TCPSACKReorder")
+#: UDP counters kept ("Udp:" in /proc/net/snmp), stored as ``Udp<name>``.  ``InErrors`` includes
+#: ``RcvbufErrors`` (datagrams a full socket receive buffer dropped: the host's loss, not the link's).
+UDP_KEYS = ("InDatagrams", "NoPorts", "InErrors", "OutDatagrams", "RcvbufErrors", "SndbufErrors")
 
 
 def parse_proc_table(text: str) -> dict[str, dict[str, int]]:
@@ -37,7 +40,7 @@ def parse_proc_table(text: str) -> dict[str, dict[str, int]]:
 
 
 def tcp_counters(topo, host: str) -> dict[str, int]:
-    """The kept TCP counters of one host's namespace."""
+    """The kept TCP counters of one host's namespace, and its UDP ones (``Udp<name>``)."""
     counters: dict[str, int] = {}
     snmp = topo.run(host, ["cat", "/proc/net/snmp", "/proc/net/netstat"], capture_output=True, text=True)
     tables = parse_proc_table(snmp.stdout)
@@ -45,6 +48,8 @@ def tcp_counters(topo, host: str) -> dict[str, int]:
         counters[k] = tables.get("Tcp", {}).get(k, 0)
     for k in TCPEXT_KEYS:
         counters[k] = tables.get("TcpExt", {}).get(k, 0)
+    for k in UDP_KEYS:
+        counters["Udp" + k] = tables.get("Udp", {}).get(k, 0)
     return counters
 
 

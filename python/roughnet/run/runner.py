@@ -314,6 +314,7 @@ def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats)
     metrics = collect.aggregate(w.pattern, [r["metrics"] for r in per_rx], sender.result)
     metrics.update(collect.link_drop_metrics(link_counters))
     metrics.update(collect.tcp_metrics(tcp_deltas))
+    metrics.update(collect.udp_metrics(tcp_deltas))
     cpu_agents = 0.0
     for a in agents:
         c = a.result.get("cpu") or {}
@@ -328,7 +329,7 @@ def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats)
     record["tcp_counters"] = tcp_deltas
     record["validity"], record["validity_reasons"] = collect.verdict(
         w.pattern, [(a.spec.host, a.result) for a in receivers if w.pattern in ("stream", "bulk")],
-        sender.result, cpu_stats, link_counters,
+        sender.result, cpu_stats, link_counters, w.protocol, tcp_deltas,
     )
     record["status"] = "ok"
 
