@@ -13,14 +13,13 @@ is missing.
 
 import json
 import os
-import struct
 import subprocess
 import time
 from dataclasses import dataclass
 
 import pytest
 
-from roughnet.binaries import agent_version, find_binary
+from interop import FLAG_END, HEADER_LEN, agent_marks, agent_result, decode, message, start_agent
 
 pytest.importorskip("cyclonedds", reason="cyclonedds is not installed (pip install cyclonedds)")
 
@@ -33,19 +32,10 @@ from cyclonedds.sub import DataReader  # noqa: E402
 from cyclonedds.topic import Topic  # noqa: E402
 from cyclonedds.util import duration  # noqa: E402
 
-AGENT = find_binary("roughnet-agent")
-pytestmark = [
-    pytest.mark.skipif(AGENT is None, reason="roughnet-agent is not built (make build)"),
-    pytest.mark.skipif(
-        AGENT is not None and "dds" not in agent_version(str(AGENT)).get("protocols", []),
-        reason="this roughnet-agent build does not speak dds",
-    ),
-]
+pytestmark = agent_marks("dds")
 
-MAGIC = 0x314D4E52
-HEADER = struct.Struct("<IHHQQQ")
-FLAG_END = 2
 N = 300
+PAYLOAD_BYTES = 100
 DOMAIN = 17  # not the default 0, so other loopback DDS traffic stays apart
 
 XML = (
@@ -61,29 +51,10 @@ class Bytes(IdlStruct, typename="roughnet::Bytes"):
     data: sequence[uint8]
 
 
-def message(seq: int, flags: int = 0, size: int = 100) -> bytes:
-    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    return HEADER.pack(MAGIC, flags, 32, seq, now, now) + b"\xab" * (size - 32)
-
-
-def decode(payload: bytes) -> tuple[int, int]:
-    magic, flags, hlen, seq, _i, _a = HEADER.unpack_from(payload)
-    assert magic == MAGIC and hlen == 32, payload[:32]
-    return flags, seq
-
-
 def agent(cfg: dict) -> subprocess.Popen:
-    base = {"v": 1, "protocol": "dds", "payload_bytes": 100, "report_interval_ms": 0, "timeout_ms": 30000,
+    base = {"v": 1, "protocol": "dds", "payload_bytes": PAYLOAD_BYTES, "report_interval_ms": 0, "timeout_ms": 30000,
             "options": {"domain_id": DOMAIN}}
-    return subprocess.Popen([str(AGENT), "run", "--config-json", json.dumps(base | cfg)],
-                            stdout=subprocess.PIPE, text=True)
-
-
-def result(p: subprocess.Popen) -> dict:
-    out, _ = p.communicate(timeout=60)
-    lines = [json.loads(x) for x in out.splitlines() if x.strip()]
-    assert p.returncode == 0, lines
-    return next(x for x in lines if x["type"] == "result")
+    return start_agent(base | cfg)
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +80,7 @@ def test_python_reader_receives_the_agent_publications(participant) -> None:
             if isinstance(s, Bytes):
                 got.append(bytes(s.data))
         time.sleep(0.005)
-    res = result(tx)
+    res = agent_result(tx)
     assert res["sent"] == N
     decoded = [decode(p) for p in got]
     assert [s for f, s in decoded if not f & FLAG_END] == list(range(N))
@@ -127,9 +98,9 @@ def test_agent_receiver_receives_python_publications(participant) -> None:
     assert dw.get_matched_subscriptions(), "the agent's reader never matched"
     time.sleep(0.5)  # the reader's side of the match (a plain DDS peer has no roughnet handshake)
     for i in range(N):
-        dw.write(Bytes(data=message(i)))
-    dw.write(Bytes(data=message(N, FLAG_END, 32)))
-    res = result(rx)
+        dw.write(Bytes(data=message(i, size=PAYLOAD_BYTES)))
+    dw.write(Bytes(data=message(N, FLAG_END, HEADER_LEN)))
+    res = agent_result(rx)
     assert res["received"] == N, res
     assert res["complete"] is True
     assert res["bad_messages"] == 0

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,40 +21,20 @@ from pathlib import Path
 
 import pytest
 
-from roughnet.binaries import find_binary
+from interop import AGENT, FLAG_END, HEADER_LEN, agent_marks, decode, free_port, message, ready_agent
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (pip install confluent-kafka)")
 ck_admin = pytest.importorskip("confluent_kafka.admin", reason="confluent-kafka is not installed")
 
-AGENT = find_binary("roughnet-agent")
 LIBS = Path(os.environ.get("ROUGHNET_KAFKA_LIBS", "/var/cache/roughnet/kafka-4.3.1/libs"))
 HAS_JARS = LIBS.is_dir() and any(p.name.startswith("kafka_2.13") for p in LIBS.iterdir())
 pytestmark = [
-    pytest.mark.skipif(AGENT is None, reason="roughnet-agent is not built (make build)"),
+    *agent_marks(),
     pytest.mark.skipif(shutil.which("java") is None, reason="java is not installed"),
     pytest.mark.skipif(not HAS_JARS, reason=f"no Kafka jars in {LIBS} (set ROUGHNET_KAFKA_LIBS)"),
 ]
 
-MAGIC = 0x314D4E52
-HEADER = struct.Struct("<IHHQQQ")
-FLAG_END = 2
-
-
-def header(seq: int, flags: int = 0, size: int = 64) -> bytes:
-    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    return HEADER.pack(MAGIC, flags, 32, seq, now, now) + b"\0" * (size - 32)
-
-
-def decode(payload: bytes) -> tuple[int, int]:
-    magic, flags, hlen, seq, _i, _a = HEADER.unpack_from(payload)
-    assert magic == MAGIC and hlen == 32, payload[:32]
-    return flags, seq
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+PAYLOAD_BYTES = 64
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +79,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def agent_config(role: str, broker: str, topic: str, **extra: object) -> str:
     cfg = {"v": 1, "role": role, "protocol": "kafka", "pattern": "stream", "broker": broker, "topic": topic,
-           "payload_bytes": 64, "messages": 100, "timeout_ms": 30000, "report_interval_ms": 0,
+           "payload_bytes": PAYLOAD_BYTES, "messages": 100, "timeout_ms": 30000, "report_interval_ms": 0,
            "options": {"linger": 0}}
     cfg.update(extra)
     return json.dumps(cfg)
@@ -132,22 +110,13 @@ def test_confluent_kafka_consumes_the_agents_messages(broker: str) -> None:
 
 def test_the_agent_receives_confluent_kafkas_messages(broker: str) -> None:
     topic = "roughnet/interop-b"
-    rx = subprocess.Popen([str(AGENT), "run", "--config-json", agent_config("receiver", broker, topic)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert rx.stdout is not None
-        ready = json.loads(rx.stdout.readline())
-        assert ready["type"] == "ready", ready
+    with ready_agent(agent_config("receiver", broker, topic)) as rx:
         p = ck.Producer({"bootstrap.servers": broker, "linger.ms": 0, "acks": "all"})
         for seq in range(100):
-            p.produce("roughnet-interop-b", header(seq))
-        p.produce("roughnet-interop-b", header(100, FLAG_END, 32))
+            p.produce("roughnet-interop-b", message(seq, size=PAYLOAD_BYTES, fill=b"\0"))
+        p.produce("roughnet-interop-b", message(100, FLAG_END, HEADER_LEN))
         assert p.flush(30) == 0
         out, err = rx.communicate(timeout=60)
-    finally:
-        if rx.poll() is None:
-            rx.kill()
-            rx.wait()
     assert rx.returncode == 0, err
     res = json.loads(out.splitlines()[-1])
     assert (res["received"], res["lost"], res["duplicates"], res["complete"]) == (100, 0, 0, True), res

@@ -11,47 +11,25 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import struct
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from roughnet.binaries import find_binary
+from interop import (FLAG_END, HEADER_LEN, agent_marks, decode, free_port, loopback_server, message, ready_agent,
+                     run_agent)
 
 paho = pytest.importorskip("paho.mqtt.client", reason="paho-mqtt is not installed (pip install paho-mqtt)")
 
-AGENT = find_binary("roughnet-agent")
 MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None)
 pytestmark = [
-    pytest.mark.skipif(AGENT is None, reason="roughnet-agent is not built (make build)"),
+    *agent_marks(),
     pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto is not installed (apt-get install mosquitto)"),
 ]
 
-MAGIC = 0x314D4E52
-HEADER = struct.Struct("<IHHQQQ")
-FLAG_END = 2
-
-
-def header(seq: int, flags: int = 0, size: int = 64) -> bytes:
-    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    return HEADER.pack(MAGIC, flags, 32, seq, now, now) + b"\0" * (size - 32)
-
-
-def decode(payload: bytes) -> tuple[int, int]:
-    magic, flags, hlen, seq, _i, _a = HEADER.unpack_from(payload)
-    assert magic == MAGIC and hlen == 32, payload[:32]
-    return flags, seq
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+PAYLOAD_BYTES = 64
 
 
 @pytest.fixture(scope="module")
@@ -60,36 +38,15 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     conf = d / "mosquitto.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
-    with open(d / "log", "wb") as log:
-        p = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert p.poll() is None, (d / "log").read_text()
-                assert time.monotonic() < deadline, "mosquitto did not listen"
-                time.sleep(0.02)
-        yield f"127.0.0.1:{port}"
-    finally:
-        p.terminate()
-        p.wait(timeout=10)
+    with loopback_server([MOSQUITTO, "-c", str(conf)], port, d / "log", "mosquitto") as address:
+        yield address
 
 
 def agent_config(role: str, broker: str, topic: str, **extra: object) -> str:
     cfg = {"v": 1, "role": role, "protocol": "mqtt", "pattern": "stream", "broker": broker, "topic": topic,
-           "payload_bytes": 64, "messages": 100, "timeout_ms": 20000, "report_interval_ms": 0}
+           "payload_bytes": PAYLOAD_BYTES, "messages": 100, "timeout_ms": 20000, "report_interval_ms": 0}
     cfg.update(extra)
     return json.dumps(cfg)
-
-
-def run_agent(cfg: str) -> dict:
-    out = subprocess.run([str(AGENT), "run", "--config-json", cfg], capture_output=True, text=True, timeout=60,
-                         check=False)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return next(json.loads(l) for l in out.stdout.splitlines() if json.loads(l)["type"] == "result")
 
 
 def paho_client(broker: str, version: str) -> paho.Client:
@@ -135,25 +92,15 @@ def test_paho_receives_the_agents_publications(broker: str, version: str, qos: i
 @pytest.mark.parametrize("version", ["3.1.1", "5"])
 def test_the_agent_receives_pahos_publications(broker: str, version: str) -> None:
     topic = f"rn/interop/b{version}"
-    rx = subprocess.Popen([str(AGENT), "run", "--config-json",
-                           agent_config("receiver", broker, topic, options={"version": version, "qos": 1})],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert rx.stdout is not None
-        ready = json.loads(rx.stdout.readline())
-        assert ready["type"] == "ready", ready
+    with ready_agent(agent_config("receiver", broker, topic, options={"version": version, "qos": 1})) as rx:
         c = paho_client(broker, version)
         c.loop_start()
         for seq in range(100):
-            c.publish(topic, header(seq), qos=1).wait_for_publish(10)
-        c.publish(topic, header(100, FLAG_END, 32), qos=1).wait_for_publish(10)
+            c.publish(topic, message(seq, size=PAYLOAD_BYTES, fill=b"\0"), qos=1).wait_for_publish(10)
+        c.publish(topic, message(100, FLAG_END, HEADER_LEN), qos=1).wait_for_publish(10)
         c.loop_stop()
         c.disconnect()
         out, err = rx.communicate(timeout=30)
-    finally:
-        if rx.poll() is None:
-            rx.kill()
-            rx.wait()
     assert rx.returncode == 0, err
     res = json.loads(out.splitlines()[-1])
     assert res["type"] == "result"

@@ -12,73 +12,36 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 import struct
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from roughnet.binaries import find_binary
+from interop import AGENT, FLAG_END, FLAG_REPLY, HEADER_LEN, agent_marks, decode, free_port, loopback_server, message
 
 nats = pytest.importorskip("nats", reason="nats-py is not installed (pip install nats-py)")
 
-AGENT = find_binary("roughnet-agent")
 SERVER = shutil.which("nats-server") or ("/usr/sbin/nats-server" if Path("/usr/sbin/nats-server").exists() else None)
 pytestmark = [
-    pytest.mark.skipif(AGENT is None, reason="roughnet-agent is not built (make build)"),
+    *agent_marks(),
     pytest.mark.skipif(SERVER is None, reason="nats-server is not installed (apt-get install nats-server)"),
 ]
 
-MAGIC = 0x314D4E52
-HEADER = struct.Struct("<IHHQQQ")
-FLAG_END, FLAG_REPLY = 2, 4
-
-
-def header(seq: int, flags: int = 0, size: int = 64) -> bytes:
-    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    return HEADER.pack(MAGIC, flags, 32, seq, now, now) + b"\0" * (size - 32)
-
-
-def decode(payload: bytes) -> tuple[int, int]:
-    magic, flags, hlen, seq, _i, _a = HEADER.unpack_from(payload)
-    assert magic == MAGIC and hlen == 32, payload[:32]
-    return flags, seq
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+PAYLOAD_BYTES = 64
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     d = tmp_path_factory.mktemp("nats")
     port = free_port()
-    with open(d / "log", "wb") as log:
-        p = subprocess.Popen([SERVER, "-a", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert p.poll() is None, (d / "log").read_text()
-                assert time.monotonic() < deadline, "nats-server did not listen"
-                time.sleep(0.02)
-        yield f"127.0.0.1:{port}"
-    finally:
-        p.terminate()
-        p.wait(timeout=10)
+    with loopback_server([SERVER, "-a", "127.0.0.1", "-p", str(port)], port, d / "log", "nats-server") as address:
+        yield address
 
 
 def agent_config(role: str, server: str, topic: str, pattern: str = "stream", **extra: object) -> str:
     cfg = {"v": 1, "role": role, "protocol": "nats", "pattern": pattern, "broker": server, "topic": topic,
-           "payload_bytes": 64, "messages": 100, "timeout_ms": 20000, "report_interval_ms": 0}
+           "payload_bytes": PAYLOAD_BYTES, "messages": 100, "timeout_ms": 20000, "report_interval_ms": 0}
     cfg.update(extra)
     return json.dumps(cfg)
 
@@ -131,8 +94,8 @@ def test_the_agent_receives_nats_pys_publications(server: str) -> None:
         await wait_ready(rx)
         nc = await nats.connect(f"nats://{server}")
         for seq in range(100):
-            await nc.publish("rn.interop.b", header(seq))
-        await nc.publish("rn.interop.b", header(100, FLAG_END, 32))
+            await nc.publish("rn.interop.b", message(seq, size=PAYLOAD_BYTES, fill=b"\0"))
+        await nc.publish("rn.interop.b", message(100, FLAG_END, HEADER_LEN))
         await nc.flush()
         res = await result_of(rx)
         await nc.close()
@@ -149,9 +112,9 @@ def test_nats_py_requests_are_answered_by_the_agents_ponger(server: str) -> None
         nc = await nats.connect(f"nats://{server}")
         replies = []
         for seq in range(20):
-            m = await nc.request("rn.interop.c.ping", header(seq), timeout=5)
+            m = await nc.request("rn.interop.c.ping", message(seq, size=PAYLOAD_BYTES, fill=b"\0"), timeout=5)
             replies.append(m.data)
-        await nc.publish("rn.interop.c.ping", header(20, FLAG_END, 32))
+        await nc.publish("rn.interop.c.ping", message(20, FLAG_END, HEADER_LEN))
         await nc.flush()
         res = await result_of(po)
         await nc.close()

@@ -11,60 +11,23 @@ zmq is missing.
 from __future__ import annotations
 
 import json
-import socket
-import struct
 import subprocess
-import time
 
 import pytest
 
-from roughnet.binaries import agent_version, find_binary
+from interop import FLAG_END, FLAG_REPLY, HEADER_LEN, agent_marks, agent_result, decode, free_port, message, start_agent
 
 zmq = pytest.importorskip("zmq", reason="pyzmq is not installed (pip install pyzmq)")
 
-AGENT = find_binary("roughnet-agent")
-pytestmark = [
-    pytest.mark.skipif(AGENT is None, reason="roughnet-agent is not built (make build)"),
-    pytest.mark.skipif(
-        AGENT is not None and "zmq" not in agent_version(str(AGENT)).get("protocols", []),
-        reason="this roughnet-agent build does not speak zmq",
-    ),
-]
+pytestmark = agent_marks("zmq")
 
-MAGIC = 0x314D4E52
-HEADER = struct.Struct("<IHHQQQ")
-FLAG_END, FLAG_REPLY = 2, 4
 N = 500
-
-
-def message(seq: int, flags: int = 0, size: int = 100) -> bytes:
-    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    return HEADER.pack(MAGIC, flags, 32, seq, now, now) + b"\xab" * (size - 32)
-
-
-def decode(payload: bytes) -> tuple[int, int]:
-    magic, flags, hlen, seq, _i, _a = HEADER.unpack_from(payload)
-    assert magic == MAGIC and hlen == 32, payload[:32]
-    return flags, seq
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+PAYLOAD_BYTES = 100
 
 
 def agent(cfg: dict) -> subprocess.Popen:
-    base = {"v": 1, "protocol": "zmq", "payload_bytes": 100, "report_interval_ms": 0, "timeout_ms": 20000}
-    return subprocess.Popen([str(AGENT), "run", "--config-json", json.dumps(base | cfg)],
-                            stdout=subprocess.PIPE, text=True)
-
-
-def result(p: subprocess.Popen) -> dict:
-    out, _ = p.communicate(timeout=60)
-    lines = [json.loads(x) for x in out.splitlines() if x.strip()]
-    assert p.returncode == 0, lines
-    return next(x for x in lines if x["type"] == "result")
+    base = {"v": 1, "protocol": "zmq", "payload_bytes": PAYLOAD_BYTES, "report_interval_ms": 0, "timeout_ms": 20000}
+    return start_agent(base | cfg)
 
 
 class Ctx:
@@ -103,7 +66,7 @@ def test_pyzmq_sub_receives_the_agent_stream(ctx) -> None:
     poller.register(sub, zmq.POLLIN)
     while len(got) < N + 1 and poller.poll(5000):
         got.append(sub.recv())
-    res = result(tx)
+    res = agent_result(tx)
     assert res["sent"] == N
     decoded = [decode(p) for p in got]
     assert [s for f, s in decoded if not f & FLAG_END] == list(range(N))
@@ -119,9 +82,9 @@ def test_agent_sub_receives_a_pyzmq_stream(ctx) -> None:
     assert pub.poll(10000), "no subscription from the agent's SUB"
     assert pub.recv()[:1] == b"\x01"
     for i in range(N):
-        pub.send(message(i))
-    pub.send(message(N, FLAG_END, 32))
-    res = result(rx)
+        pub.send(message(i, size=PAYLOAD_BYTES))
+    pub.send(message(N, FLAG_END, HEADER_LEN))
+    res = agent_result(rx)
     assert res["received"] == N, res
     assert res["complete"] is True
     assert res["bad_messages"] == 0
@@ -134,11 +97,11 @@ def test_pyzmq_req_is_answered_by_the_agent_ponger(ctx) -> None:
     req = ctx.socket(zmq.REQ)
     req.connect(f"tcp://127.0.0.1:{port}")
     for i in range(10):
-        req.send(message(i))
+        req.send(message(i, size=PAYLOAD_BYTES))
         assert req.poll(5000), f"no reply to request {i}"
         flags, seq = decode(req.recv())
         assert seq == i and flags & FLAG_REPLY
-    req.send(message(10, FLAG_END, 32))
-    res = result(po)
+    req.send(message(10, FLAG_END, HEADER_LEN))
+    res = agent_result(po)
     assert res["received"] == 10, res
     assert res["end_reason"] == "end_marker"
