@@ -144,3 +144,24 @@ def _strip_timers(obj: object) -> object:
     if isinstance(obj, list):
         return [_strip_timers(v) for v in obj]
     return obj
+
+
+# ----------------------------------------------------------------------------- scenario TOML pieces
+# Shared by the spec tests (tests/unit) and the runs through the CLI (tests/integration): the host
+# tables and the plain stream workload every small scenario starts from, written out once.
+
+
+def toml_hosts(*names: str) -> str:
+    """Scenario TOML: one ``[[host]]`` table per name, in order, no blank lines between."""
+    return "".join(f'[[host]]\nname = "{name}"\n' for name in names)
+
+
+def toml_stream(protocol: str, to: str = '"b"', payload: str = "1 KiB", messages: int | str = 100,
+                rate: str | None = None) -> str:
+    """Scenario TOML: a ``[workload]`` stream from host a to ``to`` (a TOML value: '"b"', '["b", "c"]'),
+    ``messages`` messages (a number, or a placeholder to fill in later) at ``rate`` when given."""
+    lines = ["[workload]", 'pattern = "stream"', f'protocol = "{protocol}"', 'from = "a"', f"to = {to}",
+             f'payload = "{payload}"', f"messages = {messages}"]
+    if rate is not None:
+        lines.append(f'rate = "{rate}"')
+    return "\n".join(lines) + "\n"

@@ -14,6 +14,9 @@ from roughnet.errors import SpecError
 from roughnet.plan import plan_sweep
 from roughnet.spec import Scenario, ScenarioError, load_scenario, loads
 
+from conftest import toml_hosts, toml_stream
+from specutil import plan_error
+
 FIXTURES = Path(__file__).parent / "fixtures" / "scenarios"
 BAD = FIXTURES / "bad"
 
@@ -21,32 +24,12 @@ BASE = """\
 [scenario]
 name = "t"
 
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-
+""" + toml_hosts("a", "b") + """
 [[link]]
 between = ["a", "b"]
 rate = "10 Mbit/s"
 
-[workload]
-pattern = "stream"
-protocol = "udp"
-from = "a"
-to = ["b"]
-payload = "1 KiB"
-messages = 100
-"""
-
-
-def error_of(text: str, source: str = "case.toml") -> ScenarioError:
-    """The error of expanding ``text`` (load + plan, as `roughnet validate` does)."""
-    from roughnet.plan import sweep_from_scenario
-
-    with pytest.raises(ScenarioError) as info:
-        sweep_from_scenario(loads(text, source), source)
-    return info.value
+""" + toml_stream("udp", to='["b"]')
 
 
 # ----------------------------------------------------------------------------- the issue's list
@@ -112,7 +95,7 @@ def test_not_utf8(tmp_path: Path) -> None:
 
 
 def test_syntax_error_at_end_of_document() -> None:
-    e = error_of(BASE + "x = ")
+    e = plan_error(BASE + "x = ")
     assert e.problems[0].path == "line 20, column 5 (end of file)"
 
 
@@ -184,7 +167,7 @@ def test_syntax_error_at_end_of_document() -> None:
 )
 def test_rule(old: str, new: str, path: str, words: list[str]) -> None:
     assert old in BASE
-    e = error_of(BASE.replace(old, new, 1))
+    e = plan_error(BASE.replace(old, new, 1))
     first = str(e).splitlines()[0]
     assert first.startswith(f"case.toml: {path}:"), str(e)
     for word in words:
@@ -193,40 +176,40 @@ def test_rule(old: str, new: str, path: str, words: list[str]) -> None:
 
 def test_ping_and_ramp_rules() -> None:
     ping = BASE.replace('pattern = "stream"', 'pattern = "ping"')
-    assert error_of(ping.replace('to = ["b"]', 'to = ["b"]\nrate = "5 msg/s"')).problems[0].path == "workload.rate"
-    e = error_of(ping.replace("messages = 100", ""))
+    assert plan_error(ping.replace('to = ["b"]', 'to = ["b"]\nrate = "5 msg/s"')).problems[0].path == "workload.rate"
+    e = plan_error(ping.replace("messages = 100", ""))
     assert e.problems[0].path == "workload.messages" and "needs messages" in e.problems[0].problem
     three = ping.replace('name = "b"', 'name = "b"\n[[host]]\nname = "c"').replace(
         'between = ["a", "b"]', 'between = ["a", "b", "c"]').replace('to = ["b"]', 'to = ["b", "c"]')
-    assert "exactly one receiver" in str(error_of(three))
+    assert "exactly one receiver" in str(plan_error(three))
     ramp = BASE.replace('pattern = "stream"', 'pattern = "ramp"')
-    paths = {p.path for p in error_of(ramp).problems}
+    paths = {p.path for p in plan_error(ramp).problems}
     assert paths == {"workload.step", "workload.interval"}
     ramp_ok = ramp.replace("messages = 100", 'messages = 100\nstep = "1 KiB"\ninterval = "10 ms"')
-    e = error_of(ramp_ok)  # 1 KiB + 99 KiB > 65507 B over UDP
+    e = plan_error(ramp_ok)  # 1 KiB + 99 KiB > 65507 B over UDP
     assert e.problems[0].path == "workload.step" and "last message of the ramp" in e.problems[0].problem
     loads(ramp_ok.replace('protocol = "udp"', 'protocol = "tcp"'))  # TCP carries it
 
 
 def test_bulk_rules() -> None:
     bulk = BASE.replace('pattern = "stream"', 'pattern = "bulk"')
-    e = error_of(bulk)
+    e = plan_error(bulk)
     assert {p.path for p in e.problems} == {"workload.duration", "workload.messages"}
     loads(bulk.replace("messages = 100", 'duration = "2 s"'))
-    e = error_of(bulk.replace("messages = 100", 'duration = "2 min"'))
+    e = plan_error(bulk.replace("messages = 100", 'duration = "2 min"'))
     assert "not less than the timeout" in str(e)
 
 
 def test_unconnected_receiver() -> None:
     text = BASE.replace('name = "b"', 'name = "b"\n[[host]]\nname = "c"').replace('to = ["b"]', 'to = ["c"]')
-    e = error_of(text)
+    e = plan_error(text)
     assert e.problems[0].path == "workload.to"
     assert "no path through links from 'a' to 'c'" in str(e)
 
 
 def test_every_problem_is_reported_at_once() -> None:
     text = BASE.replace('rate = "10 Mbit/s"', 'rate = 10\nloss = "101%"').replace('protocol = "udp"', 'protocol = "x"')
-    e = error_of(text)
+    e = plan_error(text)
     assert [p.path for p in e.problems] == ["link[0].rate", "link[0].loss", "workload.protocol"]
     assert len(str(e).splitlines()) == 3
     assert all(line.startswith("case.toml: ") for line in str(e).splitlines())
@@ -236,13 +219,13 @@ def test_every_problem_is_reported_at_once() -> None:
 
 
 def test_placeholder_rules() -> None:
-    e = error_of(BASE.replace('payload = "1 KiB"', 'payload = "${size}"'))
+    e = plan_error(BASE.replace('payload = "1 KiB"', 'payload = "${size}"'))
     assert e.problems[0].path == "workload.payload" and "names no [sweep] key" in e.problems[0].problem
-    e = error_of(BASE + '[sweep]\nsize = ["1 KiB"]\n')
+    e = plan_error(BASE + '[sweep]\nsize = ["1 KiB"]\n')
     assert e.problems[0].path == "sweep.size" and "never used" in e.problems[0].problem
-    e = error_of(BASE.replace('payload = "1 KiB"', 'payload = "${Size}"') + '[sweep]\nsize = ["1 KiB"]\n')
+    e = plan_error(BASE.replace('payload = "1 KiB"', 'payload = "${Size}"') + '[sweep]\nsize = ["1 KiB"]\n')
     assert e.problems[0].path == "workload.payload" and "malformed placeholder" in e.problems[0].problem
-    e = error_of(BASE.replace('payload = "1 KiB"', 'payload = "${size"') + '[sweep]\nsize = ["1 KiB"]\n')
+    e = plan_error(BASE.replace('payload = "1 KiB"', 'payload = "${size"') + '[sweep]\nsize = ["1 KiB"]\n')
     assert "malformed placeholder" in str(e)
 
 
@@ -260,7 +243,7 @@ def test_placeholder_rules() -> None:
 )
 def test_sweep_table_rules(sweep: str, path: str, words: list[str]) -> None:
     text = BASE.replace('payload = "1 KiB"', 'payload = "${size}"') + "[sweep]\n" + sweep + "\n"
-    e = error_of(text)
+    e = plan_error(text)
     assert path in [p.path for p in e.problems], str(e)
     for word in words:
         assert word in str(e)
@@ -312,7 +295,7 @@ TWO_LINKS = ('link = [{ name = "slow", rate = "5 Mbit/s", delay = "2 ms" }, '
 )
 def test_table_axis_rules(link: str, sweep: str, path: str, words: list[str]) -> None:
     text = BASE.replace('rate = "10 Mbit/s"', link, 1) + "[sweep]\n" + sweep + "\n"
-    e = error_of(text)
+    e = plan_error(text)
     assert path in [p.path for p in e.problems], str(e)
     line = next(line for line in str(e).splitlines() if line.startswith(f"case.toml: {path}: "))
     for word in words:
@@ -328,7 +311,7 @@ def test_table_axis_loads_with_placeholders_unresolved() -> None:
 def test_report_axes_are_sweep_axes_not_exclude() -> None:
     text = (BASE.replace('payload = "1 KiB"', 'payload = "${size}"')
             + '[report]\nx = "exclude"\n[sweep]\nsize = ["1 KiB", "2 KiB"]\n[[sweep.exclude]]\nsize = "2 KiB"\n')
-    e = error_of(text)
+    e = plan_error(text)
     assert str(e).startswith('case.toml: report.x: not a sweep key; expected one of the [sweep] keys (size)'), str(e)
 
 

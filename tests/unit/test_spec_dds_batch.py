@@ -12,33 +12,25 @@ from pathlib import Path
 import pytest
 
 from roughnet.plan import sweep_from_scenario
-from roughnet.spec import ScenarioError, load_scenario, loads
+from roughnet.spec import ScenarioError, load_scenario
 from roughnet.spec.knobs import DDS_BATCH_MAX, DDS_BATCH_MIN
+
+from conftest import toml_hosts, toml_stream
+from specutil import plan_text
 
 REPO = Path(__file__).resolve().parents[2]
 
 BASE = """\
 [scenario]
 name = "t"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
+""" + toml_hosts("a", "b") + """\
 [[link]]
 between = ["a", "b"]
-[workload]
-pattern = "stream"
-protocol = "dds"
-from = "a"
-to = "b"
-payload = "1 KiB"
-messages = 100
-[workload.dds]
-"""
+""" + toml_stream("dds") + "[workload.dds]\n"
 
 
 def options(knobs: str) -> dict:
-    return sweep_from_scenario(loads(BASE + knobs, "t.toml"), "t.toml").runs[0].workload.options
+    return plan_text(BASE + knobs, "t.toml").runs[0].workload.options
 
 
 @pytest.mark.parametrize(("value", "bytes_"), [('"8 KiB"', 8192), ('"0 B"', 0), ('"1344 B"', 1344),

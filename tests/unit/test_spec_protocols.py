@@ -15,9 +15,12 @@ import jsonschema
 import pytest
 
 from roughnet import runspec
-from roughnet.plan import plan_sweep, sweep_from_scenario
-from roughnet.spec import ScenarioError, json_schema, loads
+from roughnet.plan import plan_sweep
+from roughnet.spec import json_schema
 from roughnet.spec.knobs import KNOB_TABLES
+
+from conftest import toml_hosts
+from specutil import plan_error, plan_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "scenarios"
 
@@ -25,13 +28,7 @@ BASE = """\
 [scenario]
 name = "t"
 
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[host]]
-name = "brk"
-
+""" + toml_hosts("a", "b", "brk") + """
 [[link]]
 between = ["a", "brk"]
 rate = "10 Mbit/s"
@@ -67,13 +64,11 @@ def make(protocol: str, extra: str = "", *, service: bool = True, pattern: str =
 
 
 def sweep_of(text: str) -> runspec.Sweep:
-    return sweep_from_scenario(loads(text, "t.toml"), "t.toml")
+    return plan_text(text, "t.toml")
 
 
 def error_of(text: str) -> str:
-    with pytest.raises(ScenarioError) as info:
-        sweep_of(text)
-    return str(info.value)
+    return str(plan_error(text, "t.toml"))
 
 
 # ----------------------------------------------------------------------------- knobs

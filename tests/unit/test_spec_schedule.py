@@ -12,20 +12,15 @@ from roughnet.plan import plan_sweep, run_id_of
 from roughnet.spec import ScenarioError
 from roughnet.spec.schedule import select_rows
 
+from conftest import toml_hosts
+
 REPO = Path(__file__).resolve().parents[2]
 
 HEADER = "Data Length,Multicast,Number of Subscribers,Best Effort,Batch Size\n"
 SCENARIO = """
 [scenario]
 name = "sched"
-[[host]]
-name = "pub"
-[[host]]
-name = "sub1"
-[[host]]
-name = "sub2"
-[[host]]
-name = "sub3"
+""" + toml_hosts("pub", "sub1", "sub2", "sub3") + """\
 [[link]]
 between = ["pub", "sub1", "sub2", "sub3"]
 [workload]
@@ -206,10 +201,7 @@ def test_committed_dds_overlay_scenario():
 OVERLAY = """
 [scenario]
 name = "ovl"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
+""" + toml_hosts("a", "b") + """\
 [[link]]
 between = ["a", "b"]
 LINK

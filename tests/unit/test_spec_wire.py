@@ -12,10 +12,13 @@ import jsonschema
 import pytest
 
 from roughnet import runspec
-from roughnet.plan import plan_sweep, sweep_from_scenario
-from roughnet.spec import ScenarioError, json_schema, loads
+from roughnet.plan import plan_sweep
+from roughnet.spec import ScenarioError, json_schema
 from roughnet.spec.timeline import parse_distance_csv
 from roughnet.spec.wire import PROFILES, parse_db, parse_dbm, parse_distance_m, parse_frequency_hz
+
+from conftest import toml_hosts, toml_stream
+from specutil import plan_error, plan_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "scenarios"
 REPO = Path(__file__).resolve().parents[2]
@@ -24,23 +27,11 @@ HEAD = """\
 [scenario]
 name = "w"
 
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-
+""" + toml_hosts("a", "b") + """
 [[link]]
 between = ["a", "b"]
 """
-WORKLOAD = """
-[workload]
-pattern = "stream"
-protocol = "udp"
-from = "a"
-to = "b"
-payload = "1 KiB"
-messages = 100
-"""
+WORKLOAD = "\n" + toml_stream("udp")
 
 
 def scenario(link: str, after: str = "", sweep: str = "") -> str:
@@ -49,7 +40,7 @@ def scenario(link: str, after: str = "", sweep: str = "") -> str:
 
 
 def runs(text: str, source: str = "case.toml") -> tuple[runspec.Run, ...]:
-    return sweep_from_scenario(loads(text, source), source).runs
+    return plan_text(text, source).runs
 
 
 def link_of(link: str, after: str = "") -> runspec.Link:
@@ -57,9 +48,7 @@ def link_of(link: str, after: str = "") -> runspec.Link:
 
 
 def error_of(text: str, source: str = "case.toml") -> str:
-    with pytest.raises(ScenarioError) as info:
-        sweep_from_scenario(loads(text, source), source)
-    return str(info.value)
+    return str(plan_error(text, source))
 
 
 # ----------------------------------------------------------------------------- each key, resolved
@@ -393,9 +382,9 @@ def test_older_files_resolve_to_the_same_runs_without_wire_fields() -> None:
 
 
 def test_wire_keys_change_the_run_id_and_the_sweep_id() -> None:
-    plain = sweep_from_scenario(loads(scenario('rate = "1 Mbit/s"'), "p.toml"), "p.toml")
+    plain = plan_text(scenario('rate = "1 Mbit/s"'), "p.toml")
     for extra in ('duplicate = "1%"', 'profile = "lte"', 'half_duplex = {}', 'overhead = "24 B"'):
-        other = sweep_from_scenario(loads(scenario('rate = "1 Mbit/s"\n' + extra), "p.toml"), "p.toml")
+        other = plan_text(scenario('rate = "1 Mbit/s"\n' + extra), "p.toml")
         assert other.runs[0].run_id != plain.runs[0].run_id, extra
         assert other.sweep_id != plain.sweep_id, extra
 
@@ -408,7 +397,7 @@ def test_the_guide_examples_of_wire_keys_are_valid() -> None:
     assert len(blocks) >= 5
     for block in blocks:
         link = tomllib.loads(block)["link"][0]
-        hosts = "".join(f'[[host]]\nname = "{h}"\n' for h in link["between"])
+        hosts = toml_hosts(*link["between"])
         text = (f'[scenario]\nname = "guide"\n{hosts}\n{block}\n[workload]\npattern = "stream"\nprotocol = "udp"\n'
                 f'from = "{link["between"][0]}"\nto = "{link["between"][1]}"\npayload = "200 B"\nmessages = 10\n')
         run = runs(text)[0]
