@@ -14,30 +14,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from roughnet.binaries import agent_version, find_binary
+from cli_run import PROTOCOLS, run_all_ok
 
 REPO = Path(__file__).resolve().parents[2]
-ROUGHNET = [sys.executable, "-m", "roughnet.cli"]
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)")
-
-
-def _protocols() -> set[str]:
-    agent = find_binary("roughnet-agent")
-    try:
-        return set(agent_version(str(agent)).get("protocols", [])) if agent else set()
-    except Exception:  # noqa: BLE001
-        return set()
-
-
-PROTOCOLS = _protocols()
 
 
 def _blocks(lines: list[str]) -> list[tuple[str | None, list[str]]]:
@@ -78,19 +63,8 @@ def shrink(replace: dict[str, str], tmp_path: Path, protocol: str) -> Path:
 
 def run_sweep(path: Path, tmp_path: Path, timeout: float = 900) -> tuple[Path, list[dict]]:
     res = tmp_path / "res"
-    out = subprocess.run([*ROUGHNET, "run", str(path), "--results", str(res)], capture_output=True, text=True,
-                         timeout=timeout)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
-    assert "report:" in out.stdout
-    con = duckdb.connect(str(res / "results.duckdb"), read_only=True)
-    try:
-        cur = con.execute("select * from runs order by run_index")
-        cols = [d[0] for d in cur.description]
-        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
-    finally:
-        con.close()
+    rows = run_all_ok(path, res, timeout)
     for r in rows:
-        assert r["status"] == "ok", (r["params"], r["failure_reason"])
         r["extra"] = json.loads(r["metrics_extra"] or "{}")
         r["payload"] = json.loads(r["params"])["payload"]
     return res, rows

@@ -11,53 +11,26 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from roughnet.binaries import agent_version, find_binary
+from cli_run import RUNS, fetch, needs, roughnet_run, run_argv
+from conftest import toml_hosts, toml_stream
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)")
 
-ROUGHNET = [sys.executable, "-m", "roughnet.cli"]
-
-
-def _protocols() -> set[str]:
-    agent = find_binary("roughnet-agent")
-    if agent is None:
-        return set()
-    try:
-        return set(agent_version(str(agent)).get("protocols", []))
-    except Exception:  # noqa: BLE001 - a broken binary shows up as "protocol missing"
-        return set()
-
-
-PROTOCOLS = _protocols()
-
-
-def needs(*protocols: str):
-    missing = [p for p in protocols if p not in PROTOCOLS]
-    return pytest.mark.skipif(bool(missing), reason=f"roughnet-agent built without {', '.join(missing)} (make build)")
-
 
 def run_scenario(tmp_path: Path, body: str, timeout: float = 600) -> list[dict]:
+    """The stored runs of scenario ``body`` (a failed run is a result here: exit code 0 or 1), each with
+    every receiver row of the sweep under ``_receivers``."""
     path = tmp_path / "s.toml"
     path.write_text(body)
     res = tmp_path / "res"
-    out = subprocess.run([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
-                         capture_output=True, text=True, timeout=timeout)
-    assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr[-3000:]
-    con = duckdb.connect(str(res / "results.duckdb"), read_only=True)
-    try:
-        cur = con.execute("select * from runs order by run_index")
-        cols = [d[0] for d in cur.description]
-        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
-        rx = con.execute("select * from receivers").fetchall() if rows else []
-    finally:
-        con.close()
+    roughnet_run(path, res, timeout=timeout, exit_codes=(0, 1))
+    rows = fetch(res, RUNS)
+    rx = fetch(res, "select * from receivers") if rows else []
     for r in rows:
         r["_receivers"] = rx
     return rows
@@ -67,12 +40,7 @@ HEAD = """
 [scenario]
 name = "proto"
 timeout = "120 s"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[host]]
-name = "m"
+""" + toml_hosts("a", "b", "m") + """\
 [[link]]
 between = ["a", "m"]
 loss = "{loss}"
@@ -83,17 +51,8 @@ between = ["m", "b"]
 
 def stream(protocol: str, knobs: str = "", messages: int = 400, rate: str = "200 msg/s", loss: str = "10%",
            services: str = "", to: str = '["b"]', payload: str = "512 B") -> str:
-    return HEAD.format(loss=loss) + services + f"""
-[workload]
-pattern = "stream"
-protocol = "{protocol}"
-from = "a"
-to = {to}
-payload = "{payload}"
-messages = {messages}
-rate = "{rate}"
-{knobs}
-"""
+    return (HEAD.format(loss=loss) + services + "\n" + toml_stream(protocol, to, payload, messages, rate)
+            + knobs + "\n")
 
 
 MOSQUITTO = '\n[[service]]\nkind = "mosquitto"\nhost = "m"\n'
@@ -199,43 +158,21 @@ def test_fanout_gives_one_result_per_subscriber(tmp_path):
 [scenario]
 name = "fan"
 timeout = "60 s"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[host]]
-name = "c"
-[[host]]
-name = "d"
+""" + toml_hosts("a", "b", "c", "d") + """\
 [[link]]
 between = ["a", "b", "c", "d"]
-[workload]
-pattern = "stream"
-protocol = "zmq"
-from = "a"
-to = ["b", "c", "d"]
-payload = "256 B"
-messages = 300
-rate = "300 msg/s"
-"""
+""" + toml_stream("zmq", '["b", "c", "d"]', "256 B", 300, "300 msg/s")
     (r,) = run_scenario(tmp_path, body)
     assert r["status"] == "ok", r["failure_reason"]
     assert r["received"] == 900
-    hosts = sorted(row[2] for row in r["_receivers"])
+    hosts = sorted(row["host"] for row in r["_receivers"])
     assert hosts == ["b", "c", "d"], hosts
 
 
 @needs("mqtt")
 def test_broker_killed_mid_run_fails_that_run_and_the_sweep_goes_on(tmp_path):
-    body = HEAD.format(loss="0%") + MOSQUITTO + """
-[workload]
-pattern = "stream"
-protocol = "mqtt"
-from = "a"
-to = "b"
-payload = "256 B"
-messages = "${n}"
-rate = "100 msg/s"
+    body = HEAD.format(loss="0%") + MOSQUITTO + "\n" + toml_stream("mqtt", payload="256 B", messages='"${n}"',
+                                                                   rate="100 msg/s") + """\
 [workload.mqtt]
 qos = 1
 [sweep]
@@ -244,8 +181,7 @@ n = [1500, 200]
     path = tmp_path / "s.toml"
     path.write_text(body)
     res = tmp_path / "res"
-    proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(run_argv(path, res), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # find the broker of the first run (a mosquitto whose config lives in this test's results) and kill it
     victim = None
     deadline = time.monotonic() + 60
@@ -265,11 +201,10 @@ n = [1500, 200]
     os.kill(victim, signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, out + err  # a failed run: exit 1, the sweep completed
-    con = duckdb.connect(str(res / "results.duckdb"), read_only=True)
-    rows = con.execute("select status, failure_reason from runs order by run_index").fetchall()
-    con.close()
-    assert rows[0][0] == "failed" and "mosquitto" in rows[0][1] and "died" in rows[0][1], rows[0]
-    assert rows[1][0] == "ok", rows[1]
+    rows = fetch(res, "select status, failure_reason from runs order by run_index")
+    assert rows[0]["status"] == "failed" and "mosquitto" in rows[0]["failure_reason"] \
+        and "died" in rows[0]["failure_reason"], rows[0]
+    assert rows[1]["status"] == "ok", rows[1]
 
 
 RATE_LIMITED = [
@@ -281,14 +216,11 @@ RATE_LIMITED = [
 
 @pytest.mark.parametrize("protocol,knobs", RATE_LIMITED)
 def test_brokerless_throughput_close_to_the_link_rate(tmp_path, protocol, knobs):
-    body = f"""
+    body = """
 [scenario]
 name = "rate"
 timeout = "60 s"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
+""" + toml_hosts("a", "b") + f"""\
 [[link]]
 between = ["a", "b"]
 rate = "10 Mbit/s"

@@ -10,36 +10,16 @@ from __future__ import annotations
 import os
 import re
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from roughnet.binaries import agent_version, find_binary
+from cli_run import needs, run_all_ok
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
-ROUGHNET = [sys.executable, "-m", "roughnet.cli"]
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)")
-
-
-def _protocols() -> set[str]:
-    agent = find_binary("roughnet-agent")
-    try:
-        return set(agent_version(str(agent)).get("protocols", [])) if agent else set()
-    except Exception:  # noqa: BLE001
-        return set()
-
-
-PROTOCOLS = _protocols()
-
-
-def needs(*protocols: str):
-    missing = [p for p in protocols if p not in PROTOCOLS]
-    return pytest.mark.skipif(bool(missing), reason=f"roughnet-agent built without {', '.join(missing)} (make build)")
 
 
 def shrink(name: str, replace: dict[str, str], tmp_path: Path) -> Path:
@@ -68,21 +48,7 @@ def shrink(name: str, replace: dict[str, str], tmp_path: Path) -> Path:
 
 
 def run(path: Path, tmp_path: Path, timeout: float = 1500) -> list[dict]:
-    res = tmp_path / "res"
-    out = subprocess.run([*ROUGHNET, "run", str(path), "--results", str(res)], capture_output=True, text=True,
-                         timeout=timeout)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
-    assert "report:" in out.stdout
-    con = duckdb.connect(str(res / "results.duckdb"), read_only=True)
-    try:
-        cur = con.execute("select * from runs order by run_index")
-        cols = [d[0] for d in cur.description]
-        rows = [dict(zip(cols, r)) for r in cur.fetchall()]
-    finally:
-        con.close()
-    for r in rows:
-        assert r["status"] == "ok", (r["params"], r["failure_reason"])
-    return rows
+    return run_all_ok(path, tmp_path / "res", timeout)
 
 
 def small_s1_udp(text: str, duration: str = "2 s") -> str:

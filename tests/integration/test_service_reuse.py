@@ -15,31 +15,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from roughnet.binaries import agent_version, find_binary
+from roughnet.binaries import find_binary
 from roughnet.services import kafka_libs, missing_for
 from roughnet.topo import DEFAULT_LEDGER_DIR, clean_ledger, process_start_time
 
+from cli_run import PROTOCOLS, ROUGHNET, fetch, roughnet_run, run_argv
+from conftest import toml_hosts, toml_stream
+
 ROOT_REASON = "needs root and network namespaces (run as root)"
-
-
-def _protocols() -> set[str]:
-    agent = find_binary("roughnet-agent")
-    if agent is None:
-        return set()
-    try:
-        return set(agent_version(str(agent)).get("protocols", []))
-    except Exception:  # noqa: BLE001 - a broken binary shows up as "protocol missing"
-        return set()
-
-
-PROTOCOLS = _protocols()
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason=ROOT_REASON),
     pytest.mark.skipif(find_binary("roughnet-agent") is None, reason="roughnet-agent is not built (make build)"),
@@ -51,29 +39,11 @@ needs_kafka = pytest.mark.skipif("kafka" not in PROTOCOLS or bool(missing_for("k
                                  reason=f"needs roughnet-agent with kafka, Java 17 and the Kafka jars in "
                                         f"{kafka_libs()} (make build; bash scripts/fetch-kafka.sh)")
 
-ROUGHNET = [sys.executable, "-m", "roughnet.cli"]
-
-MQTT_WORKLOAD = """
-[workload]
-pattern = "stream"
-protocol = "mqtt"
-from = "a"
-to = ["b"]
-payload = "512 B"
-messages = {messages}
-rate = "200 msg/s"
+MQTT_WORKLOAD = "\n" + toml_stream("mqtt", '["b"]', "512 B", "{messages}", "200 msg/s") + """\
 [workload.mqtt]
 qos = 1
 """
-KAFKA_WORKLOAD = """
-[workload]
-pattern = "stream"
-protocol = "kafka"
-from = "a"
-to = ["b"]
-payload = "512 B"
-messages = {messages}
-rate = "200 msg/s"
+KAFKA_WORKLOAD = "\n" + toml_stream("kafka", '["b"]', "512 B", "{messages}", "200 msg/s") + """\
 [workload.kafka]
 acks = "all"
 partitions = 2
@@ -86,12 +56,7 @@ def scenario(kind: str, workload: str, reuse: bool = True, messages: int = 300, 
 name = "{name}"
 seed = 5
 timeout = "120 s"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[host]]
-name = "m"
+{toml_hosts("a", "b", "m")}\
 [[link]]
 between = ["a", "m"]
 loss = "${{loss}}"
@@ -129,10 +94,7 @@ def ledgers_of(tokens: set[str]) -> list[Path]:
 
 
 def run_cli(path: Path, results: Path, timeout: float = 900) -> subprocess.CompletedProcess:
-    out = subprocess.run([*ROUGHNET, "run", str(path), "--no-report", "--results", str(results)],
-                         capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, f"roughnet run exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    return out
+    return roughnet_run(path, results, timeout=timeout)
 
 
 def records(results: Path) -> list[dict]:
@@ -142,13 +104,8 @@ def records(results: Path) -> list[dict]:
 
 
 def db_rows(results: Path) -> list[dict]:
-    con = duckdb.connect(str(results / "results.duckdb"), read_only=True)
-    try:
-        cur = con.execute("select run_id, run_index, status, metrics_extra, link_drops_loss from runs order by run_index")
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, row)) for row in cur.fetchall()]
-    finally:
-        con.close()
+    return fetch(results, "select run_id, run_index, status, metrics_extra, link_drops_loss from runs "
+                          "order by run_index")
 
 
 def _forward_loss(rec: dict) -> tuple[int, int]:
@@ -252,8 +209,7 @@ def test_sigkill_mid_group_leaves_what_clean_finds(tmp_path):
     path = write(tmp_path, scenario("mosquitto", MQTT_WORKLOAD, messages=600))
     res = tmp_path / "res"
     tokens = tokens_of(path)
-    proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(run_argv(path, res), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not list(res.glob("runs/*/*/record.json")) and time.monotonic() < deadline:  # run 0 stored
         assert proc.poll() is None
@@ -291,12 +247,7 @@ WIRE_SWEEP = """
 name = "reuse-wire"
 seed = 5
 timeout = "120 s"
-[[host]]
-name = "a"
-[[host]]
-name = "b"
-[[host]]
-name = "m"
+""" + toml_hosts("a", "b", "m") + """\
 [[link]]
 between = ["a", "m"]
 engine = "wire"
@@ -342,8 +293,7 @@ def test_interrupt_mid_group_tears_everything_down(tmp_path, sig):
     path = write(tmp_path, scenario("mosquitto", MQTT_WORKLOAD, messages=600))
     res = tmp_path / "res"
     tokens = tokens_of(path)
-    proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(run_argv(path, res), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not list(res.glob("runs/*/*/record.json")) and time.monotonic() < deadline:  # run 0 stored
         assert proc.poll() is None, proc.communicate()
