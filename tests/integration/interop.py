@@ -1,8 +1,8 @@
 """The independent side of the interop tests (tests/integration/test_interop_*.py), shared by all six.
 
 Owns: the roughnet message header written out again from docs/agent-protocol.md ("Message
-layout"), building and decoding messages with it, a free loopback port, a loopback server
-process run for a module, and starting roughnet-agent with a JSON config and reading its
+layout"), building and decoding messages with it, a free loopback port, finding a server
+program and running it on loopback for a module, and starting roughnet-agent with a JSON config and reading its
 result line.  The header is deliberately NOT imported from python/roughnet: a header that
 roughnet gets wrong must show up here as a failed interop test.
 
@@ -14,6 +14,7 @@ Imported as ``from interop import ...`` (tests/integration is on sys.path, as fo
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import struct
 import subprocess
@@ -45,6 +46,11 @@ def agent_marks(protocol: str | None = None) -> list[pytest.MarkDecorator]:
             reason=f"this roughnet-agent build does not speak {protocol}",
         ))
     return marks
+
+
+def find_program(name: str) -> str | None:
+    """The path of the program ``name``: on PATH, else in /usr/sbin (where Debian puts servers); None if neither."""
+    return shutil.which(name) or (f"/usr/sbin/{name}" if Path(f"/usr/sbin/{name}").exists() else None)
 
 
 def message(seq: int, flags: int = 0, size: int = 100, fill: bytes = b"\xab") -> bytes:

@@ -14,16 +14,15 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from interop import (FLAG_END, HEADER_LEN, agent_marks, decode, free_port, loopback_server, message, ready_agent,
-                     run_agent)
+from interop import (FLAG_END, HEADER_LEN, agent_marks, decode, find_program, free_port, loopback_server, message,
+                     ready_agent, run_agent)
 
 paho = pytest.importorskip("paho.mqtt.client", reason="paho-mqtt is not installed (pip install paho-mqtt)")
 
-MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if Path("/usr/sbin/mosquitto").exists() else None)
+MOSQUITTO = find_program("mosquitto")
 pytestmark = [
     *agent_marks(),
     pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto is not installed (apt-get install mosquitto)"),

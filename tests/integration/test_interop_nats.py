@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import struct
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from interop import AGENT, FLAG_END, FLAG_REPLY, HEADER_LEN, agent_marks, decode, free_port, loopback_server, message
+from interop import (AGENT, FLAG_END, FLAG_REPLY, HEADER_LEN, agent_marks, decode, find_program, free_port,
+                     loopback_server, message)
 
 nats = pytest.importorskip("nats", reason="nats-py is not installed (pip install nats-py)")
 
-SERVER = shutil.which("nats-server") or ("/usr/sbin/nats-server" if Path("/usr/sbin/nats-server").exists() else None)
+SERVER = find_program("nats-server")
 pytestmark = [
     *agent_marks(),
     pytest.mark.skipif(SERVER is None, reason="nats-server is not installed (apt-get install nats-server)"),
