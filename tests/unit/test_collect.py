@@ -105,3 +105,20 @@ def test_udp_rcvbuf_drops_on_a_receiving_host_make_a_udp_run_suspect():
     # Protocols that recover pay them as retransmissions: recorded, not a verdict.
     assert collect.verdict("stream", rx, {}, {}, None, "zenoh", ns) == ("valid", [])
     assert collect.verdict("stream", rx, {}, {}, None, "udp", {"b": {"UdpRcvbufErrors": 0}}) == ("valid", [])
+
+
+def test_a_sender_held_back_by_its_protocol_is_not_suspect():
+    # Zenoh reliable over 10 % drop: the publisher blocks, so 7 % of sends leave > 1 ms late,
+    # but each only after the previous send returned late: the protocol's doing.
+    held = {"late_fraction": 0.07, "behind_max_us": 43_900.0, "own_late_fraction": 0.0,
+            "own_behind_max_us": 180.0, "held_fraction": 0.07, "held_s": 0.9}
+    assert collect.schedule_reasons(held) == []
+    own = dict(held, own_late_fraction=0.05, own_behind_max_us=12_000.0)
+    (reason,) = collect.schedule_reasons(own)
+    assert "5.0 %" in reason and "after the previous send had returned" in reason and "12.0 ms" in reason
+    # An older agent's result (whole lag only) is judged on the whole lag.
+    (old,) = collect.schedule_reasons({"late_fraction": 0.07, "behind_max_us": 43_900.0})
+    assert "7.0 %" in old and "after" not in old
+    assert collect.verdict("stream", [], {"schedule": held}, {}) == ("valid", [])
+    m = collect.aggregate("stream", [], {"sent": 10, "schedule": held})
+    assert m["sched_held_fraction"] == 0.07 and m["sched_own_late_fraction"] == 0.0

@@ -5,7 +5,15 @@
 //! implies) and records `actual - intended`; those lags become the `schedule`
 //! object of a result line.  Time is an argument everywhere here, so tests can
 //! drive it.
+//!
+//! A lag has two causes, told apart: the previous send had not returned by the
+//! intended time (the protocol held the sender back: a blocking reliable
+//! publisher, a full TCP window; real behaviour of what is measured), and the
+//! rest, from when the sender was free to when it sent (the machine: a late
+//! timer, a descheduled thread).  `late_fraction` and `behind_*` count both;
+//! `own_*` only the machine's share, `held_*` only the protocol's.
 
+use crate::clock::round6;
 use crate::hist::Latency;
 use serde_json::{json, Value};
 
@@ -75,30 +83,54 @@ pub struct ScheduleStats {
     late: u64,
     sends: u64,
     max_ns: u64,
+    /// The share of each lag after the sender was free (its previous send had returned).
+    own_late: u64,
+    own_max_ns: u64,
+    /// The share before: the previous send still blocked at the intended time.
+    held: u64,
+    held_ns: u64,
 }
 
 impl ScheduleStats {
+    /// One send: due at `intended_ns`, made at `actual_ns`; `free_ns` is when the
+    /// sender's previous send returned (0 before the first).
     #[inline]
-    pub fn record(&mut self, intended_ns: u64, actual_ns: u64) {
+    pub fn record(&mut self, intended_ns: u64, actual_ns: u64, free_ns: u64) {
         let lag = actual_ns.saturating_sub(intended_ns);
+        let held = free_ns.saturating_sub(intended_ns).min(lag);
+        let own = lag - held;
         self.sends += 1;
         self.max_ns = self.max_ns.max(lag);
         if lag > LATE_NS {
             self.late += 1;
         }
+        self.own_max_ns = self.own_max_ns.max(own);
+        if own > LATE_NS {
+            self.own_late += 1;
+        }
+        if held > LATE_NS {
+            self.held += 1;
+        }
+        self.held_ns += held;
         self.behind.record(lag as i64);
     }
 
     pub fn to_json(&self) -> Value {
-        let frac = if self.sends == 0 {
-            0.0
-        } else {
-            self.late as f64 / self.sends as f64
+        let frac = |n: u64| {
+            if self.sends == 0 {
+                0.0
+            } else {
+                (n as f64 / self.sends as f64 * 1e6).round() / 1e6
+            }
         };
         json!({
             "behind_max_us": self.max_ns as f64 / 1000.0,
             "behind_p99_us": self.behind.quantile_ns(0.99) as f64 / 1000.0,
-            "late_fraction": (frac * 1e6).round() / 1e6,
+            "late_fraction": frac(self.late),
+            "own_behind_max_us": self.own_max_ns as f64 / 1000.0,
+            "own_late_fraction": frac(self.own_late),
+            "held_fraction": frac(self.held),
+            "held_s": round6(self.held_ns as f64 / 1e9),
         })
     }
 }
@@ -138,13 +170,33 @@ mod tests {
         for i in 0..100u64 {
             let intended = s.intended_ns(i).unwrap();
             let lag = if i % 10 == 0 { 2_000_000 } else { 10_000 }; // every 10th is 2 ms late
-            st.record(intended, intended + lag);
+            st.record(intended, intended + lag, 0);
         }
-        st.record(500, 100); // early sends count as zero lag
+        st.record(500, 100, 0); // early sends count as zero lag
         let j = st.to_json();
         assert!((j["late_fraction"].as_f64().unwrap() - 10.0 / 101.0).abs() < 1e-5);
         assert_eq!(j["behind_max_us"].as_f64().unwrap(), 2000.0);
         let p99 = j["behind_p99_us"].as_f64().unwrap();
         assert!((p99 - 2000.0).abs() < 5.0, "p99 {p99}");
+        // No send blocked: every lag is the sender's own.
+        assert_eq!(j["own_late_fraction"], j["late_fraction"]);
+        assert_eq!(j["held_fraction"].as_f64().unwrap(), 0.0);
+    }
+
+    #[test]
+    fn a_lag_behind_a_blocked_send_is_held_not_own() {
+        let mut st = ScheduleStats::default();
+        // Due at 10 ms; the previous send returned at 15 ms; sent at 15.2 ms: 5 ms held, 0.2 ms own.
+        st.record(10_000_000, 15_200_000, 15_000_000);
+        // Due at 20 ms; the previous send returned at 12 ms (free in time); sent at 23 ms: 3 ms own.
+        st.record(20_000_000, 23_000_000, 12_000_000);
+        // A send that returned after this one was made cannot hold more than the lag (clock order).
+        st.record(30_000_000, 30_500_000, 31_000_000);
+        let j = st.to_json();
+        assert!((j["late_fraction"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-5);
+        assert!((j["own_late_fraction"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-5);
+        assert!((j["held_fraction"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-5);
+        assert_eq!(j["own_behind_max_us"].as_f64().unwrap(), 3000.0);
+        assert!((j["held_s"].as_f64().unwrap() - 0.0055).abs() < 1e-9);
     }
 }

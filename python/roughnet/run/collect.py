@@ -84,6 +84,9 @@ def aggregate(pattern: str, per_receiver: list[dict[str, Any]], sender_res: dict
     sched = sender_res.get("schedule") or {}
     m["sched_behind_max_us"] = sched.get("behind_max_us")
     m["sched_late_fraction"] = sched.get("late_fraction")
+    for key in ("own_late_fraction", "own_behind_max_us", "held_fraction", "held_s"):
+        if key in sched:  # agents that tell the machine's lag from the protocol's (metrics_extra)
+            m[f"sched_{key}"] = sched[key]
     return m
 
 
@@ -178,6 +181,25 @@ def udp_host_reasons(protocol: str, hosts: list[str], ns_counters: dict[str, dic
     return out
 
 
+def schedule_reasons(sched: dict[str, Any]) -> list[str]:
+    """A sender that fell behind its schedule through its own fault (the machine's) is suspect.
+
+    An agent that tells the two apart reports ``own_*`` (the lag after its previous
+    send had returned: a late timer, a descheduled thread) beside the whole lag; the
+    rest (``held_*``) is the protocol holding the sender back (a blocking reliable
+    publisher, a full TCP window): behaviour of what is measured, not a reason.
+    Results of older agents have only the whole lag, judged as before.
+    """
+    own = "own_late_fraction" in sched
+    late = sched.get("own_late_fraction" if own else "late_fraction")
+    behind = sched.get("own_behind_max_us" if own else "behind_max_us")
+    if (late is not None and late > LATE_FRACTION_LIMIT) or (behind is not None and behind > BEHIND_MAX_LIMIT_US):
+        by = " after the previous send had returned" if own else ""
+        return [f"sender behind schedule: {100 * (late or 0):.1f} % of messages left > 1 ms late{by} "
+                f"(worst {((behind or 0) / 1000):.1f} ms)"]
+    return []
+
+
 def verdict(
     pattern: str,
     receivers: list[tuple[str, dict[str, Any]]],
@@ -200,14 +222,7 @@ def verdict(
             got, exp = res.get("received"), res.get("expected")
             count = f" ({got}/{exp} messages)" if exp else ""
             invalid.append(f"receiver {host} incomplete at timeout{count}")
-    sched = (sender_res or {}).get("schedule") or {}
-    late = sched.get("late_fraction")
-    behind = sched.get("behind_max_us")
-    if (late is not None and late > LATE_FRACTION_LIMIT) or (behind is not None and behind > BEHIND_MAX_LIMIT_US):
-        suspect.append(
-            f"sender behind schedule: {100 * (late or 0):.1f} % of messages left > 1 ms late "
-            f"(worst {((behind or 0) / 1000):.1f} ms)"
-        )
+    suspect.extend(schedule_reasons((sender_res or {}).get("schedule") or {}))
     sat = cpu.get("saturated_fraction") or 0.0
     if sat > SATURATED_FRACTION_LIMIT:
         suspect.append(f"machine CPU saturated during {100 * sat:.0f} % of the run (max {100 * (cpu.get('max') or 0):.0f} %)")

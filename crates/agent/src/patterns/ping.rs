@@ -139,6 +139,7 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
     let (mut sent, mut warmup_sent, mut send_errors) = (0u64, 0u64, 0u64);
     let mut reason = None;
     let mut last_send = t0;
+    let mut free_at = 0u64; // when the previous send returned
     let mut i = 0u64;
     while i < total {
         if stop_requested() {
@@ -199,8 +200,9 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
         }
         last_send = actual;
         if let Some(t) = intended {
-            stats.record(t, actual);
+            stats.record(t, actual, free_at);
         }
+        free_at = now_ns();
         if warm {
             warmup_sent += 1;
         } else {

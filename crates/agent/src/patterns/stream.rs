@@ -33,6 +33,7 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let (mut sent, mut warmup_sent, mut bytes, mut send_errors) = (0u64, 0u64, 0u64, 0u64);
     let (mut first, mut last) = (None, None);
     let mut reason = EndReason::Complete;
+    let mut free_at = 0u64; // when the previous send returned
     let mut i = 0u64;
     loop {
         if total.is_some_and(|t| i >= t) {
@@ -81,8 +82,9 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
             Err(e) => return Err(e.into()),
         }
         if let Some(t) = intended {
-            stats.record(t, actual);
+            stats.record(t, actual, free_at);
         }
+        free_at = now_ns();
         if warm {
             warmup_sent += 1;
         } else {
