@@ -84,6 +84,9 @@ def test_packet_table_rows_only_for_captured_runs():
     assert len(rows) == 1
     row = rows[0]
     assert row["retransmissions"] == "20" and row["retrans. share"] == "10.0 %" and row["dup ACKs"] == "7"
+    assert row["sender held"] == "-"  # an agent that does not report it
+    runs[0]["metrics"]["sched_held_fraction"] = 0.125
+    assert packets.table(runs, ["protocol"])[1][0]["sender held"] == "12.5 %"
     assert headers[:3] == ["#", "protocol", "payload"]
     assert "Packet analysis (1 captured run(s))" in packets.section(runs, ["protocol", "payload"])
     assert packets.section(runs[1:], ["protocol"]) == ""

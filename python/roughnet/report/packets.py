@@ -24,6 +24,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("UDP datagrams", "pcap_udp_datagrams", "int"),
     ("IP fragments", "pcap_ip_fragments", "int"),
     ("capture drops", "pcap_capture_drops", "int"),
+    # Not from the capture: the agent's count of sends its previous send still blocked (docs/agent-protocol.md).
+    ("sender held", "sched_held_fraction", "ratio"),
 )
 
 
@@ -68,7 +70,10 @@ def section(runs: list[dict[str, Any]], param_keys: list[str]) -> str:
         "A retransmission is a TCP data segment whose sequence range had been sent before; a duplicate ACK repeats "
         "the previous ACK and window while data is outstanding; segments per message are the packets carrying "
         "data from the sending host divided by the messages it sent (warm-up included). Per-flow details: "
-        "<code>capture-analysis.json</code> in each run's artifacts.</p>"
+        "<code>capture-analysis.json</code> in each run's artifacts. <em>Sender held</em> is the agent's, not the "
+        "capture's: the share of messages the sender could not hand over on time because its previous send was "
+        "still blocked (a full socket send buffer or the protocol's flow control: the buffer overflow at the "
+        "sender), <code>-</code> from agents that do not report it.</p>"
     )
     return (f"<h2>Packet analysis ({len(rows)} captured run(s))</h2>{note}"
             f"{table_html}")
