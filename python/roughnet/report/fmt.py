@@ -113,6 +113,10 @@ REPORT_METRIC_COLUMNS: dict[str, str] = {
     "bundles_to_from": "bundles_to_from",
     "overhead": "overhead_ratio",
     "time_to_full_sync": "time_to_full_sync_s",
+    # a sender's lag split and the hosts' UDP receive-buffer drops (columns since results format 3)
+    "sender_held": "sched_held_fraction",
+    "sender_late": "sched_own_late_fraction",
+    "udp_rcvbuf_drops": "udp_rcvbuf_errors",
 }
 for _stat in ("min", "mean", "p50", "p90", "p99", "p999", "p9999", "p999999", "max"):
     REPORT_METRIC_COLUMNS[f"latency_{_stat}"] = f"lat_{_stat}_us"

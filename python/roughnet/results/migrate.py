@@ -9,8 +9,10 @@ Version 0 is the draft layout of the project skeleton (never released): one
 ``runs`` table with all metrics in a single JSON column and no receivers or
 histograms tables.  Version 1 -> 2 adds the sync metric columns (pattern
 sync, SEEDS S3) to ``runs`` and ``receivers`` and moves their values out of
-``metrics_extra``, where version 1 kept them.  docs/results-format.md
-describes every step.
+``metrics_extra``, where version 1 kept them.  Version 2 -> 3 does the same
+for a sender's schedule split (``sched_own_*``, ``sched_held_*``) and the
+hosts' UDP receive-buffer drops (``udp_rcvbuf_errors``).
+docs/results-format.md describes every step.
 """
 
 from __future__ import annotations
@@ -164,16 +166,31 @@ def _move_extra_to_columns(con: duckdb.DuckDBPyConnection, table: str, metrics: 
     return len(updates)
 
 
-def _v1_to_v2(con: duckdb.DuckDBPyConnection) -> None:
-    """Version 1 -> 2: sync metric columns on runs and receivers, values moved from metrics_extra."""
-    added = [m for m in schema.METRICS if m.since == 2]
+def _add_metric_columns(con: duckdb.DuckDBPyConnection, version: int, what: str) -> None:
+    """The metric columns new in ``version`` on runs and receivers, values moved from metrics_extra."""
+    added = [m for m in schema.METRICS if m.since == version]
     for table in ("runs", "receivers"):
         n = _move_extra_to_columns(con, table, added)
-        log.info("format 2: %d %s row(s) had sync metrics moved out of metrics_extra", n, table)
+        log.info("format %d: %d %s row(s) had %s moved out of metrics_extra", version, n, table, what)
+
+
+def _v1_to_v2(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 1 -> 2: sync metric columns on runs and receivers, values moved from metrics_extra."""
+    _add_metric_columns(con, 2, "sync metrics")
+
+
+def _v2_to_v3(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 2 -> 3: sender held / own lag and UDP receive-buffer drop columns, values moved from
+    metrics_extra."""
+    _add_metric_columns(con, 3, "schedule split / UDP receive-buffer drops")
 
 
 #: from-version -> function upgrading a connection to from-version + 1.
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {0: _v0_to_v1, 1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
+    0: _v0_to_v1,
+    1: _v1_to_v2,
+    2: _v2_to_v3,
+}
 
 
 def upgrade(con: duckdb.DuckDBPyConnection, from_version: int, where: str) -> None:

@@ -18,7 +18,7 @@ from roughnet.errors import ResultsError
 #: Layout version written into ``meta.format_version``.  Bump it, add a
 #: migration in ``migrate.MIGRATIONS`` and describe the change in
 #: docs/results-format.md whenever a table or column changes.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,14 @@ METRICS: tuple[Metric, ...] = (
     Metric("overhead_ratio", "DOUBLE", "ratio", "overhead (bytes sent / goodput bytes)", since=2),
     Metric("time_to_full_sync_s", "DOUBLE", "s", "time to full sync", since=2),
     Metric("full_sync", "BOOLEAN", "bool", "full sync", since=2),
+    # version 3: a stream/ping sender's lag split into its own (the machine's, which the verdict
+    # judges) and held (the protocol blocked the previous send), and the hosts' UDP receive-buffer
+    # drops (run.collect.aggregate, udp_metrics); version 2 kept them in metrics_extra.
+    Metric("sched_own_late_fraction", "DOUBLE", "fraction", "sender late fraction (own)", since=3),
+    Metric("sched_own_behind_max_us", "DOUBLE", "us", "sender max behind schedule (own)", since=3),
+    Metric("sched_held_fraction", "DOUBLE", "fraction", "sender held by the protocol", since=3),
+    Metric("sched_held_s", "DOUBLE", "s", "sender time held", since=3),
+    Metric("udp_rcvbuf_errors", "BIGINT", "packets", "UDP receive-buffer drops", since=3),
 )
 
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)

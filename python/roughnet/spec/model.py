@@ -87,6 +87,9 @@ REPORT_METRICS = (
     "bundles_to_from",
     "overhead",
     "time_to_full_sync",
+    "sender_held",
+    "sender_late",
+    "udp_rcvbuf_drops",
 )
 
 _SCENARIO_NAME = kinds.name(SCENARIO_NAME, "a name of lowercase letters, digits and '-' (at most 40 characters, "
