@@ -257,11 +257,11 @@ def test_killed_writer_keeps_committed_runs(tmp_path, stream):
 
 def test_format_version_written_and_newer_refused(tmp_path):
     with Store(tmp_path) as store:
-        assert store.format_version() == FORMAT_VERSION == 2
+        assert store.format_version() == FORMAT_VERSION == 3
     con = duckdb.connect(str(tmp_path / "results.duckdb"))
     con.execute("UPDATE meta SET value = '7' WHERE key = 'format_version'")
     con.close()
-    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 2"):
+    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 3"):
         Store(tmp_path)
 
 
@@ -476,20 +476,24 @@ def _sync_sweep(records: list[dict]):
     return _Sweep
 
 
-def _write_v1(root: Path, records: list[dict], monkeypatch) -> None:
-    """A version-1 file written by the Store itself with the version-1 layout (the v1 code path:
-    only the metric list and the version number differ from version 2)."""
-    v1 = schema.metrics_of(1)
+def _write_old(root: Path, version: int, sweep, records: list[dict], monkeypatch) -> None:
+    """A file of format ``version`` written by the Store itself with that version's layout (the old
+    code path: only the metric list and the version number differ from the current one)."""
+    old = schema.metrics_of(version)
     with monkeypatch.context() as m:
-        m.setattr(schema, "FORMAT_VERSION", 1)
-        m.setattr(schema, "METRICS", v1)
-        m.setattr(schema, "METRIC_NAMES", tuple(x.name for x in v1))
-        m.setattr(schema, "METRIC_BY_NAME", {x.name: x for x in v1})
+        m.setattr(schema, "FORMAT_VERSION", version)
+        m.setattr(schema, "METRICS", old)
+        m.setattr(schema, "METRIC_NAMES", tuple(x.name for x in old))
+        m.setattr(schema, "METRIC_BY_NAME", {x.name: x for x in old})
         with Store(root) as store:
-            assert store.format_version() == 1
-            store.begin_sweep(_sync_sweep(records))
+            assert store.format_version() == version
+            store.begin_sweep(sweep)
             for rec in records:
                 store.record_run(copy.deepcopy(rec))
+
+
+def _write_v1(root: Path, records: list[dict], monkeypatch) -> None:
+    _write_old(root, 1, _sync_sweep(records), records, monkeypatch)
 
 
 def _columns(con, table: str) -> list[tuple[str, str]]:
@@ -498,12 +502,21 @@ def _columns(con, table: str) -> list[tuple[str, str]]:
         "ORDER BY ordinal_position", [table]).fetchall()
 
 
+def _assert_columns_of_a_new_file(con) -> None:
+    """An upgraded file's runs and receivers have a new file's columns, in the same order."""
+    fresh = duckdb.connect()
+    migrate.create(fresh)
+    for table in ("runs", "receivers"):
+        assert _columns(con, table) == _columns(fresh, table)
+    fresh.close()
+
+
 def test_v1_layout_has_no_sync_columns_and_v2_adds_them_last():
     v1 = [m.name for m in schema.metrics_of(1)]
     assert not set(SYNC_COLUMNS) & set(v1)
-    assert list(schema.METRIC_NAMES) == v1 + list(SYNC_COLUMNS)
+    assert [m.name for m in schema.metrics_of(2)] == v1 + list(SYNC_COLUMNS)
     assert schema.METRIC_BY_NAME["full_sync"].sql_type == "BOOLEAN"
-    with pytest.raises(ResultsError, match="expected 1..2"):
+    with pytest.raises(ResultsError, match="expected 1..3"):
         schema.create_statements(0)
 
 
@@ -518,16 +531,12 @@ def test_upgrade_from_v1_moves_sync_metrics_into_columns(tmp_path, monkeypatch):
     assert extra["full_sync"] is True and extra["bundles_from_to"] == 6  # where version 1 kept them
     con.close()
 
-    with pytest.raises(ResultsError, match="needs an upgrade to 2"):
+    with pytest.raises(ResultsError, match="needs an upgrade to 3"):
         Store(root, read_only=True)
-    with Store(root) as store:
-        assert store.format_version() == 2
+    with Store(root) as store:  # 1 -> 2 -> 3 in one go
+        assert store.format_version() == 3
         con = store.con
-        fresh = duckdb.connect()
-        migrate.create(fresh)
-        for table in ("runs", "receivers"):  # upgraded columns == a new file's, in the same order
-            assert _columns(con, table) == _columns(fresh, table)
-        fresh.close()
+        _assert_columns_of_a_new_file(con)
         rows = con.execute(
             f"SELECT run_id, {', '.join(SYNC_COLUMNS)}, metrics_extra FROM runs ORDER BY run_index").fetchall()
         assert len(rows) == 2
@@ -539,6 +548,9 @@ def test_upgrade_from_v1_moves_sync_metrics_into_columns(tmp_path, monkeypatch):
             left = json.loads(row[-1])
             assert not set(left) & set(SYNC_COLUMNS)  # moved, not copied
             assert left["sync_messages"] == rec["metrics"]["sync_messages"]  # the rest stays
+        # the format-3 columns exist and are empty: these sync records never carried those values
+        assert con.execute(f"SELECT count(*) FROM runs WHERE coalesce({', '.join(V3_COLUMNS)}) IS NOT NULL"
+                           ).fetchone()[0] == 0
         # receivers: the per-side sync fields that are columns moved too
         side = con.execute(
             "SELECT host, goodput_bps, full_sync, time_to_full_sync_s, metrics_extra FROM receivers "
@@ -597,3 +609,99 @@ def test_v2_round_trip_of_sync_records(tmp_path):
         with pytest.raises(ResultsError, match=r"full_sync is 'yes'; expected true, false or null"):
             store.record_run(bad)
         assert store.runs(records[0]["sweep_id"])[0]["metrics"]["full_sync"] is True
+
+
+# ------------------------------------------------------------------ format 2 -> 3 (sender held / own, UDP drops)
+
+V3_COLUMNS = ("sched_own_late_fraction", "sched_own_behind_max_us", "sched_held_fraction", "sched_held_s",
+              "udp_rcvbuf_errors")
+
+
+def _with_v3_metrics(records: list[dict]) -> list[dict]:
+    """The stream fixture's records carrying what collect.aggregate / udp_metrics add since the agent
+    splits a sender's lag (the failed run carries none); receiver b of each ok run has its own
+    udp_rcvbuf_errors, and every ok run one metric that is no column (service_reused)."""
+    out = copy.deepcopy(records)
+    for i, rec in enumerate(out):
+        if rec["status"] != "ok":
+            continue
+        rec["metrics"].update(sched_own_late_fraction=0.001 * i, sched_own_behind_max_us=250.0 + i,
+                              sched_held_fraction=0.125 + 0.01 * i, sched_held_s=0.5 * i,
+                              udp_rcvbuf_errors=3 * i, service_reused=i % 2 == 0)
+        rec["receivers"][0]["metrics"]["udp_rcvbuf_errors"] = i
+    return out
+
+
+def test_v3_adds_schedule_split_and_udp_drop_columns_last():
+    v2 = [m.name for m in schema.metrics_of(2)]
+    assert not set(V3_COLUMNS) & set(v2)
+    assert list(schema.METRIC_NAMES) == v2 + list(V3_COLUMNS)
+    assert [schema.METRIC_BY_NAME[c].sql_type for c in V3_COLUMNS] == ["DOUBLE"] * 4 + ["BIGINT"]
+    assert {schema.METRIC_BY_NAME[c].since for c in V3_COLUMNS} == {3}
+    assert sorted(migrate.MIGRATIONS) == list(range(FORMAT_VERSION))
+
+
+def test_upgrade_from_v2_moves_schedule_split_and_udp_drops_into_columns(tmp_path, monkeypatch, stream):
+    sweep, plain = stream
+    records = _with_v3_metrics(plain)
+    root = tmp_path / "res"
+    _write_old(root, 2, sweep, records, monkeypatch)
+    con = duckdb.connect(str(root / "results.duckdb"), read_only=True)
+    assert migrate.read_version(con, "v2") == 2
+    assert not set(V3_COLUMNS) & {c for c, _ in _columns(con, "runs")}
+    extra = json.loads(con.execute("SELECT metrics_extra FROM runs WHERE run_index = 3").fetchone()[0])
+    assert extra["sched_held_fraction"] == 0.155 and extra["udp_rcvbuf_errors"] == 9  # where version 2 kept them
+    con.close()
+
+    with pytest.raises(ResultsError, match="needs an upgrade to 3"):
+        Store(root, read_only=True)
+    with Store(root) as store:
+        assert store.format_version() == 3
+        con = store.con
+        _assert_columns_of_a_new_file(con)
+        rows = con.execute(f"SELECT run_id, status, {', '.join(V3_COLUMNS)}, metrics_extra FROM runs "
+                           "ORDER BY run_index").fetchall()
+        assert [r[0] for r in rows] == [r["run_id"] for r in records]
+        for row, rec in zip(rows, records, strict=True):
+            values, rest = row[2:-1], json.loads(row[-1]) if row[-1] else {}
+            assert not set(rest) & set(V3_COLUMNS)  # moved, not copied
+            if row[1] != "ok":
+                assert values == (None,) * len(V3_COLUMNS)
+                continue
+            for name, value in zip(V3_COLUMNS, values, strict=True):
+                assert value == pytest.approx(rec["metrics"][name]), name
+            assert isinstance(values[-1], int)
+            assert rest == {"service_reused": rec["metrics"]["service_reused"]}  # the rest stays
+        side = con.execute("SELECT run_id, host, udp_rcvbuf_errors, metrics_extra FROM receivers "
+                           "WHERE host = 'b' ORDER BY run_id").fetchall()
+        want = {r["run_id"]: r["receivers"][0]["metrics"] for r in records if r["status"] == "ok"}
+        assert sorted(want) == [s[0] for s in side]
+        for run_id, _, drops, rest in side:
+            assert drops == want[run_id]["udp_rcvbuf_errors"]
+            assert rest is None or "udp_rcvbuf_errors" not in json.loads(rest)
+        # reading back gives the records' metrics, whichever column or JSON they live in
+        for have, rec in zip(store.runs(sweep.sweep_id), records, strict=True):
+            for name, value in rec["metrics"].items():
+                assert have["metrics"][name] == pytest.approx(value), name
+            for hr, wr in zip(have["receivers"], rec["receivers"], strict=True):
+                for name, value in wr["metrics"].items():
+                    assert hr["metrics"][name] == pytest.approx(value), (hr["host"], name)
+    backup = root / "results.duckdb.v2.bak"
+    con = duckdb.connect(str(backup), read_only=True)
+    assert migrate.read_version(con, "backup") == 2
+    con.close()
+
+
+def test_v3_records_store_schedule_split_and_udp_drops_in_columns(tmp_path, stream):
+    sweep, plain = stream
+    rec = _with_v3_metrics(plain)[2]
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        store.record_run(copy.deepcopy(rec))
+        row = store.con.execute(f"SELECT {', '.join(V3_COLUMNS)}, metrics_extra FROM runs").fetchone()
+        assert row[:-1] == tuple(pytest.approx(rec["metrics"][c]) for c in V3_COLUMNS)
+        assert json.loads(row[-1]) == {"service_reused": True}
+        bad = copy.deepcopy(rec)
+        bad["metrics"]["udp_rcvbuf_errors"] = 2.5
+        with pytest.raises(ResultsError, match=r"udp_rcvbuf_errors is 2.5; expected a whole number"):
+            store.record_run(bad)
