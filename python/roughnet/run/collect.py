@@ -85,7 +85,7 @@ def aggregate(pattern: str, per_receiver: list[dict[str, Any]], sender_res: dict
     m["sched_behind_max_us"] = sched.get("behind_max_us")
     m["sched_late_fraction"] = sched.get("late_fraction")
     for key in ("own_late_fraction", "own_behind_max_us", "held_fraction", "held_s"):
-        if key in sched:  # agents that tell the machine's lag from the protocol's (metrics_extra)
+        if key in sched:  # agents that tell the machine's lag from the protocol's (columns since format 3)
             m[f"sched_{key}"] = sched[key]
     return m
 
