@@ -246,7 +246,15 @@ def test_cross_key_rules_after_substitution() -> None:
         sweep_of(text)
     msg = str(info.value)
     assert msg.startswith('p.toml: workload.payload: larger than a UDP datagram can carry'), msg
-    assert '[run 2 of 2: proto="udp"]' in msg
+    assert '[run 2 of 2: proto="udp"]' in msg and "at most 65507 B for UDP" in msg
+    # The same for every protocol with a limit: a 9 MB Kafka message fails the kafka point only, naming it.
+    text = make(protocol="${proto}", payload="${size}", workload_extra='[[service]]\nkind = "kafka"\nhost = "a"',
+                sweep='[sweep]\nproto = ["tcp", "kafka"]\nsize = ["1 MB", "9 MB"]')
+    with pytest.raises(Exception) as info:
+        sweep_of(text)
+    msg = str(info.value)
+    assert "larger than protocol kafka carries in one message" in msg and "at most 8388608 B for kafka" in msg
+    assert 'proto="kafka"' in msg and 'size="9 MB"' in msg and 'proto="tcp"' not in msg
     # Fixed protocol: a knob table for another protocol is still an error naming both.
     text = make(protocol="tcp", workload_extra='[workload.udp]\nrecv_buffer = "1 MiB"')
     with pytest.raises(Exception) as info:

@@ -705,3 +705,23 @@ def test_v3_records_store_schedule_split_and_udp_drops_in_columns(tmp_path, stre
         bad["metrics"]["udp_rcvbuf_errors"] = 2.5
         with pytest.raises(ResultsError, match=r"udp_rcvbuf_errors is 2.5; expected a whole number"):
             store.record_run(bad)
+
+
+def test_retry_failed_runs_the_failed_and_missing_runs_again(tmp_path, stream):
+    from roughnet.run import pending_runs
+
+    sweep, records = stream
+    failed = copy.deepcopy(records[1])
+    failed.update(status="failed", failure_reason="receiver@b: config: payload too large")
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        for rec in (records[0], failed):
+            store.record_run(rec)
+        ids = [r.run_id for r in sweep.runs]
+        assert [r.run_id for r in pending_runs(sweep, store, resume=False)] == ids
+        assert [r.run_id for r in pending_runs(sweep, store, resume=True)] == ids[2:]
+        assert [r.run_id for r in pending_runs(sweep, store, resume=False, retry_failed=True)] == ids[1:]
+        assert store.completed_run_ids(sweep.sweep_id, include_failed=False) == {records[0]["run_id"]}
+        store.record_run(records[1])  # the retried run's record replaces the failed one
+        (run,) = [r for r in store.runs(sweep.sweep_id) if r["run_id"] == records[1]["run_id"]]
+        assert run["status"] == "ok"

@@ -471,11 +471,13 @@ class Store:
     def _ids(self) -> list[str]:
         return [r[0] for r in self.con.execute("SELECT sweep_id FROM sweeps ORDER BY created_at").fetchall()]
 
-    def completed_run_ids(self, sweep_id: str) -> set[str]:
-        """Run ids of ``sweep_id`` stored as ok or failed (``--resume`` skips them)."""
+    def completed_run_ids(self, sweep_id: str, include_failed: bool = True) -> set[str]:
+        """Run ids of ``sweep_id`` stored as ok or failed (``--resume`` skips them); only ok ones
+        without ``include_failed`` (``--retry-failed`` runs the failed ones again)."""
+        statuses = ("ok", "failed") if include_failed else ("ok",)
         rows = self.con.execute(
-            "SELECT run_id FROM runs WHERE sweep_id = ? AND status IN ('ok', 'failed')",
-            [sweep_id],
+            f"SELECT run_id FROM runs WHERE sweep_id = ? AND status IN ({', '.join('?' * len(statuses))})",
+            [sweep_id, *statuses],
         ).fetchall()
         return {r[0] for r in rows}
 

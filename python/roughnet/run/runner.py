@@ -360,8 +360,10 @@ def run_sweep(
     resume: bool = False,
     on_start: Callable[[Run], None] | None = None,
     on_done: Callable[[Run, dict[str, Any]], None] | None = None,
+    retry_failed: bool = False,
 ) -> list[dict[str, Any]]:
-    """Run every run of ``sweep`` (only the missing ones with ``resume``), storing each record as it ends.
+    """Run every run of ``sweep`` (only the missing ones with ``resume``; those and the runs stored as
+    failed with ``retry_failed``), storing each record as it ends (a new record replaces the old).
 
     Consecutive runs whose services all ask ``reuse = true`` and whose environments are equal
     share one topology and one set of services (``run.reuse``, ``run.group``); every other run
@@ -371,7 +373,7 @@ def run_sweep(
     from .reuse import reuse_groups
 
     store.begin_sweep(sweep)
-    todo = pending_runs(sweep, store, resume)
+    todo = pending_runs(sweep, store, resume, retry_failed)
     records = []
     for shared, group in reuse_groups(todo, pf.engines):
         if shared:
@@ -389,6 +391,12 @@ def run_sweep(
     return records
 
 
-def pending_runs(sweep: Sweep, store, resume: bool) -> list[Run]:
-    done = store.completed_run_ids(sweep.sweep_id) if resume else set()
+def pending_runs(sweep: Sweep, store, resume: bool, retry_failed: bool = False) -> list[Run]:
+    """The runs to do: all; with ``resume`` those not stored yet; with ``retry_failed`` also those stored as failed."""
+    if retry_failed:
+        done = store.completed_run_ids(sweep.sweep_id, include_failed=False)
+    elif resume:
+        done = store.completed_run_ids(sweep.sweep_id)
+    else:
+        done = set()
     return [r for r in sweep.runs if r.run_id not in done]

@@ -151,6 +151,10 @@ def kafka_listener_ports(addresses: Sequence[str], port: int) -> list[int]:
     return [port if i == 0 else port + 1 + i for i in range(len(addresses))]
 
 
+#: The broker's largest record batch: the agent's largest Kafka message (8 MiB) plus 64 KiB of overhead.
+KAFKA_MESSAGE_MAX_BYTES = (8 << 20) + (64 << 10)
+
+
 def kafka_properties(addresses: Sequence[str], port: int, data_dir: Path) -> str:
     """server.properties of a single-node KRaft broker+controller.
 
@@ -184,6 +188,9 @@ def kafka_properties(addresses: Sequence[str], port: int, data_dir: Path) -> str
         "share.coordinator.state.topic.min.isr": "1",
         # a consumer group of one must not wait 3 s for more members
         "group.initial.rebalance.delay.ms": "0",
+        # record batches up to 8 MiB + 64 KiB (SEEDS S0 sends 1024 KB messages, past the default
+        # 1048588); the agent's producer uses the same limit (crates/agent/src/drivers/kafka.rs)
+        "message.max.bytes": str(KAFKA_MESSAGE_MAX_BYTES),
     }
     head = "# written by roughnet for one run; see docs/services.md\n"
     return head + "".join(f"{k}={v}\n" for k, v in props.items())

@@ -32,6 +32,14 @@ from .wirechecks import check_wire_link
 
 HEADER_BYTES = 32  # the agent's message header (docs/agent-protocol.md)
 UDP_MAX_PAYLOAD = 65507  # largest UDP datagram over IPv4
+#: The largest message the agent's driver for each protocol carries (``max_message_bytes`` in
+#: crates/agent/src/drivers/; docs/protocols.md, "Largest message"), and why.
+MAX_PAYLOAD: dict[str, tuple[int, str]] = {
+    "udp": (UDP_MAX_PAYLOAD, ""),  # "larger than a UDP datagram can carry" says why
+    "kafka": (8 << 20, " (the agent's Kafka limit; the broker roughnet starts takes batches of 8 MiB + 64 KiB)"),
+    "nats": (1 << 20, " (nats-server's default max_payload)"),
+    **{p: (64 << 20, " (the agent's limit)") for p in ("tcp", "mqtt", "zenoh", "zmq", "dds")},
+}
 MSS_MIN, MSS_MAX = 88, 65535
 
 
@@ -197,16 +205,19 @@ def _check_payload(s: Scenario, problems: list[Problem]) -> None:
     if payload < HEADER_BYTES:
         problems.append(Problem("workload.payload", "smaller than the message header",
                                 f"at least {HEADER_BYTES} B", w.payload))  # fmt: skip
-    if not _concrete(w.protocol) or w.protocol != "udp":
+    if not _concrete(w.protocol) or w.protocol not in MAX_PAYLOAD:
         return
-    if payload > UDP_MAX_PAYLOAD:
-        problems.append(Problem("workload.payload", "larger than a UDP datagram can carry",
-                                f"at most {UDP_MAX_PAYLOAD} B for UDP", w.payload))  # fmt: skip
+    limit, why = MAX_PAYLOAD[w.protocol]
+    name = "UDP" if w.protocol == "udp" else w.protocol
+    what = "larger than a UDP datagram can carry" if w.protocol == "udp" else \
+        f"larger than protocol {w.protocol} carries in one message"
+    if payload > limit:
+        problems.append(Problem("workload.payload", what, f"at most {limit} B for {name}{why}", w.payload))
     elif w.pattern == "ramp" and _concrete(w.step, w.messages) and w.step is not None and w.messages is not None:
         final = payload + units.parse_size_bytes(w.step) * (w.messages - 1)
-        if final > UDP_MAX_PAYLOAD:
+        if final > limit:
             problems.append(Problem("workload.step", f"the last message of the ramp would be {final} B",
-                                    f"payload + step * (messages - 1) at most {UDP_MAX_PAYLOAD} B for UDP",
+                                    f"payload + step * (messages - 1) at most {limit} B for {name}",
                                     w.step))  # fmt: skip
 
 

@@ -45,11 +45,13 @@ const KNOBS: [&str; 8] = [
     "fetch_min_bytes",
     "fetch_max_wait",
 ];
-/// Largest message: below the broker's default `message.max.bytes` (1048588, a whole
-/// record batch) with room for the batch and record overhead.
-pub const MAX_MESSAGE: usize = 1_000_000;
-/// The producer's `message.max.bytes`: the broker's default limit for one batch.
-const PRODUCER_MAX_BYTES: &str = "1048588";
+/// Largest message: 8 MiB (SEEDS S0 sends 1024 KB, past Kafka's default limit of
+/// 1048588 bytes for a record batch); the broker roughnet starts allows batches of
+/// `PRODUCER_MAX_BYTES` (`message.max.bytes` in python/roughnet/services/configs.py).
+pub const MAX_MESSAGE: usize = 8 << 20;
+/// The producer's `message.max.bytes` (the largest batch), the same as the broker's:
+/// one largest message with 64 KiB for the batch and record overhead.
+const PRODUCER_MAX_BYTES: &str = "8454144";
 /// Pause while librdkafka's queue is full.
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(1);
 /// How long `finish` waits for outstanding deliveries (at most the run's timeout).
