@@ -200,6 +200,10 @@ def plot_png(gs: list[Group]) -> bytes:
         xs = [p.size_bytes / 1000 for p in g.points]
         ys = [p.delay_mean_us / 1000 if p.delay_mean_us is not None else math.nan for p in g.points]
         ax_d.plot(xs, ys, marker="o", color=c, label=name)
+        # Points that do not count (messages lost or an invalid run): hollow, as in the other plots.
+        out = [(x, y) for x, y, p in zip(xs, ys, g.points, strict=True) if not p.eligible and not math.isnan(y)]
+        if out:
+            ax_d.plot(*zip(*out), linestyle="none", marker="o", markersize=8, markerfacecolor="white", color=c)
         for attr, style, what in (("link_drop_rate", "-", "link frames"), ("retrans_rate", "--", "TCP retrans."),
                                   ("message_loss", ":", "messages")):
             vals = [getattr(p, attr) for p in g.points]
@@ -211,8 +215,12 @@ def plot_png(gs: list[Group]) -> bytes:
         ax.set_xscale("log")
         ax.set_xlabel("payload (KB)")
         ax.grid(True, alpha=0.3)
+    delays = [p.delay_mean_us for g in gs for p in g.points if p.delay_mean_us]
+    if delays and max(delays) > 100 * min(delays):  # two decades or more: a linear axis hides the small ones
+        ax_d.set_yscale("log")
     ax_d.set_ylabel("mean one-way delay (ms)")
-    ax_d.set_title("average delay")
+    ax_d.set_title("average delay (hollow: not counted, messages lost or run invalid)"
+                   if any(not p.eligible for g in gs for p in g.points) else "average delay")
     ax_r.set_ylabel("actual drop rate (%)")
     ax_r.set_title("actual drop rate")
     ax_d.legend(fontsize=8)
