@@ -62,7 +62,17 @@ def _open_store(results: Optional[Path], create: bool):
         from .errors import ResultsError
 
         raise ResultsError(f"no results database at {root / 'results.duckdb'}; run a scenario first or pass --results")
-    return Store(root, create=create) if create else Store(root, create=False, read_only=True)
+    if create:
+        return Store(root, create=create)
+    from .results.store import NeedsUpgrade
+
+    try:
+        return Store(root, create=False, read_only=True)
+    except NeedsUpgrade:
+        # An older format: upgrade it once (a backup is kept; refused clearly while another
+        # roughnet writes to it), then read as asked.
+        Store(root, create=False).close()
+        return Store(root, create=False, read_only=True)
 
 
 @app.callback()

@@ -725,3 +725,21 @@ def test_retry_failed_runs_the_failed_and_missing_runs_again(tmp_path, stream):
         store.record_run(records[1])  # the retried run's record replaces the failed one
         (run,) = [r for r in store.runs(sweep.sweep_id) if r["run_id"] == records[1]["run_id"]]
         assert run["status"] == "ok"
+
+
+def test_listing_an_older_file_upgrades_it_once_then_reads(tmp_path, monkeypatch, stream):
+    # `roughnet results` / `report` open read-only; an older file is upgraded first (backup kept),
+    # as the read-only error tells users to do.
+    from typer.testing import CliRunner
+
+    from roughnet.cli import app
+
+    sweep, plain = stream
+    root = tmp_path / "res"
+    _write_old(root, 2, sweep, _with_v3_metrics(plain), monkeypatch)
+    out = CliRunner().invoke(app, ["results", "--results", str(root)])
+    assert out.exit_code == 0, out.output
+    assert sweep.sweep_id in out.output
+    with Store(root, create=False, read_only=True) as store:
+        assert store.format_version() == FORMAT_VERSION
+    assert (root / "results.duckdb.v2.bak").exists()

@@ -147,6 +147,10 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+class NeedsUpgrade(ResultsError):
+    """A read-only open of a file in an older format (opening it for writing upgrades it)."""
+
+
 class Store:
     """A results folder.  One writer process at a time (DuckDB's file lock).
 
@@ -182,10 +186,10 @@ class Store:
                 )
             elif version < schema.FORMAT_VERSION:
                 if read_only:
-                    raise ResultsError(
+                    raise NeedsUpgrade(
                         f"{self.path} has results format version {version} and needs an "
                         f"upgrade to {schema.FORMAT_VERSION}; open it once for writing "
-                        "(e.g. `roughnet results` without another roughnet running)"
+                        "(any roughnet command does when no other roughnet has it open)"
                     )
                 con = self._backup_and_upgrade(con, version)
         except BaseException:
