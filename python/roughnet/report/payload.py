@@ -11,12 +11,13 @@ counters), TCP retransmitted / TCP data segments (packet captures; without
 them the kernel's retransmitted / sent segments), and messages lost /
 expected (at the receivers).
 
-Best range criterion: the cost of a payload is its mean one-way delay per KB
-of payload (µs/KB, lower is better: the delay each KB of data waits); only
-runs that delivered every message and are not invalid count (mean over
-repeats). The best payload is the one of lowest cost; the best range is the
-contiguous payloads around it whose cost is within ``TOLERANCE`` of the
-lowest. The statement also names the payload of lowest mean delay.
+Best range criterion (S0's "at 10 % drop, payloads of a few KB do best" is about
+the delay a message waits): the best payload is the one of lowest mean one-way
+delay; only runs that delivered every message and are not invalid count (mean
+over repeats). The best range is the contiguous payloads around it whose mean
+delay is within ``TOLERANCE`` of the lowest. The statement also names the
+payload of lowest delay per KB (µs/KB: what moving a given amount of data in
+messages of that size costs), which for most links favours the largest sizes.
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from matplotlib.figure import Figure
 from roughnet.report import fmt
 
 AXIS = "payload"
-#: A payload is in the best range when its cost is at most (1 + TOLERANCE) x the lowest cost.
+#: A payload is in the best range when its mean delay is at most (1 + TOLERANCE) x the lowest mean delay.
 TOLERANCE = 0.25
 CRITERION = (
-    "cost = mean one-way delay per KB of payload (lower is better), over runs that delivered every message and "
-    f"are not invalid; the best range is the contiguous payloads whose cost is within {TOLERANCE:.0%} of the lowest"
+    "best = lowest mean one-way delay, over runs that delivered every message and are not invalid; the best range "
+    f"is the contiguous payloads whose mean delay is within {TOLERANCE:.0%} of the lowest"
 )
 
 
@@ -71,9 +72,9 @@ class Group:
 @dataclass
 class Best:
     label: str
-    best: PayloadPoint | None
+    best: PayloadPoint | None  # lowest mean delay among eligible points
     range: list[PayloadPoint]
-    fastest: PayloadPoint | None  # lowest mean delay among eligible points
+    cheapest: PayloadPoint | None  # lowest delay per KB among eligible points
     excluded: list[PayloadPoint]
 
     def sentence(self) -> str:
@@ -82,12 +83,11 @@ class Best:
             return f"{who}: no payload delivered every message in a valid run, so no payload range can be called best."
         lo, hi = fmt.label(self.range[0].payload), fmt.label(self.range[-1].payload)
         rng = lo if lo == hi else f"{lo} to {hi}"
-        cost = self.best.cost_us_per_kb or 0.0
-        text = (f"{who}: payloads of {rng} did best (lowest delay per KB: {fmt.label(self.best.payload)}, "
-                f"{fmt.number(cost)} µs/KB at a mean delay of {fmt.value('lat_mean_us', self.best.delay_mean_us)})")
-        if self.fastest is not None:
-            text += (f"; the lowest mean delay was at {fmt.label(self.fastest.payload)} "
-                     f"({fmt.value('lat_mean_us', self.fastest.delay_mean_us)})")
+        text = (f"{who}: payloads of {rng} did best (lowest mean delay: {fmt.label(self.best.payload)}, "
+                f"{fmt.value('lat_mean_us', self.best.delay_mean_us)})")
+        if self.cheapest is not None:
+            text += (f"; the lowest delay per KB was at {fmt.label(self.cheapest.payload)} "
+                     f"({fmt.number(self.cheapest.cost_us_per_kb or 0.0)} µs/KB)")
         if self.excluded:
             text += "; not counted (messages lost or invalid): " + ", ".join(fmt.label(p.payload) for p in self.excluded)
         return text + "."
@@ -169,20 +169,20 @@ def groups(axes: dict[str, list[Any]], runs: list[dict[str, Any]]) -> list[Group
 
 def best_range(group: Group, tolerance: float = TOLERANCE) -> Best:
     """The group's best payload range under the module's criterion."""
-    eligible = [p for p in group.points if p.eligible and p.cost_us_per_kb is not None]
+    eligible = [p for p in group.points if p.eligible and p.delay_mean_us is not None]
     excluded = [p for p in group.points if not p.eligible]
     if not eligible:
         return Best(group.label, None, [], None, excluded)
-    best = min(eligible, key=lambda p: p.cost_us_per_kb or 0.0)
-    limit = (best.cost_us_per_kb or 0.0) * (1 + tolerance)
+    best = min(eligible, key=lambda p: p.delay_mean_us or 0.0)
+    limit = (best.delay_mean_us or 0.0) * (1 + tolerance)
     i = eligible.index(best)
     lo = hi = i
-    while lo > 0 and (eligible[lo - 1].cost_us_per_kb or math.inf) <= limit:
+    while lo > 0 and (eligible[lo - 1].delay_mean_us or math.inf) <= limit:
         lo -= 1
-    while hi + 1 < len(eligible) and (eligible[hi + 1].cost_us_per_kb or math.inf) <= limit:
+    while hi + 1 < len(eligible) and (eligible[hi + 1].delay_mean_us or math.inf) <= limit:
         hi += 1
-    fastest = min(eligible, key=lambda p: p.delay_mean_us or 0.0)
-    return Best(group.label, best, eligible[lo:hi + 1], fastest, excluded)
+    cheapest = min(eligible, key=lambda p: p.cost_us_per_kb or math.inf)
+    return Best(group.label, best, eligible[lo:hi + 1], cheapest, excluded)
 
 
 def _pct(v: float | None) -> str:
