@@ -62,17 +62,17 @@ def _open_store(results: Optional[Path], create: bool):
         from .errors import ResultsError
 
         raise ResultsError(f"no results database at {root / 'results.duckdb'}; run a scenario first or pass --results")
-    if create:
-        return Store(root, create=create)
-    from .results.store import NeedsUpgrade
+    from .results.store import READER_WAIT_S, NeedsUpgrade
 
+    if create:  # `roughnet run`: holds the folder, opens the database only to write (readers get in between)
+        return Store(root, create=create, hold=False, lock_wait_s=READER_WAIT_S)
     try:
-        return Store(root, create=False, read_only=True)
+        return Store(root, create=False, read_only=True, lock_wait_s=READER_WAIT_S)
     except NeedsUpgrade:
         # An older format: upgrade it once (a backup is kept; refused clearly while another
         # roughnet writes to it), then read as asked.
-        Store(root, create=False).close()
-        return Store(root, create=False, read_only=True)
+        Store(root, create=False, lock_wait_s=READER_WAIT_S).close()
+        return Store(root, create=False, read_only=True, lock_wait_s=READER_WAIT_S)
 
 
 @app.callback()

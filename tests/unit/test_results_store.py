@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -743,3 +744,54 @@ def test_listing_an_older_file_upgrades_it_once_then_reads(tmp_path, monkeypatch
     with Store(root, create=False, read_only=True) as store:
         assert store.format_version() == FORMAT_VERSION
     assert (root / "results.duckdb.v2.bak").exists()
+
+
+def _reader(root: Path, hold_s: float) -> subprocess.Popen:
+    """A process that opens the store read-only, prints how many runs it sees, holds it ``hold_s``."""
+    src = Path(__file__).resolve().parents[2] / "python"
+    return subprocess.Popen(
+        [sys.executable, "-c",
+         f"import sys, time; sys.path.insert(0, {str(src)!r}); from roughnet.results import Store; "
+         f"s = Store({str(root)!r}, create=False, read_only=True, lock_wait_s=30); "
+         f"print(sum(len(s.runs(x['sweep_id'])) for x in s.sweeps()), flush=True); "
+         f"time.sleep({hold_s}); s.close()"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+
+
+def test_a_running_sweep_can_be_read_between_its_writes(tmp_path, stream):
+    """`roughnet run` (hold=False) lets readers in between runs and waits for them before a write."""
+    sweep, records = stream
+    root = tmp_path / "res"
+    writer = Store(root, hold=False)
+    try:
+        writer.begin_sweep(sweep)
+        writer.record_run(records[0])
+        reader = _reader(root, hold_s=1.0)  # opens while the writer is between runs
+        assert reader.stdout.readline().strip() == b"1", reader.communicate()[1].decode()
+        writer.record_run(records[1])  # the reader still has it open: the write waits, then lands
+        assert reader.communicate(timeout=60) and reader.returncode == 0
+        out, errs = _reader(root, hold_s=0).communicate(timeout=60)
+        assert out.strip() == b"2", errs.decode()
+        # one sweep writer per folder: a second `roughnet run` is refused, naming the holder
+        with pytest.raises(ResultsError, match=rf"PID {os.getpid()}"):
+            Store(root, hold=False)
+    finally:
+        writer.close()
+    Store(root, hold=False).close()  # closing let go of the folder
+
+
+def test_a_holding_writer_keeps_readers_out(tmp_path, stream):
+    """The default writer (hold=True) keeps the file: what hold=False is for."""
+    sweep, records = stream
+    root = tmp_path / "res"
+    with Store(root) as writer:
+        writer.begin_sweep(sweep)
+        writer.record_run(records[0])
+        src = Path(__file__).resolve().parents[2] / "python"
+        proc = subprocess.run(
+            [sys.executable, "-c",
+             f"import sys; sys.path.insert(0, {str(src)!r}); from roughnet.results import Store; "
+             f"Store({str(root)!r}, create=False, read_only=True, lock_wait_s=0.5)"],
+            capture_output=True, timeout=60)
+        assert proc.returncode != 0 and b"in use by another process" in proc.stderr

@@ -6,6 +6,12 @@ between or during runs never leaves a half-written run), reading them back,
 resolving sweep references and exporting.  The layout is in ``schema``, the
 upgrades in ``migrate``; plots and tables are the report's job.
 
+Sharing the file: DuckDB lets one process write, or several read, never both.
+``roughnet run`` opens its store with ``hold=False``: it keeps ``writer.lock``
+(one sweep writer at a time) for the whole sweep but the database only while it
+writes a run, so ``roughnet results``/``report`` can read a sweep that is still
+running; each side waits (``lock_wait_s``) for the other's short hold.
+
 Layout on disk (docs/results-format.md)::
 
     <root>/results.duckdb
@@ -15,6 +21,7 @@ Layout on disk (docs/results-format.md)::
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import logging
 import math
@@ -22,6 +29,7 @@ import os
 import platform
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,12 @@ from roughnet.results import migrate, schema
 log = logging.getLogger(__name__)
 
 DB_NAME = "results.duckdb"
+#: Held (flock) by a ``hold=False`` writer for its whole life: one ``roughnet run`` per results folder.
+WRITER_LOCK = "writer.lock"
+#: How long a ``hold=False`` writer waits for readers to let go of the database before a write.
+WRITER_WAIT_S = 600.0
+#: How long a command reading results waits for a running sweep's write to finish.
+READER_WAIT_S = 15.0
 RUNS_DIR = "runs"
 #: Largest scenario file copied into the sweeps table.
 MAX_SCENARIO_TEXT = 1_000_000
@@ -157,13 +171,20 @@ class Store:
     ``Store(root)`` creates ``root`` if needed; ``Store(root, create=False)``
     refuses a folder without a database.  ``read_only=True`` opens without the
     write lock (several readers may share it) and cannot upgrade an old file.
+    ``hold=False`` (a writer: ``roughnet run``) takes ``writer.lock`` instead and
+    opens the database only for each write, waiting up to ``WRITER_WAIT_S`` for
+    readers.  ``lock_wait_s``: how long opening waits for another process's hold.
     """
 
-    def __init__(self, root: Path, create: bool = True, *, read_only: bool = False) -> None:
+    def __init__(self, root: Path, create: bool = True, *, read_only: bool = False, hold: bool = True,
+                 lock_wait_s: float = 0.0) -> None:
         self.root = Path(root)
         self.path = self.root / DB_NAME
         self.read_only = read_only
+        self.hold = hold or read_only
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._closed = False
+        self._writer_lock: int | None = None
         if not self.path.exists():
             if not create or read_only:
                 raise ResultsError(
@@ -171,7 +192,13 @@ class Store:
                     "`roughnet run` (set it with --results or $ROUGHNET_RESULTS)"
                 )
             self.root.mkdir(parents=True, exist_ok=True)
-        con = self._connect()
+        if not self.hold:
+            self._take_writer_lock()
+        try:
+            con = self._connect(lock_wait_s)
+        except BaseException:
+            self._drop_writer_lock()
+            raise
         try:
             version = migrate.read_version(con, str(self.path))
             if version == migrate.EMPTY:
@@ -194,26 +221,66 @@ class Store:
                 con = self._backup_and_upgrade(con, version)
         except BaseException:
             con.close()
+            self._drop_writer_lock()
             raise
         self._con = con
+        self._release()
 
     # ------------------------------------------------------------------ opening
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
+    def _take_writer_lock(self) -> None:
+        path = self.root / WRITER_LOCK
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            return duckdb.connect(str(self.path), read_only=self.read_only)
-        except duckdb.IOException as e:
-            msg = str(e)
-            if "lock" in msg.lower():
-                raise ResultsError(
-                    f"results database {self.path} is in use by another process ({msg}); "
-                    "expected it free: wait for the running `roughnet run` to finish"
-                ) from None
-            raise ResultsError(f"cannot open results database {self.path}: {msg}") from None
-        except duckdb.Error as e:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
             raise ResultsError(
-                f"cannot open results database {self.path}: {e}; expected a DuckDB file"
+                f"results folder {self.root} is in use by another process (a `roughnet run`, PID {holder}, "
+                f"holds {path.name}); expected it free: wait for that run to finish or use another --results"
             ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._writer_lock = fd
+
+    def _drop_writer_lock(self) -> None:
+        if self._writer_lock is not None:
+            os.close(self._writer_lock)  # closing the descriptor releases the flock
+            self._writer_lock = None
+
+    def _connect(self, wait_s: float = 0.0) -> duckdb.DuckDBPyConnection:
+        """A connection; a lock held by another process is waited for up to ``wait_s``."""
+        start = time.monotonic()
+        deadline = start + wait_s
+        pause, told = 0.02, False
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=self.read_only)
+            except duckdb.IOException as e:
+                msg = str(e)
+                if "lock" not in msg.lower():
+                    raise ResultsError(f"cannot open results database {self.path}: {msg}") from None
+                if time.monotonic() >= deadline:
+                    raise ResultsError(
+                        f"results database {self.path} is in use by another process ({msg}); "
+                        "expected it free: wait for the running `roughnet run` to finish"
+                    ) from None
+                if not told and time.monotonic() - start > 2:
+                    log.warning("waiting for %s: another process has it open", self.path)
+                    told = True
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+            except duckdb.Error as e:
+                raise ResultsError(
+                    f"cannot open results database {self.path}: {e}; expected a DuckDB file"
+                ) from None
+
+    def _release(self) -> None:
+        """A ``hold=False`` store lets go of the database between operations (readers can open it)."""
+        if not self.hold and self._con is not None:
+            self._con.close()
+            self._con = None
 
     def _backup_and_upgrade(
         self, con: duckdb.DuckDBPyConnection, version: int
@@ -234,14 +301,18 @@ class Store:
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        if self._con is None:
+        if self._closed:
             raise ResultsError(f"results store {self.path} is closed; expected an open store")
+        if self._con is None:
+            self._con = self._connect(WRITER_WAIT_S)
         return self._con
 
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
             self._con = None
+        self._closed = True
+        self._drop_writer_lock()
 
     def __enter__(self) -> Store:
         return self
@@ -269,6 +340,8 @@ class Store:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+        finally:
+            self._release()
 
     def begin_sweep(self, sweep: Any) -> None:
         """Insert or refresh the sweeps row of a ``runspec.Sweep`` (keeps created_at)."""
