@@ -79,6 +79,20 @@ def test_verdict_reason_names_receiver_and_counts():
     assert v == "invalid" and "receiver b" in reasons[0] and "500/1000" in reasons[0]
 
 
+def test_a_producer_that_gave_up_explains_an_incomplete_run():
+    """Kafka's sender reports what its producer still held when the flush at the end timed out."""
+    tx = {"sent": 1000, "unacked": 412}
+    v, reasons = collect.verdict("stream", [("b", _rx(500, 500, end="timeout"))], tx, {})
+    assert v == "invalid" and "gave up on 412 message(s)" in reasons[1]
+    assert collect.aggregate("stream", [collect.receiver_metrics("stream", _rx(500, 500))], tx)["sender_unacked"] == 412
+    # all delivered (only acknowledgements missing), or nothing held back: no reason
+    complete = _rx(end="complete", complete=True)
+    assert collect.verdict("stream", [("b", complete)], tx, {}) == ("valid", [])
+    v, reasons = collect.verdict("stream", [("b", _rx(500, 500, end="timeout"))], {"unacked": 0}, {})
+    assert len(reasons) == 1
+    assert "sender_unacked" not in collect.aggregate("stream", [], {"sent": 1})
+
+
 def test_link_drop_metrics():
     m = collect.link_drop_metrics({0: {"forward": {"drops_loss": 7, "drops_queue": 2}, "reverse": {"drops_loss": 1}}})
     assert m == {"link_drops": 10, "link_drops_loss": 8, "link_drops_queue": 2}

@@ -719,6 +719,7 @@ fn kafka_through_a_kraft_broker() {
     assert_eq!(ack["count"], 1000 + 5 + 1, "{tx}");
     check_latency(ack, 1006);
     assert_eq!(tx["delivery_errors"], 0);
+    assert_eq!(tx["unacked"], 0, "{tx}");
     // Three partitions: the end marker reaches each, so the receiver completes.
     let opts = json!({"options": {"partitions": 3, "acks": "1", "compression": "lz4", "batch_size": 65536}});
     let tx = stream_all("kafka", a, "rn/k3", 1, 1000, opts);

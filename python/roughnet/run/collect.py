@@ -87,6 +87,8 @@ def aggregate(pattern: str, per_receiver: list[dict[str, Any]], sender_res: dict
     for key in ("own_late_fraction", "own_behind_max_us", "held_fraction", "held_s"):
         if key in sched:  # agents that tell the machine's lag from the protocol's (columns since format 3)
             m[f"sched_{key}"] = sched[key]
+    if "unacked" in sender_res:  # Kafka: messages its producer gave up on when the flush at the end timed out
+        m["sender_unacked"] = sender_res["unacked"]
     return m
 
 
@@ -222,6 +224,10 @@ def verdict(
             got, exp = res.get("received"), res.get("expected")
             count = f" ({got}/{exp} messages)" if exp else ""
             invalid.append(f"receiver {host} incomplete at timeout{count}")
+    unacked = (sender_res or {}).get("unacked")
+    if invalid and unacked:  # why they are missing: the producer's queue was dropped at its end
+        invalid.append(f"the sender's producer gave up on {unacked} message(s) still queued or unacknowledged "
+                       "when its flush at the end timed out")
     suspect.extend(schedule_reasons((sender_res or {}).get("schedule") or {}))
     sat = cpu.get("saturated_fraction") or 0.0
     if sat > SATURATED_FRACTION_LIMIT:

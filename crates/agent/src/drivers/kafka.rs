@@ -680,6 +680,12 @@ impl Sender for KafkaEndpoint {
             // acks = 0: the report comes when the request is written, not acknowledged.
             m.insert("ack_latency".into(), a.latency.to_json());
             m.insert("delivery_errors".into(), a.failed.into());
+            // Called after `finish`: non-zero only when the flush at the end gave up, the
+            // messages (end markers included) still queued or awaiting their acknowledgement.
+            m.insert(
+                "unacked".into(),
+                p.producer.in_flight_count().max(0).into(),
+            );
             m.insert(
                 "acks".into(),
                 (if self.acks_zero { "0" } else { "broker" }).into(),
