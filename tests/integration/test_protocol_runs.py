@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from cli_run import RUNS, fetch, needs, roughnet_run, run_argv
+from roughnet.binaries import find_binary
 from conftest import toml_hosts, toml_stream
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)")
@@ -150,6 +151,39 @@ interval = "5 ms"
     (r,) = run_scenario(tmp_path, body)
     assert r["status"] == "ok", r["failure_reason"]
     assert r["lost"] == 0 and r["received"] == 300
+
+
+@needs("nats")
+@pytest.mark.skipif(find_binary("roughnet-wire") is None, reason="roughnet-wire is not built (make build)")
+def test_nats_connects_over_a_link_slower_than_a_fixed_connect_timeout(tmp_path):
+    """3 s each way: the client's handshake (TCP, INFO, CONNECT) takes several 6 s round trips.
+
+    A fixed 5 s connection timeout, not retried, failed this at once (and, rarely, a 10 %
+    lossy link too: a lost handshake segment waits for its retransmission)."""
+    body = f"""
+[scenario]
+name = "nats-slow"
+timeout = "120 s"
+{toml_hosts("a", "b", "m")}
+[[link]]
+between = ["a", "m"]
+engine = "wire"
+delay = "3 s"
+[[link]]
+between = ["m", "b"]
+{NATS}
+[workload]
+pattern = "stream"
+protocol = "nats"
+from = "a"
+to = "b"
+payload = "256 B"
+messages = 20
+rate = "10 msg/s"
+"""
+    (r,) = run_scenario(tmp_path, body)
+    assert r["status"] == "ok", r["failure_reason"]
+    assert r["received"] == 20 and r["lat_p50_us"] > 3e6  # one crossing of the slow link
 
 
 @needs("zmq")

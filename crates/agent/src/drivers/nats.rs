@@ -12,7 +12,13 @@
 //! and answers each request on the request's reply subject; the pinger publishes
 //! requests with a reply subject on its own inbox, which it subscribed to first (so
 //! requests can be outstanding at once, for open-loop pings).  A receiver is ready
-//! once its subscription is flushed to the server (a PING/PONG after SUB).
+//! once the server has its subscription, and a sender's close returns once the
+//! server has everything it published: both wait for a message the client sends
+//! itself on a fresh inbox (`server_round_trip`; the server handles one
+//! connection's operations in order).  async-nats's `flush` only empties the
+//! client's buffer into the socket: a sender that exited after it, with messages
+//! still in its socket on a slow link, had them discarded when the server's next
+//! bytes reached the closed socket (the kernel answers those with a reset).
 //! A lost connection ends the run with an error rather than a silent reconnect.
 
 use async_nats::{Client, ConnectOptions, Subject, Subscriber};
@@ -163,11 +169,7 @@ impl NatsEndpoint {
                 (Some(s), ping, Some(inbox))
             }
         };
-        if sub.is_some() {
-            // The server has the subscription once it answered the PING after SUB.
-            rt.block_on(client.flush()).map_err(|e| perr(&e))?;
-        }
-        Ok(NatsEndpoint {
+        let e = NatsEndpoint {
             rt,
             client,
             sub,
@@ -178,6 +180,41 @@ impl NatsEndpoint {
             lost,
             broker: d.broker.clone(),
             cfg: cfg.clone(),
+        };
+        if e.sub.is_some() && !e.server_round_trip(until(cfg.give_up_ns()))? {
+            return Err(DriverError::GaveUp {
+                what: format!("nats-server {} confirming the subscription", d.broker),
+                timeout_ms: cfg.timeout_ns / 1_000_000,
+            });
+        }
+        Ok(e)
+    }
+
+    /// Whether a message sent to a fresh inbox of this client came back within `limit`:
+    /// then the server has handled everything this client sent before it.
+    fn server_round_trip(&self, limit: Duration) -> Result<bool, DriverError> {
+        let perr = |e: &dyn std::fmt::Display| protocol_error(&self.broker, e);
+        let inbox = Subject::from(self.client.new_inbox());
+        let c = &self.client;
+        self.rt.block_on(async {
+            let mut back = c.subscribe(inbox.clone()).await.map_err(|e| perr(&e))?;
+            c.publish(inbox, Bytes::new()).await.map_err(|e| perr(&e))?;
+            c.flush().await.map_err(|e| perr(&e))?;
+            let deadline = tokio::time::Instant::now() + limit;
+            loop {
+                // In slices, so that a signal ends the wait.
+                let slice =
+                    SLICE.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                match tokio::time::timeout(slice, back.next()).await {
+                    Ok(Some(_)) => return Ok(true),
+                    Ok(None) => {
+                        return Err(perr(&"the connection closed while waiting for the server"))
+                    }
+                    Err(_) if stop_requested() => return Err(DriverError::Interrupted),
+                    Err(_) if tokio::time::Instant::now() >= deadline => return Ok(false),
+                    Err(_) => {}
+                }
+            }
         })
     }
 
@@ -194,7 +231,11 @@ impl NatsEndpoint {
                 .subscription_capacity(SUBSCRIPTION_CAPACITY)
                 // Subjects were checked once in from_config, not per publish.
                 .skip_subject_validation(true)
-                .connection_timeout(Duration::from_secs(5))
+                // One attempt may last until the run's timeout: the kernel retransmits lost
+                // handshake segments by itself, and on a slow link (seconds each way) the
+                // INFO/CONNECT exchange takes longer than any fixed bound; a new attempt would
+                // only start it over.  A refused attempt returns at once and is retried.
+                .connection_timeout(until(cfg.give_up_ns()).max(Duration::from_secs(1)))
                 .event_callback(move |ev| {
                     let flag = flag.clone();
                     async move {
@@ -212,16 +253,28 @@ impl NatsEndpoint {
             match rt.block_on(opts.connect(addr.as_str())) {
                 Ok(c) => return Ok(c),
                 Err(e) => {
-                    let refused = e.kind() == async_nats::ConnectErrorKind::Io;
+                    // Refused (not listening yet) or an I/O error: try again until the run's
+                    // timeout.  Anything else (a bad reply, authentication) is final.
+                    let transient = matches!(
+                        e.kind(),
+                        async_nats::ConnectErrorKind::Io | async_nats::ConnectErrorKind::TimedOut
+                    );
                     if stop_requested() {
                         return Err(DriverError::Interrupted);
                     }
-                    if !refused || now_ns() >= cfg.give_up_ns() {
+                    if !transient {
+                        return Err(protocol_error(
+                            &d.broker,
+                            format!("connecting to nats-server: {e}"),
+                        ));
+                    }
+                    if now_ns() >= cfg.give_up_ns() {
                         return Err(DriverError::GaveUp {
                             what: format!("connecting to nats-server {} ({e})", d.broker),
                             timeout_ms: cfg.timeout_ns / 1_000_000,
                         });
                     }
+                    tracing::warn!("nats: connecting to {}: {e}; trying again", d.broker);
                     std::thread::sleep(CONNECT_RETRY);
                 }
             }
@@ -329,19 +382,16 @@ impl NatsEndpoint {
             }
             self.publish_to(&subject, reply.as_ref(), end)?;
         }
-        let limit = Duration::from_nanos(
-            self.cfg
-                .give_up_ns()
-                .saturating_sub(now_ns())
-                .clamp(1_000_000, 10_000_000_000),
-        );
-        match self
-            .rt
-            .block_on(async { tokio::time::timeout(limit, self.client.flush()).await })
-        {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(protocol_error(&self.broker, e)),
-            Err(_) => Err(protocol_error(&self.broker, "no answer to the final flush")),
+        // Until the server has all of it (core NATS has no acknowledgements), as long as
+        // the run allows.
+        let limit = until(self.cfg.give_up_ns()).max(Duration::from_millis(1));
+        if self.server_round_trip(limit)? {
+            Ok(())
+        } else {
+            Err(protocol_error(
+                &self.broker,
+                "the server did not confirm the last messages before the timeout",
+            ))
         }
     }
 }
