@@ -44,16 +44,17 @@ timeout = "120 s"
 """ + toml_hosts("a", "b", "m") + """\
 [[link]]
 between = ["a", "m"]
-loss = "{loss}"
+{link}
 [[link]]
 between = ["m", "b"]
 """
 
 
 def stream(protocol: str, knobs: str = "", messages: int = 400, rate: str = "200 msg/s", loss: str = "10%",
-           services: str = "", to: str = '["b"]', payload: str = "512 B") -> str:
-    return (HEAD.format(loss=loss) + services + "\n" + toml_stream(protocol, to, payload, messages, rate)
-            + knobs + "\n")
+           services: str = "", to: str = '["b"]', payload: str = "512 B", link: str | None = None) -> str:
+    """A stream from a through the broker host m to ``to``; ``link``: the a-m link's keys (default: ``loss``)."""
+    return (HEAD.format(link=link or f'loss = "{loss}"') + services + "\n"
+            + toml_stream(protocol, to, payload, messages, rate) + knobs + "\n")
 
 
 MOSQUITTO = '\n[[service]]\nkind = "mosquitto"\nhost = "m"\n'
@@ -138,7 +139,7 @@ def test_mqtt_qos2_window_above_the_brokers_limit_loses_nothing(tmp_path):
 
 @needs("nats")
 def test_nats_request_reply_loses_nothing(tmp_path):
-    body = HEAD.format(loss="10%") + NATS + """
+    body = HEAD.format(link='loss = "10%"') + NATS + """
 [workload]
 pattern = "ping"
 protocol = "nats"
@@ -160,27 +161,8 @@ def test_nats_connects_over_a_link_slower_than_a_fixed_connect_timeout(tmp_path)
 
     A fixed 5 s connection timeout, not retried, failed this at once (and, rarely, a 10 %
     lossy link too: a lost handshake segment waits for its retransmission)."""
-    body = f"""
-[scenario]
-name = "nats-slow"
-timeout = "120 s"
-{toml_hosts("a", "b", "m")}
-[[link]]
-between = ["a", "m"]
-engine = "wire"
-delay = "3 s"
-[[link]]
-between = ["m", "b"]
-{NATS}
-[workload]
-pattern = "stream"
-protocol = "nats"
-from = "a"
-to = "b"
-payload = "256 B"
-messages = 20
-rate = "10 msg/s"
-"""
+    body = stream("nats", messages=20, rate="10 msg/s", services=NATS, payload="256 B",
+                  link='engine = "wire"\ndelay = "3 s"')
     (r,) = run_scenario(tmp_path, body)
     assert r["status"] == "ok", r["failure_reason"]
     assert r["received"] == 20 and r["lat_p50_us"] > 3e6  # one crossing of the slow link
@@ -205,7 +187,7 @@ between = ["a", "b", "c", "d"]
 
 @needs("mqtt")
 def test_broker_killed_mid_run_fails_that_run_and_the_sweep_goes_on(tmp_path):
-    body = HEAD.format(loss="0%") + MOSQUITTO + "\n" + toml_stream("mqtt", payload="256 B", messages='"${n}"',
+    body = HEAD.format(link='loss = "0%"') + MOSQUITTO + "\n" + toml_stream("mqtt", payload="256 B", messages='"${n}"',
                                                                    rate="100 msg/s") + """\
 [workload.mqtt]
 qos = 1

@@ -253,8 +253,9 @@ impl NatsEndpoint {
             match rt.block_on(opts.connect(addr.as_str())) {
                 Ok(c) => return Ok(c),
                 Err(e) => {
-                    // Refused (not listening yet) or an I/O error: try again until the run's
-                    // timeout.  Anything else (a bad reply, authentication) is final.
+                    // Refused (not listening yet) or another I/O error: try again until the
+                    // run's timeout (an attempt that timed out has reached it).  Anything else
+                    // (a bad reply, authentication) is final.
                     let transient = matches!(
                         e.kind(),
                         async_nats::ConnectErrorKind::Io | async_nats::ConnectErrorKind::TimedOut
