@@ -8,6 +8,7 @@ own words and the sweep goes on; fan-out gives one result per subscriber.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -166,6 +167,24 @@ def test_nats_connects_over_a_link_slower_than_a_fixed_connect_timeout(tmp_path)
     (r,) = run_scenario(tmp_path, body)
     assert r["status"] == "ok", r["failure_reason"]
     assert r["received"] == 20 and r["lat_p50_us"] > 3e6  # one crossing of the slow link
+
+
+@needs("kafka")
+def test_kafka_producer_waits_for_acks_longer_than_a_fixed_flush(tmp_path):
+    """200 x 10 KB queue in the producer in 2 s and need about 41 s to cross a 400 kbit/s link.
+
+    The flush at the end used to give up after 30 s and drop what was still queued (at 25 % drop
+    a stalled connection lost 69 of 150 that way); an acknowledged producer waits for the run's
+    timeout, like MQTT QoS 1."""
+    body = stream("kafka", '[workload.kafka]\nacks = "all"', messages=200, rate="100 msg/s", services=KAFKA,
+                  payload="10 KB", link='rate = "400 kbit/s"')
+    (r,) = run_scenario(tmp_path, body)
+    assert r["status"] == "ok", r["failure_reason"]
+    assert r["received"] == 200 and r["lost"] == 0, (r["received"], r["validity_reasons"])
+    extra = r["metrics_extra"]
+    assert (json.loads(extra) if isinstance(extra, str) else extra)["sender_unacked"] == 0
+    # the last messages arrived more than 30 s after they were sent: a 30 s flush would have lost them
+    assert r["lat_max_us"] > 30e6, r["lat_max_us"]
 
 
 @needs("zmq")
