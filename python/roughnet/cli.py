@@ -167,6 +167,8 @@ def run(
     resume: bool = typer.Option(False, "--resume", help="Run only the runs of this sweep not stored yet."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run the runs not stored yet and those "
                                       "stored as failed (their records are replaced); the ok ones are kept."),
+    retry_invalid: bool = typer.Option(False, "--retry-invalid", help="As --retry-failed, and also run again the "
+                                       "runs stored as ok but judged invalid (e.g. incomplete at the timeout)."),
     results: Optional[Path] = ResultsOpt,
     report: bool = typer.Option(True, "--report/--no-report", help="Write the HTML report at the end."),
     from_row: Optional[int] = typer.Option(None, "--from", min=1, help="First row of the schedule file axis to run "
@@ -185,7 +187,7 @@ def run(
         store = _open_store(results, create=True)
     except RoughnetError as e:
         _fail(e)
-    todo = pending_runs(sweep, store, resume, retry_failed)
+    todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid)
     skipped = len(sweep.runs) - len(todo)
     console.print(
         f"[bold]{sweep.scenario}[/] ({sweep.sweep_id}): {len(todo)} run(s) to do"
@@ -212,7 +214,8 @@ def run(
                     progress.console.print(f"[red]run {r.index} failed:[/] {escape(str(rec['failure_reason']))}", highlight=False)
                 progress.advance(task)
 
-            run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done, retry_failed=retry_failed)
+            run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done, retry_failed=retry_failed,
+                      retry_invalid=retry_invalid)
     except Interrupted as e:
         err.print(f"[yellow]interrupted ({e}); the current run was torn down, stored runs are kept. "
                   f"Continue with: roughnet run {file} --resume"

@@ -795,3 +795,23 @@ def test_a_holding_writer_keeps_readers_out(tmp_path, stream):
              f"Store({str(root)!r}, create=False, read_only=True, lock_wait_s=0.5)"],
             capture_output=True, timeout=60)
         assert proc.returncode != 0 and b"in use by another process" in proc.stderr
+
+
+def test_retry_invalid_also_runs_the_ok_runs_judged_invalid_again(tmp_path, stream):
+    from roughnet.run import pending_runs
+
+    sweep, records = stream
+    invalid = copy.deepcopy(records[1])
+    invalid.update(validity="invalid", validity_reasons=["receiver b incomplete at timeout (82/150 messages)"])
+    failed = copy.deepcopy(records[2])
+    failed.update(status="failed", failure_reason="receiver@b: config: payload too large")
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        for rec in (records[0], invalid, failed):
+            store.record_run(rec)
+        ids = [r.run_id for r in sweep.runs]
+        assert [r.run_id for r in pending_runs(sweep, store, resume=True)] == ids[3:]
+        assert [r.run_id for r in pending_runs(sweep, store, resume=False, retry_failed=True)] == ids[2:]
+        assert [r.run_id for r in pending_runs(sweep, store, resume=False, retry_invalid=True)] == ids[1:]
+        store.record_run(records[1])  # the valid record replaces the invalid one: no longer to do
+        assert [r.run_id for r in pending_runs(sweep, store, resume=False, retry_invalid=True)] == ids[2:]

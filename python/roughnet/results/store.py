@@ -548,12 +548,14 @@ class Store:
     def _ids(self) -> list[str]:
         return [r[0] for r in self.con.execute("SELECT sweep_id FROM sweeps ORDER BY created_at").fetchall()]
 
-    def completed_run_ids(self, sweep_id: str, include_failed: bool = True) -> set[str]:
+    def completed_run_ids(self, sweep_id: str, include_failed: bool = True, include_invalid: bool = True) -> set[str]:
         """Run ids of ``sweep_id`` stored as ok or failed (``--resume`` skips them); only ok ones
-        without ``include_failed`` (``--retry-failed`` runs the failed ones again)."""
+        without ``include_failed`` (``--retry-failed`` runs the failed ones again); without
+        ``include_invalid`` not the ok ones judged invalid either (``--retry-invalid``)."""
         statuses = ("ok", "failed") if include_failed else ("ok",)
+        valid = "" if include_invalid else " AND validity IS DISTINCT FROM 'invalid'"
         rows = self.con.execute(
-            f"SELECT run_id FROM runs WHERE sweep_id = ? AND status IN ({', '.join('?' * len(statuses))})",
+            f"SELECT run_id FROM runs WHERE sweep_id = ? AND status IN ({', '.join('?' * len(statuses))}){valid}",
             [sweep_id, *statuses],
         ).fetchall()
         return {r[0] for r in rows}

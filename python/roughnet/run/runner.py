@@ -361,9 +361,11 @@ def run_sweep(
     on_start: Callable[[Run], None] | None = None,
     on_done: Callable[[Run, dict[str, Any]], None] | None = None,
     retry_failed: bool = False,
+    retry_invalid: bool = False,
 ) -> list[dict[str, Any]]:
     """Run every run of ``sweep`` (only the missing ones with ``resume``; those and the runs stored as
-    failed with ``retry_failed``), storing each record as it ends (a new record replaces the old).
+    failed with ``retry_failed``, and also the ok runs judged invalid with ``retry_invalid``), storing
+    each record as it ends (a new record replaces the old).
 
     Consecutive runs whose services all ask ``reuse = true`` and whose environments are equal
     share one topology and one set of services (``run.reuse``, ``run.group``); every other run
@@ -373,7 +375,7 @@ def run_sweep(
     from .reuse import reuse_groups
 
     store.begin_sweep(sweep)
-    todo = pending_runs(sweep, store, resume, retry_failed)
+    todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid)
     records = []
     for shared, group in reuse_groups(todo, pf.engines):
         if shared:
@@ -391,9 +393,13 @@ def run_sweep(
     return records
 
 
-def pending_runs(sweep: Sweep, store, resume: bool, retry_failed: bool = False) -> list[Run]:
-    """The runs to do: all; with ``resume`` those not stored yet; with ``retry_failed`` also those stored as failed."""
-    if retry_failed:
+def pending_runs(sweep: Sweep, store, resume: bool, retry_failed: bool = False,
+                 retry_invalid: bool = False) -> list[Run]:
+    """The runs to do: all; with ``resume`` those not stored yet; with ``retry_failed`` also those stored as
+    failed; with ``retry_invalid`` also those stored as failed or judged invalid."""
+    if retry_invalid:
+        done = store.completed_run_ids(sweep.sweep_id, include_failed=False, include_invalid=False)
+    elif retry_failed:
         done = store.completed_run_ids(sweep.sweep_id, include_failed=False)
     elif resume:
         done = store.completed_run_ids(sweep.sweep_id)
