@@ -325,7 +325,11 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
         # Receivers end by themselves once they have everything, or after the end marker
         # and their linger, or at their own timeout.  Through a broker over a lossy link the
         # last messages can arrive seconds after the sender is done, so they get the rest of
-        # the run's budget; past it they are asked to report what they have.
+        # the run's budget; past it they are asked to report what they have.  A sender that
+        # ended without a result failed the run (runner._fill_record), so its receivers get
+        # only the grace: waiting out the timeout for them cost up to 10 min per such run.
+        if sender.result is None:
+            budget = min(budget, time.monotonic() - t0 + DRAIN_GRACE_S)
         for a in agents[:-1]:
             left = max(0.5, budget - (time.monotonic() - t0))
             if not _wait_watching(a, left, watch):
