@@ -217,9 +217,11 @@ def run(
             run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done, retry_failed=retry_failed,
                       retry_invalid=retry_invalid)
     except Interrupted as e:
+        flag = "--retry-invalid" if retry_invalid else "--retry-failed" if retry_failed else "--resume"
         err.print(f"[yellow]interrupted ({e}); the current run was torn down, stored runs are kept. "
-                  f"Continue with: roughnet run {file} --resume"
+                  f"Continue with: roughnet run {file} {flag}"
                   + "".join(f" {o} {v}" for o, v in (("--from", from_row), ("--to", to_row)) if v is not None)
+                  + ("; it redoes again the runs redone so far that are still invalid" if retry_invalid else "")
                   + "[/]")
         store.close()
         raise typer.Exit(130)
