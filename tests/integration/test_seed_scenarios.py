@@ -105,9 +105,9 @@ def test_v2v_loss_latency_does_not_fall_as_drop_rate_rises(tmp_path):
     for proto in ("zenoh", "mqtt", "kafka"):
         by_loss = {param(r, "loss"): r for r in rows if param(r, "protocol") == proto}
         # Reliable settings: nothing lost, whatever the drop rate, except Zenoh at 25 %, a known
-        # defect not fixed yet: its sender waits a fixed 3 s (LEAVE_WAIT in the zenoh driver) for
-        # the receivers to leave after the end marker, then closes the session and drops what its
-        # transport still held (in CI: 128 of 150 arrived, the sender done after 1.5 s; at full
+        # defect not fixed yet, most likely this: its sender waits a fixed 3 s (LEAVE_WAIT in the
+        # zenoh driver) for the receivers to leave after the end marker, then closes the session,
+        # losing what its transport still held (in CI: 128 of 150 arrived, sending took 1.5 s; at full
         # size 1227 of 15000, docs/scenarios.md). Until that wait lasts as long as the run allows,
         # as Kafka's flush now does, such a run must at least be judged invalid.
         for loss, r in by_loss.items():
