@@ -17,8 +17,10 @@
 //! A sender or pinger waits until it sees the liveliness token of every peer in
 //! `cfg.peers` (declared after the peer's subscriber, on the same session, so
 //! its subscription is known) before the first message: nothing is lost to
-//! discovery.  At the end it waits (bounded) until the tokens are gone, so the
-//! session is not closed under queued data.
+//! discovery.  At the end it waits until the tokens are gone (reliable: up to the
+//! run's timeout; best effort: a few seconds), so the session is not closed under
+//! queued data.  Tokens are followed with a liveliness subscriber, not queries, so
+//! a slow or lossy link under test cannot hide them.
 //!
 //! Modes: `peer` (receivers listen on `<transport>/<listen>`, senders connect to
 //! `<transport>/<peer>`; with `multicast_scouting` they find each other by
@@ -28,6 +30,7 @@
 //! session timing for slow links (open timeout, lease, and this driver's own
 //! waits scaled with them) are in `zenoh/options.rs`.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -35,7 +38,7 @@ use std::time::{Duration, Instant};
 use zenoh::handlers::{FifoChannel, FifoChannelHandler};
 use zenoh::pubsub::{Publisher, Subscriber};
 use zenoh::qos::{CongestionControl, Priority, Reliability};
-use zenoh::sample::Sample;
+use zenoh::sample::{Sample, SampleKind};
 use zenoh::{Session, Wait};
 
 use super::{options_error, Driver, DriverError, Receiver, Requester, Responder, Sender};
@@ -55,13 +58,13 @@ const FIFO_CAPACITY: usize = 1024;
 /// Best-effort end markers are repeated like UDP's.
 const END_COPIES: u32 = 5;
 const END_GAP: Duration = Duration::from_millis(10);
-/// How long a sender waits, at the end, for receivers to leave before closing.
+/// How long a best-effort sender waits, at the end, for receivers to leave before closing.
 const LEAVE_WAIT: Duration = Duration::from_secs(3);
 /// How long a ponger waits for the pinger's reply subscription to be known.
 const MATCH_WAIT: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(20);
-/// How long one liveliness query waits for answers.
-const QUERY_WAIT: Duration = Duration::from_millis(500);
+/// How often a wait for peers' tokens looks at the stop signal.
+const POLL_STOP: Duration = Duration::from_millis(100);
 /// How long a sender waits for peers' tokens before settling for a matching subscription.
 const TOKEN_GRACE: Duration = Duration::from_secs(2);
 pub const DEFAULT_TOPIC: &str = "roughnet/default";
@@ -358,63 +361,119 @@ fn copy_payload(sample: &Sample, buf: &mut [u8]) -> Result<usize, DriverError> {
     Ok(n)
 }
 
-/// Wait until the liveliness tokens `prefix/<addr>` of every peer are `present`
-/// (or all gone when `present` is false).  With no peers (client mode without
-/// `peers`) any one token will do.  Returns false at `until_ns`.
-fn await_tokens(
-    s: &Session,
-    prefix: &str,
-    peers: &[SocketAddr],
-    present: bool,
-    until_ns: u64,
-    scale: u32,
-) -> Result<bool, DriverError> {
-    let wanted: Vec<String> = peers
-        .iter()
-        .map(|p| format!("{prefix}/{}", addr_key(p)))
-        .collect();
-    loop {
-        let replies = s
+/// The peers' liveliness tokens under `prefix/*` as this session learns of them: a
+/// liveliness subscriber with history, so their declarations and undeclarations (a
+/// peer's session closing included) come to us.  No query crosses the link under
+/// test: on a link whose round trip is longer than a query's wait (an HF modem), or
+/// that drops the reply, queries find no token and a present peer looks gone.
+struct PeerTokens {
+    prefix: String,
+    /// Full keys of the peers in `cfg.peers`; empty (client mode without `peers`):
+    /// any one token stands for them.
+    wanted: Vec<String>,
+    present: HashSet<String>,
+    /// Some wanted token has been present (a subscriber that is not a roughnet agent
+    /// declares none).
+    seen: bool,
+    sub: Subscriber<FifoChannelHandler<Sample>>,
+}
+
+impl PeerTokens {
+    fn declare(s: &Session, prefix: &str, peers: &[SocketAddr]) -> Result<Self, DriverError> {
+        let sub = s
             .liveliness()
-            .get(format!("{prefix}/*"))
-            .timeout(QUERY_WAIT * scale)
+            .declare_subscriber(format!("{prefix}/*"))
+            .history(true)
+            .with(FifoChannel::new(FIFO_CAPACITY))
             .wait()
             .map_err(|e| DriverError::Protocol {
                 addr: prefix.into(),
-                msg: format!("liveliness query: {e}"),
+                msg: format!("declaring the liveliness subscriber: {e}"),
             })?;
-        let mut seen = Vec::new();
-        while let Ok(r) = replies.recv() {
-            if let Ok(sample) = r.result() {
-                seen.push(sample.key_expr().as_str().to_string());
+        Ok(PeerTokens {
+            prefix: prefix.into(),
+            wanted: peers
+                .iter()
+                .map(|p| format!("{prefix}/{}", addr_key(p)))
+                .collect(),
+            present: HashSet::new(),
+            seen: false,
+            sub,
+        })
+    }
+
+    fn is_wanted(&self, key: &str) -> bool {
+        self.wanted.is_empty() || self.wanted.iter().any(|w| w == key)
+    }
+
+    fn apply(&mut self, sample: Sample) {
+        let key = sample.key_expr().as_str().to_string();
+        match sample.kind() {
+            SampleKind::Put => {
+                self.seen |= self.is_wanted(&key);
+                self.present.insert(key);
+            }
+            SampleKind::Delete => {
+                self.present.remove(&key);
             }
         }
-        let found = if wanted.is_empty() {
-            seen.len()
-        } else {
-            wanted.iter().filter(|w| seen.contains(w)).count()
+    }
+
+    /// Wait until `deadline_ns` for a change, then take every change already waiting.
+    fn update(&mut self, deadline_ns: u64) -> Result<(), DriverError> {
+        let prefix = self.prefix.clone();
+        let closed = |e: zenoh::Error| DriverError::Protocol {
+            addr: prefix.clone(),
+            msg: format!("liveliness subscriber closed: {e}"),
         };
-        let all = if wanted.is_empty() {
-            found >= 1
+        match self.sub.recv_deadline(instant_of(deadline_ns)) {
+            Ok(Some(sample)) => self.apply(sample),
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(closed(e)),
+        }
+        while let Some(sample) = self.sub.try_recv().map_err(closed)? {
+            self.apply(sample);
+        }
+        Ok(())
+    }
+
+    fn count(&self) -> usize {
+        self.present.iter().filter(|k| self.is_wanted(k)).count()
+    }
+
+    fn all_present(&self) -> bool {
+        if self.wanted.is_empty() {
+            self.count() >= 1
         } else {
-            found == wanted.len()
-        };
-        if (present && all) || (!present && found == 0) {
-            return Ok(true);
+            self.count() == self.wanted.len()
         }
-        if stop_requested() {
-            return Err(DriverError::Interrupted);
-        }
-        if now_ns() >= until_ns {
-            if present {
-                tracing::debug!(
-                    "zenoh: saw {found} of {} peers under {prefix}/ ({seen:?})",
-                    wanted.len().max(1)
-                );
+    }
+
+    /// Wait until the tokens are all `present` (or all gone), the stop signal, or
+    /// `until_ns`; true when they are.
+    fn wait_for(&mut self, present: bool, until_ns: u64) -> Result<bool, DriverError> {
+        loop {
+            if (present && self.all_present()) || (!present && self.count() == 0) {
+                return Ok(true);
             }
-            return Ok(false);
+            if stop_requested() {
+                return Err(DriverError::Interrupted);
+            }
+            if now_ns() >= until_ns {
+                if present {
+                    tracing::debug!(
+                        "zenoh: saw {} of {} peers under {}/ ({:?})",
+                        self.count(),
+                        self.wanted.len().max(1),
+                        self.prefix,
+                        self.present
+                    );
+                }
+                return Ok(false);
+            }
+            // Wake now and then for the stop signal.
+            self.update(until_ns.min(now_ns() + POLL_STOP.as_nanos() as u64))?;
         }
-        std::thread::sleep(POLL);
     }
 }
 
@@ -430,28 +489,30 @@ fn self_key(s: &Session, listen: Option<SocketAddr>, local: &str) -> String {
 /// Wait for every peer's token; a subscriber that is not a roughnet agent
 /// declares none, so after TOKEN_GRACE a matching subscription is enough.
 fn await_peers(
-    s: &Session,
+    tokens: &mut PeerTokens,
     publisher: &Publisher<'_>,
-    prefix: &str,
-    peers: &[SocketAddr],
     cfg: &Config,
     scale: u32,
 ) -> Result<(), DriverError> {
     let give_up = cfg.give_up_ns();
     let grace = give_up.min(now_ns() + (TOKEN_GRACE * scale).as_nanos() as u64);
-    if await_tokens(s, prefix, peers, true, grace, scale)? {
+    if tokens.wait_for(true, grace)? {
         return Ok(());
     }
     tracing::warn!(
-        "zenoh: not every peer's token under {prefix}/ after {:?}; still waiting (or for a matching subscription)",
+        "zenoh: not every peer's token under {}/ after {:?}; still waiting (or for a matching subscription)",
+        tokens.prefix,
         TOKEN_GRACE * scale
     );
     loop {
         if matches!(publisher.matching_status().wait(), Ok(m) if m.matching()) {
-            tracing::info!("zenoh: going ahead on a matching subscription for {prefix} (no token from every peer)");
+            tracing::info!(
+                "zenoh: going ahead on a matching subscription for {} (no token from every peer)",
+                tokens.prefix
+            );
             return Ok(());
         }
-        if await_tokens(s, prefix, peers, true, now_ns(), scale)? {
+        if tokens.wait_for(true, give_up.min(now_ns() + POLL.as_nanos() as u64))? {
             return Ok(());
         }
         if now_ns() >= give_up {
@@ -460,7 +521,6 @@ fn await_peers(
                 cfg,
             ));
         }
-        std::thread::sleep(POLL);
     }
 }
 
@@ -482,23 +542,17 @@ impl Driver for Zenoh {
 
     fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
         let session = self.open(cfg, None)?;
+        let mut tokens = PeerTokens::declare(&session, &format!("{}/rx", self.topic), &cfg.peers)?;
         let publisher = self.publisher(&session, format!("{}/data", self.topic))?;
-        let rx_prefix = format!("{}/rx", self.topic);
-        await_peers(
-            &session,
-            &publisher,
-            &rx_prefix,
-            &cfg.peers,
-            cfg,
-            self.timing.scale(),
-        )?;
+        await_peers(&mut tokens, &publisher, cfg, self.timing.scale())?;
         Ok(Box::new(ZenohSender {
             publisher,
             reliable: self.reliable,
             scale: self.timing.scale(),
-            peers: cfg.peers.clone(),
-            rx_prefix,
-            session,
+            give_up_ns: cfg.give_up_ns(),
+            peers: cfg.peers.len(),
+            tokens,
+            _session: session,
         }))
     }
 
@@ -545,25 +599,20 @@ impl Driver for Zenoh {
                 })?;
             subscribers.push(sub);
         }
+        let mut tokens =
+            PeerTokens::declare(&session, &format!("{}/ponger", self.topic), &cfg.peers)?;
         let publisher = self.publisher(&session, format!("{}/ping", self.topic))?;
-        let prefix = format!("{}/ponger", self.topic);
-        await_peers(
-            &session,
-            &publisher,
-            &prefix,
-            &cfg.peers,
-            cfg,
-            self.timing.scale(),
-        )?;
+        await_peers(&mut tokens, &publisher, cfg, self.timing.scale())?;
         Ok(Box::new(ZenohRequester {
             publisher,
             replies: rx,
             _subscribers: subscribers,
             reliable: self.reliable,
             scale: self.timing.scale(),
-            peers: cfg.peers.clone(),
-            prefix,
-            session,
+            give_up_ns: cfg.give_up_ns(),
+            peers: cfg.peers.len(),
+            tokens,
+            _session: session,
         }))
     }
 
@@ -597,14 +646,20 @@ fn put(publisher: &Publisher<'_>, msg: &[u8]) -> Result<(), DriverError> {
         })
 }
 
-/// Send the end marker (repeated when best effort), then wait for the peers' tokens to go.
+/// Send the end marker (repeated when best effort), then wait for the peers to leave.
+///
+/// A roughnet receiver leaves (its token goes) once it has everything up to the end
+/// marker, or when its transport closed; until then the transport may still hold
+/// messages that closing our session would lose.  Reliable: wait as long as the run
+/// allows, as Kafka's and MQTT QoS 1's flush do (over 25 % drop a TCP connection can
+/// stall for many seconds).  Best effort, or a subscriber that declares no token (not
+/// a roughnet agent: only its matching subscription tells), at most LEAVE_WAIT.
 fn finish_with(
     publisher: &Publisher<'_>,
     reliable: bool,
     end: &[u8],
-    session: &Session,
-    prefix: &str,
-    peers: &[SocketAddr],
+    tokens: &mut PeerTokens,
+    give_up_ns: u64,
     scale: u32,
 ) -> Result<(), DriverError> {
     let copies = if reliable { 1 } else { END_COPIES };
@@ -614,10 +669,32 @@ fn finish_with(
             std::thread::sleep(END_GAP);
         }
     }
-    let wait = LEAVE_WAIT * scale;
-    let until = now_ns() + wait.as_nanos() as u64;
-    if let Ok(false) = await_tokens(session, prefix, peers, false, until, scale) {
-        tracing::debug!("zenoh: peers still present {wait:?} after the end marker");
+    let bounded = give_up_ns.min(now_ns() + (LEAVE_WAIT * scale).as_nanos() as u64);
+    // Changes that came while we were sending.
+    tokens.update(now_ns())?;
+    if !tokens.seen {
+        while now_ns() < bounded && !stop_requested() {
+            match publisher.matching_status().wait() {
+                Ok(m) if m.matching() => std::thread::sleep(POLL),
+                _ => break,
+            }
+        }
+        return Ok(());
+    }
+    let until = if reliable { give_up_ns } else { bounded };
+    match tokens.wait_for(false, until) {
+        Ok(true) | Err(DriverError::Interrupted) => {}
+        Ok(false) if reliable => tracing::warn!(
+            "zenoh: {} peer(s) under {}/ still present at the run's timeout; closing the session \
+             may lose what the transport still holds",
+            tokens.count(),
+            tokens.prefix
+        ),
+        Ok(false) => tracing::debug!(
+            "zenoh: peers still present {:?} after the end marker",
+            LEAVE_WAIT * scale
+        ),
+        Err(e) => return Err(e),
     }
     Ok(())
 }
@@ -626,9 +703,10 @@ pub struct ZenohSender {
     publisher: Publisher<'static>,
     reliable: bool,
     scale: u32,
-    peers: Vec<SocketAddr>,
-    rx_prefix: String,
-    session: Session,
+    give_up_ns: u64,
+    peers: usize,
+    tokens: PeerTokens,
+    _session: Session,
 }
 
 impl Sender for ZenohSender {
@@ -643,15 +721,14 @@ impl Sender for ZenohSender {
             &self.publisher,
             self.reliable,
             end,
-            &self.session,
-            &self.rx_prefix,
-            &self.peers,
+            &mut self.tokens,
+            self.give_up_ns,
             self.scale,
         )
     }
 
     fn peers(&self) -> usize {
-        self.peers.len().max(1)
+        self.peers.max(1)
     }
 }
 
@@ -686,9 +763,10 @@ pub struct ZenohRequester {
     _subscribers: Vec<Subscriber<()>>,
     reliable: bool,
     scale: u32,
-    peers: Vec<SocketAddr>,
-    prefix: String,
-    session: Session,
+    give_up_ns: u64,
+    peers: usize,
+    tokens: PeerTokens,
+    _session: Session,
 }
 
 impl Requester for ZenohRequester {
@@ -720,15 +798,14 @@ impl Requester for ZenohRequester {
             &self.publisher,
             self.reliable,
             end,
-            &self.session,
-            &self.prefix,
-            &self.peers,
+            &mut self.tokens,
+            self.give_up_ns,
             self.scale,
         )
     }
 
     fn peers(&self) -> usize {
-        self.peers.len().max(1)
+        self.peers.max(1)
     }
 }
 

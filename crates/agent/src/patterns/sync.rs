@@ -300,6 +300,9 @@ pub fn run(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         actual_ns: stopped,
     }
     .encode(&mut marker);
+    // Leave the receiving side first: a sender may wait, in finish, until the peer's
+    // receiver has gone (zenoh reliable), and the peer may be finishing too.
+    drop(rx);
     if end != End::PeerEnded {
         if let Err(e) = tx.finish(&marker) {
             tracing::warn!("sending the end marker: {e}");
