@@ -175,19 +175,27 @@ def run(
                                            "(1-based, inclusive); the other rows are left out."),
     to_row: Optional[int] = typer.Option(None, "--to", min=1, help="Last row of the schedule file axis to run "
                                          "(1-based, inclusive)."),
+    only: Optional[list[str]] = typer.Option(None, "--only", metavar="KEY=VALUE|RUN_ID|INDEX", help="Run only these runs (repeatable): KEY=VALUE of "
+                                             "a swept key (values of one key: any; different keys: all), a run id or "
+                                             "a run index. Stored records of them are replaced; the rest of the "
+                                             "sweep is kept. With --resume/--retry-*, of those runs only the ones "
+                                             "those flags pick."),
 ) -> None:
     """Run every run of a scenario's sweep, store the results, print a summary and write the report."""
     from .plan import plan_sweep
     from .run import Interrupted, pending_runs, preflight, run_sweep
+    from .select import select_only
     from .spec.schedule import select_rows
 
     try:
         sweep = select_rows(plan_sweep(file), from_row, to_row)
+        chosen = select_only(sweep, only)
         pf = preflight(sweep)
         store = _open_store(results, create=True)
     except RoughnetError as e:
         _fail(e)
-    todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid)
+    todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid, chosen)
+    done_ids: set[str] = set()
     skipped = len(sweep.runs) - len(todo)
     console.print(
         f"[bold]{sweep.scenario}[/] ({sweep.sweep_id}): {len(todo)} run(s) to do"
@@ -209,20 +217,26 @@ def run(
 
             def on_done(r, rec):
                 nonlocal failed
+                done_ids.add(r.run_id)
                 if rec["status"] != "ok":
                     failed += 1
                     progress.console.print(f"[red]run {r.index} failed:[/] {escape(str(rec['failure_reason']))}", highlight=False)
                 progress.advance(task)
 
             run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done, retry_failed=retry_failed,
-                      retry_invalid=retry_invalid)
+                      retry_invalid=retry_invalid, only=chosen)
     except Interrupted as e:
-        flag = "--retry-invalid" if retry_invalid else "--retry-failed" if retry_failed else "--resume"
+        rows = "".join(f" {o} {v}" for o, v in (("--from", from_row), ("--to", to_row)) if v is not None)
+        if chosen is not None:
+            # Exactly the chosen runs not done yet (--resume would skip those stored before this redo).
+            left = [r.run_id for r in todo if r.run_id not in done_ids]
+            hint = f"roughnet run {file}{rows}" + "".join(f" --only {i}" for i in left)
+        else:
+            flag = "--retry-invalid" if retry_invalid else "--retry-failed" if retry_failed else "--resume"
+            hint = (f"roughnet run {file} {flag}{rows}"
+                    + ("; it redoes again the runs redone so far that are still invalid" if retry_invalid else ""))
         err.print(f"[yellow]interrupted ({e}); the current run was torn down, stored runs are kept. "
-                  f"Continue with: roughnet run {file} {flag}"
-                  + "".join(f" {o} {v}" for o, v in (("--from", from_row), ("--to", to_row)) if v is not None)
-                  + ("; it redoes again the runs redone so far that are still invalid" if retry_invalid else "")
-                  + "[/]")
+                  f"Continue with: {hint}[/]")
         store.close()
         raise typer.Exit(130)
     _print_summary(store, sweep.sweep_id)

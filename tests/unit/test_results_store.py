@@ -815,3 +815,19 @@ def test_retry_invalid_also_runs_the_ok_runs_judged_invalid_again(tmp_path, stre
         assert [r.run_id for r in pending_runs(sweep, store, resume=False, retry_invalid=True)] == ids[1:]
         store.record_run(records[1])  # the valid record replaces the invalid one: no longer to do
         assert [r.run_id for r in pending_runs(sweep, store, resume=False, retry_invalid=True)] == ids[2:]
+
+
+def test_only_limits_what_the_other_flags_pick_to_the_chosen_runs(tmp_path, stream):
+    """`roughnet run --only`: the chosen runs are redone even when stored; with --resume/--retry-*
+    only those of them the flag picks."""
+    from roughnet.run import pending_runs
+
+    sweep, records = stream
+    ids = [r.run_id for r in sweep.runs]
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        store.record_run(records[0])
+        chosen = frozenset(ids[:2])
+        assert [r.run_id for r in pending_runs(sweep, store, resume=False, only=chosen)] == ids[:2]
+        assert [r.run_id for r in pending_runs(sweep, store, resume=True, only=chosen)] == ids[1:2]
+        assert [r.run_id for r in pending_runs(sweep, store, resume=False, only=None)] == ids

@@ -362,10 +362,12 @@ def run_sweep(
     on_done: Callable[[Run, dict[str, Any]], None] | None = None,
     retry_failed: bool = False,
     retry_invalid: bool = False,
+    only: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every run of ``sweep`` (only the missing ones with ``resume``; those and the runs stored as
-    failed with ``retry_failed``, and also the ok runs judged invalid with ``retry_invalid``), storing
-    each record as it ends (a new record replaces the old).
+    failed with ``retry_failed``, and also the ok runs judged invalid with ``retry_invalid``; of those,
+    only the run ids in ``only`` when given), storing each record as it ends (a new record replaces
+    the old).
 
     Consecutive runs whose services all ask ``reuse = true`` and whose environments are equal
     share one topology and one set of services (``run.reuse``, ``run.group``); every other run
@@ -375,7 +377,7 @@ def run_sweep(
     from .reuse import reuse_groups
 
     store.begin_sweep(sweep)
-    todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid)
+    todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid, only)
     records = []
     for shared, group in reuse_groups(todo, pf.engines):
         if shared:
@@ -394,9 +396,10 @@ def run_sweep(
 
 
 def pending_runs(sweep: Sweep, store, resume: bool, retry_failed: bool = False,
-                 retry_invalid: bool = False) -> list[Run]:
+                 retry_invalid: bool = False, only: frozenset[str] | None = None) -> list[Run]:
     """The runs to do: all; with ``resume`` those not stored yet; with ``retry_failed`` also those stored as
-    failed; with ``retry_invalid`` also those stored as failed or judged invalid."""
+    failed; with ``retry_invalid`` also those stored as failed or judged invalid. With ``only`` (run ids,
+    ``select.select_only``) just those of them."""
     if retry_invalid:
         done = store.completed_run_ids(sweep.sweep_id, include_failed=False, include_invalid=False)
     elif retry_failed:
@@ -405,4 +408,4 @@ def pending_runs(sweep: Sweep, store, resume: bool, retry_failed: bool = False,
         done = store.completed_run_ids(sweep.sweep_id)
     else:
         done = set()
-    return [r for r in sweep.runs if r.run_id not in done]
+    return [r for r in sweep.runs if r.run_id not in done and (only is None or r.run_id in only)]
