@@ -208,6 +208,27 @@ def test_zenoh_reliable_sender_stays_until_its_receiver_has_everything(tmp_path)
     assert r["lat_actual_max_us"] > 3e6, r["lat_actual_max_us"]
 
 
+@needs("zenoh")
+def test_zenoh_reliable_sender_waits_for_a_receiver_whose_transport_dropped(tmp_path):
+    """The link goes down from 6 to 20 s while 800 x 1 KB are sent (8 s) and the end marker follows.
+
+    zenoh's lease (10 s) closes the transport at both ends, with what its queue still held, and
+    reconnects once the link is back. The receiver's token went with the transport, without the
+    `-left` token a receiver declares when it leaves, so the sender waits for it to come back and
+    sends the end marker again: the run ends with the loss counted instead of the receiver waiting
+    for the marker until the timeout (120 s)."""
+    outage = ('loss = "0%"\n[[link.schedule]]\nat = "6 s"\ndown = true\n'
+              '[[link.schedule]]\nat = "20 s"\nup = true\n')
+    body = stream("zenoh", '[workload.zenoh]\nreliability = "reliable"', messages=800, rate="100 msg/s",
+                  payload="1 KB", link=outage)
+    (r,) = run_scenario(tmp_path, body)
+    assert r["status"] == "ok", r["failure_reason"]
+    # the end marker came (again) after the outage: the receiver did not wait for the timeout
+    assert "timeout" not in str(r["validity_reasons"]), r["validity_reasons"]
+    assert r["duration_s"] < 100, r["duration_s"]
+    assert 0 < r["received"] <= 800, r["received"]
+
+
 @needs("zmq")
 def test_fanout_gives_one_result_per_subscriber(tmp_path):
     body = """

@@ -12,15 +12,18 @@
 //! | `<topic>/ping` | pingers publish, pongers subscribe | requests (fan-out to every ponger) |
 //! | `<topic>/pong/<addr>` | ponger with `listen` = addr publishes | its replies (the pinger tells pongers apart by key) |
 //! | `<topic>/rx/<addr>`, `<topic>/ponger/<addr>` | liveliness tokens | "subscribed and ready" |
+//! | `<topic>/rx-left/<addr>`, `<topic>/ponger-left/<addr>` | liveliness tokens | "leaving now" (not a dropped transport) |
 //!
 //! This follows zenoh's own z_ping/z_pong (two publishers and two subscribers).
 //! A sender or pinger waits until it sees the liveliness token of every peer in
 //! `cfg.peers` (declared after the peer's subscriber, on the same session, so
 //! its subscription is known) before the first message: nothing is lost to
-//! discovery.  At the end it waits until the tokens are gone (reliable: up to the
+//! discovery.  At the end it waits until the peers have left (reliable: up to the
 //! run's timeout; best effort: a few seconds), so the session is not closed under
-//! queued data.  Tokens are followed with a liveliness subscriber, not queries, so
-//! a slow or lossy link under test cannot hide them.
+//! queued data; a peer whose token went with a dropped transport is waited for and
+//! gets the end marker again when it is back (`PeerTokens`).  Tokens are followed
+//! with a liveliness subscriber, not queries, so a slow or lossy link under test
+//! cannot hide them.
 //!
 //! Modes: `peer` (receivers listen on `<transport>/<listen>`, senders connect to
 //! `<transport>/<peer>`; with `multicast_scouting` they find each other by
@@ -30,7 +33,7 @@
 //! session timing for slow links (open timeout, lease, and this driver's own
 //! waits scaled with them) are in `zenoh/options.rs`.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -65,6 +68,10 @@ const MATCH_WAIT: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(20);
 /// How often a wait for peers' tokens looks at the stop signal.
 const POLL_STOP: Duration = Duration::from_millis(100);
+/// How long a peer whose transport dropped may take to come back (zenoh reconnects).
+const REJOIN_WAIT: Duration = Duration::from_secs(15);
+/// A leaving receiver keeps its session this long after declaring its `-left` token.
+const LEAVE_LINGER: Duration = Duration::from_millis(300);
 /// How long a sender waits for peers' tokens before settling for a matching subscription.
 const TOKEN_GRACE: Duration = Duration::from_secs(2);
 pub const DEFAULT_TOPIC: &str = "roughnet/default";
@@ -361,28 +368,55 @@ fn copy_payload(sample: &Sample, buf: &mut [u8]) -> Result<usize, DriverError> {
     Ok(n)
 }
 
-/// The peers' liveliness tokens under `prefix/*` as this session learns of them: a
-/// liveliness subscriber with history, so their declarations and undeclarations (a
-/// peer's session closing included) come to us.  No query crosses the link under
-/// test: on a link whose round trip is longer than a query's wait (an HF modem), or
-/// that drops the reply, queries find no token and a present peer looks gone.
+/// Where a peer stands, as this session saw its tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokenState {
+    Present,
+    /// It declared its `-left` token: it has left (a roughnet receiver does once it
+    /// has everything up to the end marker, or at its timeout).
+    Left,
+    /// Its token went without a `-left` token first: our transport to it closed (zenoh
+    /// closes a link when a put stays blocked longer than `wait_before_close`, and
+    /// reconnects); it has not left.  Since (ns).
+    Dropped(u64),
+}
+
+/// The peers' liveliness tokens as this session learns of them: `prefix/<peer>` while a
+/// peer is there, and `prefix-left/<peer>`, which a roughnet peer declares just before
+/// it leaves (`Presence`).  One liveliness subscriber (with history) takes both, in
+/// order, so a token that goes after its `-left` token is a leave and one that goes
+/// without it went with the transport.  No query crosses the link under test: on a
+/// link whose round trip is longer than a query's wait (an HF modem), or that drops
+/// the reply, queries find no token and a present peer looks gone.
 struct PeerTokens {
     prefix: String,
-    /// Full keys of the peers in `cfg.peers`; empty (client mode without `peers`):
+    left_prefix: String,
+    /// Key chunks of the peers in `cfg.peers`; empty (client mode without `peers`):
     /// any one token stands for them.
     wanted: Vec<String>,
-    present: HashSet<String>,
+    state: HashMap<String, TokenState>,
     /// Some wanted token has been present (a subscriber that is not a roughnet agent
     /// declares none).
     seen: bool,
+    /// A dropped peer's token came back since the last `take_rejoined`.
+    rejoined: bool,
+    /// How long a dropped peer may take to come back before it counts as gone.
+    rejoin_wait: Duration,
     sub: Subscriber<FifoChannelHandler<Sample>>,
 }
 
 impl PeerTokens {
-    fn declare(s: &Session, prefix: &str, peers: &[SocketAddr]) -> Result<Self, DriverError> {
+    fn declare(
+        s: &Session,
+        prefix: &str,
+        peers: &[SocketAddr],
+        scale: u32,
+    ) -> Result<Self, DriverError> {
+        // `<topic>/<what>/<peer>` and `<topic>/<what>-left/<peer>`: one subscriber for both.
+        let parent = prefix.rsplit_once('/').map_or("", |(p, _)| p);
         let sub = s
             .liveliness()
-            .declare_subscriber(format!("{prefix}/*"))
+            .declare_subscriber(format!("{parent}/*/*"))
             .history(true)
             .with(FifoChannel::new(FIFO_CAPACITY))
             .wait()
@@ -392,31 +426,48 @@ impl PeerTokens {
             })?;
         Ok(PeerTokens {
             prefix: prefix.into(),
-            wanted: peers
-                .iter()
-                .map(|p| format!("{prefix}/{}", addr_key(p)))
-                .collect(),
-            present: HashSet::new(),
+            left_prefix: left_key(prefix),
+            wanted: peers.iter().map(addr_key).collect(),
+            state: HashMap::new(),
             seen: false,
+            rejoined: false,
+            rejoin_wait: REJOIN_WAIT * scale,
             sub,
         })
     }
 
-    fn is_wanted(&self, key: &str) -> bool {
-        self.wanted.is_empty() || self.wanted.iter().any(|w| w == key)
-    }
-
     fn apply(&mut self, sample: Sample) {
-        let key = sample.key_expr().as_str().to_string();
-        match sample.kind() {
-            SampleKind::Put => {
-                self.seen |= self.is_wanted(&key);
-                self.present.insert(key);
-            }
-            SampleKind::Delete => {
-                self.present.remove(&key);
-            }
+        let key = sample.key_expr().as_str();
+        let (left, peer) = match key.rsplit_once('/') {
+            Some((p, peer)) if p == self.prefix => (false, peer),
+            Some((p, peer)) if p == self.left_prefix => (true, peer),
+            _ => return,
+        };
+        if !self.wanted.is_empty() && !self.wanted.iter().any(|w| w == peer) {
+            return;
         }
+        let now = self.state.get(peer).copied();
+        let next = match (sample.kind(), left, now) {
+            (SampleKind::Put, true, _) => TokenState::Left,
+            (SampleKind::Put, false, Some(TokenState::Left)) => TokenState::Left,
+            (SampleKind::Put, false, Some(TokenState::Dropped(_))) => {
+                tracing::info!("zenoh: {key} is back after its transport closed");
+                self.rejoined = true;
+                TokenState::Present
+            }
+            (SampleKind::Put, false, _) => TokenState::Present,
+            (SampleKind::Delete, false, Some(TokenState::Present)) => {
+                tracing::info!(
+                    "zenoh: {key} went with our transport to it; waiting up to {:?} for it to come back",
+                    self.rejoin_wait
+                );
+                TokenState::Dropped(now_ns())
+            }
+            (SampleKind::Delete, _, Some(st)) => st,
+            (SampleKind::Delete, _, None) => return,
+        };
+        self.seen |= !left;
+        self.state.insert(peer.to_string(), next);
     }
 
     /// Wait until `deadline_ns` for a change, then take every change already waiting.
@@ -437,8 +488,12 @@ impl PeerTokens {
         Ok(())
     }
 
+    /// Peers whose token is present now.
     fn count(&self) -> usize {
-        self.present.iter().filter(|k| self.is_wanted(k)).count()
+        self.state
+            .values()
+            .filter(|s| **s == TokenState::Present)
+            .count()
     }
 
     fn all_present(&self) -> bool {
@@ -449,11 +504,25 @@ impl PeerTokens {
         }
     }
 
+    /// No peer present, and none dropped recently enough to come back.
+    fn all_gone(&self, now: u64) -> bool {
+        let wait = self.rejoin_wait.as_nanos() as u64;
+        self.state.values().all(|s| match s {
+            TokenState::Present => false,
+            TokenState::Left => true,
+            TokenState::Dropped(at) => now >= at.saturating_add(wait),
+        })
+    }
+
+    fn take_rejoined(&mut self) -> bool {
+        std::mem::take(&mut self.rejoined)
+    }
+
     /// Wait until the tokens are all `present` (or all gone), the stop signal, or
     /// `until_ns`; true when they are.
     fn wait_for(&mut self, present: bool, until_ns: u64) -> Result<bool, DriverError> {
         loop {
-            if (present && self.all_present()) || (!present && self.count() == 0) {
+            if (present && self.all_present()) || (!present && self.all_gone(now_ns())) {
                 return Ok(true);
             }
             if stop_requested() {
@@ -466,7 +535,7 @@ impl PeerTokens {
                         self.count(),
                         self.wanted.len().max(1),
                         self.prefix,
-                        self.present
+                        self.state
                     );
                 }
                 return Ok(false);
@@ -542,7 +611,12 @@ impl Driver for Zenoh {
 
     fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
         let session = self.open(cfg, None)?;
-        let mut tokens = PeerTokens::declare(&session, &format!("{}/rx", self.topic), &cfg.peers)?;
+        let mut tokens = PeerTokens::declare(
+            &session,
+            &format!("{}/rx", self.topic),
+            &cfg.peers,
+            self.timing.scale(),
+        )?;
         let publisher = self.publisher(&session, format!("{}/data", self.topic))?;
         await_peers(&mut tokens, &publisher, cfg, self.timing.scale())?;
         Ok(Box::new(ZenohSender {
@@ -562,11 +636,17 @@ impl Driver for Zenoh {
         let subscriber = self.subscriber(&session, format!("{}/data", self.topic))?;
         let local = self.local(&session, listen);
         let me = self_key(&session, listen, &local);
-        let token = self.token(&session, format!("{}/rx/{me}", self.topic))?;
+        let key = format!("{}/rx/{me}", self.topic);
+        let token = self.token(&session, key.clone())?;
         Ok(Box::new(ZenohReceiver {
             local,
             subscriber,
-            _token: token,
+            _presence: Presence {
+                token: Some(token),
+                session: session.clone(),
+                left: left_key(&key),
+                linger: LEAVE_LINGER * self.timing.scale(),
+            },
             _session: session,
         }))
     }
@@ -599,8 +679,12 @@ impl Driver for Zenoh {
                 })?;
             subscribers.push(sub);
         }
-        let mut tokens =
-            PeerTokens::declare(&session, &format!("{}/ponger", self.topic), &cfg.peers)?;
+        let mut tokens = PeerTokens::declare(
+            &session,
+            &format!("{}/ponger", self.topic),
+            &cfg.peers,
+            self.timing.scale(),
+        )?;
         let publisher = self.publisher(&session, format!("{}/ping", self.topic))?;
         await_peers(&mut tokens, &publisher, cfg, self.timing.scale())?;
         Ok(Box::new(ZenohRequester {
@@ -623,14 +707,20 @@ impl Driver for Zenoh {
         let local = self.local(&session, listen);
         let me = self_key(&session, listen, &local);
         let publisher = self.publisher(&session, format!("{}/pong/{me}", self.topic))?;
-        let token = self.token(&session, format!("{}/ponger/{me}", self.topic))?;
+        let key = format!("{}/ponger/{me}", self.topic);
+        let token = self.token(&session, key.clone())?;
         Ok(Box::new(ZenohResponder {
             local,
             subscriber,
             publisher,
             matched: false,
             scale: self.timing.scale(),
-            _token: token,
+            _presence: Presence {
+                token: Some(token),
+                session: session.clone(),
+                left: left_key(&key),
+                linger: LEAVE_LINGER * self.timing.scale(),
+            },
             _session: session,
         }))
     }
@@ -682,19 +772,33 @@ fn finish_with(
         return Ok(());
     }
     let until = if reliable { give_up_ns } else { bounded };
-    match tokens.wait_for(false, until) {
-        Ok(true) | Err(DriverError::Interrupted) => {}
-        Ok(false) if reliable => tracing::warn!(
+    loop {
+        match tokens.wait_for(false, until.min(now_ns() + POLL_STOP.as_nanos() as u64)) {
+            Ok(true) | Err(DriverError::Interrupted) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => return Err(e),
+        }
+        // A receiver came back on a new transport: the end marker may have gone with
+        // the old one's queue.
+        if tokens.take_rejoined() {
+            put(publisher, end)?;
+        }
+        if now_ns() >= until {
+            break;
+        }
+    }
+    if reliable {
+        tracing::warn!(
             "zenoh: {} peer(s) under {}/ still present at the run's timeout; closing the session \
              may lose what the transport still holds",
             tokens.count(),
             tokens.prefix
-        ),
-        Ok(false) => tracing::debug!(
+        );
+    } else {
+        tracing::debug!(
             "zenoh: peers still present {:?} after the end marker",
             LEAVE_WAIT * scale
-        ),
-        Err(e) => return Err(e),
+        );
     }
     Ok(())
 }
@@ -732,10 +836,44 @@ impl Sender for ZenohSender {
     }
 }
 
+/// The key a peer declares just before it leaves: `<topic>/rx/<me>` -> `<topic>/rx-left/<me>`.
+fn left_key(key: &str) -> String {
+    match key.rsplit_once('/') {
+        Some((what, me)) if what.contains('/') => format!("{what}-left/{me}"),
+        _ => format!("{key}-left"),
+    }
+}
+
+/// A receiver's or ponger's liveliness token.  Dropped, it first declares the `-left`
+/// token and keeps the session LEAVE_LINGER longer, so that senders learn it left
+/// (and not that their transport to it closed: `PeerTokens`).
+struct Presence {
+    token: Option<zenoh::liveliness::LivelinessToken>,
+    session: Session,
+    left: String,
+    linger: Duration,
+}
+
+impl Drop for Presence {
+    fn drop(&mut self) {
+        let left = self
+            .session
+            .liveliness()
+            .declare_token(self.left.clone())
+            .wait();
+        if left.is_ok() {
+            std::thread::sleep(self.linger);
+        }
+        drop(self.token.take());
+        drop(left);
+    }
+}
+
 pub struct ZenohReceiver {
     local: String,
     subscriber: Subscriber<FifoChannelHandler<Sample>>,
-    _token: zenoh::liveliness::LivelinessToken,
+    /// Before `_session`: dropped first.
+    _presence: Presence,
     _session: Session,
 }
 
@@ -816,7 +954,8 @@ pub struct ZenohResponder {
     /// The pinger's reply subscription has been seen (checked once, before the first reply).
     matched: bool,
     scale: u32,
-    _token: zenoh::liveliness::LivelinessToken,
+    /// Before `_session`: dropped first.
+    _presence: Presence,
     _session: Session,
 }
 
