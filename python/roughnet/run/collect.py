@@ -89,6 +89,8 @@ def aggregate(pattern: str, per_receiver: list[dict[str, Any]], sender_res: dict
             m[f"sched_{key}"] = sched[key]
     if "unacked" in sender_res:  # Kafka: messages its producer gave up on when the flush at the end timed out
         m["sender_unacked"] = sender_res["unacked"]
+    if "finish_s" in sender_res:  # stream: the end marker and the driver's wait after it
+        m["sender_finish_s"] = sender_res["finish_s"]
     return m
 
 

@@ -70,7 +70,8 @@ const POLL: Duration = Duration::from_millis(20);
 const POLL_STOP: Duration = Duration::from_millis(100);
 /// How long a peer whose transport dropped may take to come back (zenoh reconnects).
 const REJOIN_WAIT: Duration = Duration::from_secs(15);
-/// A leaving receiver keeps its session this long after declaring its `-left` token.
+/// A leaving receiver keeps its session this long after declaring its `-left` token
+/// (on a slow link a round trip: `Zenoh::leave_linger`).
 const LEAVE_LINGER: Duration = Duration::from_millis(300);
 /// How long a sender waits for peers' tokens before settling for a matching subscription.
 const TOKEN_GRACE: Duration = Duration::from_secs(2);
@@ -314,6 +315,16 @@ impl Zenoh {
             })
     }
 
+    /// How long a leaving receiver keeps its session after declaring its `-left` token:
+    /// closing sooner discards the declaration if it is still in the transmission queue,
+    /// and the senders take the leave for a dropped transport.  On a slow link (the
+    /// runner set `open_timeout` to four round trips, run/slowlink.py) a round trip.
+    fn leave_linger(&self) -> Duration {
+        self.timing
+            .open
+            .map_or(LEAVE_LINGER, |open| (open / 4).max(LEAVE_LINGER))
+    }
+
     /// Local address to print in `ready`: the listen locator zenoh bound, else `listen`.
     fn local(&self, s: &Session, listen: Option<SocketAddr>) -> String {
         if self.mode == Mode::Peer {
@@ -426,7 +437,7 @@ impl PeerTokens {
             })?;
         Ok(PeerTokens {
             prefix: prefix.into(),
-            left_prefix: left_key(prefix),
+            left_prefix: format!("{prefix}-left"),
             wanted: peers.iter().map(addr_key).collect(),
             state: HashMap::new(),
             seen: false,
@@ -645,7 +656,7 @@ impl Driver for Zenoh {
                 token: Some(token),
                 session: session.clone(),
                 left: left_key(&key),
-                linger: LEAVE_LINGER * self.timing.scale(),
+                linger: self.leave_linger(),
             },
             _session: session,
         }))
@@ -719,7 +730,7 @@ impl Driver for Zenoh {
                 token: Some(token),
                 session: session.clone(),
                 left: left_key(&key),
-                linger: LEAVE_LINGER * self.timing.scale(),
+                linger: self.leave_linger(),
             },
             _session: session,
         }))
@@ -845,7 +856,7 @@ fn left_key(key: &str) -> String {
 }
 
 /// A receiver's or ponger's liveliness token.  Dropped, it first declares the `-left`
-/// token and keeps the session LEAVE_LINGER longer, so that senders learn it left
+/// token and keeps the session `leave_linger` longer, so that senders learn it left
 /// (and not that their transport to it closed: `PeerTokens`).
 struct Presence {
     token: Option<zenoh::liveliness::LivelinessToken>,

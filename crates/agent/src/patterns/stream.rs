@@ -106,14 +106,18 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         actual_ns: now,
     }
     .encode(&mut end);
+    // The end marker, then what the driver waits for (acknowledgements, receivers leaving).
+    let finishing = now_ns();
     if let Err(e) = tx.finish(&end) {
         tracing::warn!("sending the end marker: {e}");
     }
+    let finish_s = (now_ns() - finishing) as f64 / 1e9;
     let (duration_s, throughput_bps) = span_and_rate(first, last, bytes);
     let mut result = json!({
         "role": "sender", "pattern": "stream", "protocol": driver.name(), "peers": tx.peers(),
         "sent": sent, "warmup_sent": warmup_sent, "bytes": bytes,
         "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
+        "finish_s": round6(finish_s),
         "send_errors": send_errors, "end_reason": reason.as_str(),
         "schedule": stats.to_json(), "cpu": cpu_json(),
     });
