@@ -234,6 +234,8 @@ def test_zenoh_reliable_sender_waits_for_a_receiver_whose_transport_dropped(tmp_
     assert "timeout" not in str(r["validity_reasons"]), r["validity_reasons"]
     assert r["duration_s"] < 100, r["duration_s"]
     assert 0 < r["received"] <= 800, r["received"]
+    extra = r["metrics_extra"]
+    assert (json.loads(extra) if isinstance(extra, str) else extra)["sender_transport_drops"] >= 1
 
 
 @needs("zmq")

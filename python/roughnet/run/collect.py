@@ -91,6 +91,8 @@ def aggregate(pattern: str, per_receiver: list[dict[str, Any]], sender_res: dict
         m["sender_unacked"] = sender_res["unacked"]
     if "finish_s" in sender_res:  # stream: the end marker and the driver's wait after it
         m["sender_finish_s"] = sender_res["finish_s"]
+    if "transport_drops" in sender_res:  # zenoh: receivers' tokens that went with a transport zenoh closed
+        m["sender_transport_drops"] = sender_res["transport_drops"]
     return m
 
 

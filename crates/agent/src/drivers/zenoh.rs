@@ -411,6 +411,8 @@ struct PeerTokens {
     seen: bool,
     /// A dropped peer's token came back since the last `take_rejoined`.
     rejoined: bool,
+    /// Tokens that went with our transport to their peer (reported as `transport_drops`).
+    drops: u64,
     /// How long a dropped peer may take to come back before it counts as gone.
     rejoin_wait: Duration,
     sub: Subscriber<FifoChannelHandler<Sample>>,
@@ -442,6 +444,7 @@ impl PeerTokens {
             state: HashMap::new(),
             seen: false,
             rejoined: false,
+            drops: 0,
             rejoin_wait: REJOIN_WAIT * scale,
             sub,
         })
@@ -472,6 +475,7 @@ impl PeerTokens {
                     "zenoh: {key} went with our transport to it; waiting up to {:?} for it to come back",
                     self.rejoin_wait
                 );
+                self.drops += 1;
                 TokenState::Dropped(now_ns())
             }
             (SampleKind::Delete, _, Some(st)) => st,
@@ -479,6 +483,14 @@ impl PeerTokens {
         };
         self.seen |= !left;
         self.state.insert(peer.to_string(), next);
+    }
+
+    /// Take the changes already waiting (while sending: their log lines and counts come
+    /// when they happen); a closed subscriber is for `update` to report.
+    fn drain(&mut self) {
+        while let Ok(Some(sample)) = self.sub.try_recv() {
+            self.apply(sample);
+        }
     }
 
     /// Wait until `deadline_ns` for a change, then take every change already waiting.
@@ -771,8 +783,9 @@ fn finish_with(
         }
     }
     let bounded = give_up_ns.min(now_ns() + (LEAVE_WAIT * scale).as_nanos() as u64);
-    // Changes that came while we were sending.
+    // Changes that came while we were sending; a peer back before now got this marker.
     tokens.update(now_ns())?;
+    tokens.take_rejoined();
     if !tokens.seen {
         while now_ns() < bounded && !stop_requested() {
             match publisher.matching_status().wait() {
@@ -828,7 +841,14 @@ impl Sender for ZenohSender {
     #[inline]
     fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
         put(&self.publisher, msg)?;
+        self.tokens.drain();
         Ok(0)
+    }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("transport_drops".into(), self.tokens.drops.into());
+        m
     }
 
     fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
