@@ -439,7 +439,7 @@ impl PeerTokens {
             })?;
         Ok(PeerTokens {
             prefix: prefix.into(),
-            left_prefix: format!("{prefix}-left"),
+            left_prefix: left_prefix(prefix),
             wanted: peers.iter().map(addr_key).collect(),
             state: HashMap::new(),
             seen: false,
@@ -870,9 +870,14 @@ impl Sender for ZenohSender {
 /// The key a peer declares just before it leaves: `<topic>/rx/<me>` -> `<topic>/rx-left/<me>`.
 fn left_key(key: &str) -> String {
     match key.rsplit_once('/') {
-        Some((what, me)) if what.contains('/') => format!("{what}-left/{me}"),
-        _ => format!("{key}-left"),
+        Some((what, me)) => format!("{}/{me}", left_prefix(what)),
+        None => left_prefix(key),
     }
+}
+
+/// Where the `-left` tokens of the peers under `prefix` (`<topic>/rx`) are declared.
+fn left_prefix(prefix: &str) -> String {
+    format!("{prefix}-left")
 }
 
 /// A receiver's or ponger's liveliness token.  Dropped, it first declares the `-left`
