@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Builds Kubernetes (kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
+# kubectl) from the Go module proxy into /var/cache/roughnet/kubernetes/<version>/bin, and then,
+# best effort, flanneld into the same folder. Idempotent: exits at once when the six binaries
+# are there and kubectl reports the version.
+#
+# k8s.io/kubernetes cannot be `go install`ed at a version (its go.mod replaces k8s.io/* with
+# ./staging paths), so a small wrapper module (template: scripts/kubernetes/go.mod.in and
+# tools.go) requires it and points those replacements at the published k8s.io/* v0.x modules.
+# Caches outside the clone: GOMODCACHE and GOCACHE under /var/cache/roughnet/go.
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-v1.32.13}
+STAGING_VERSION=${STAGING_VERSION:-v0.${K8S_VERSION#v1.}}
+# The proxy refuses the v0.32.13 zip of k8s.io/endpointslice (403); v0.32.12 works.
+ENDPOINTSLICE_VERSION=${ENDPOINTSLICE_VERSION:-v0.32.12}
+FLANNEL_VERSION=${FLANNEL_VERSION:-v0.28.10}
+CACHE=${ROUGHNET_CACHE:-/var/cache/roughnet}
+KDIR=$CACHE/kubernetes
+SRC=$KDIR/src
+BIN=$KDIR/$K8S_VERSION/bin
+BINARIES=(kubectl kube-scheduler kube-proxy kube-controller-manager kubelet kube-apiserver)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+have_all() {
+  local b
+  for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || return 1; done
+  "$BIN/kubectl" version --client 2>/dev/null | grep -q "Client Version: $K8S_VERSION\$"
+}
+
+# flanneld is best effort: a failed attempt leaves a marker so reruns stay fast (remove it to retry).
+FLANNEL_FAILED=$KDIR/flanneld-$FLANNEL_VERSION.failed
+if have_all && { [ -x "$BIN/flanneld" ] || [ -e "$FLANNEL_FAILED" ]; }; then
+  exit 0
+fi
+
+GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+if [ ! -x "$GO" ]; then
+  echo "build-kubernetes: go not found (install Go 1.23 or newer, e.g. in /usr/local/go)" >&2
+  exit 1
+fi
+export GOMODCACHE=${GOMODCACHE:-$CACHE/go/mod}
+export GOCACHE=${GOCACHE:-$CACHE/go/build}
+export GOFLAGS="-mod=mod -buildvcs=false"
+export GOTOOLCHAIN=local
+export CGO_ENABLED=0
+mkdir -p "$SRC" "$BIN" "$GOMODCACHE" "$GOCACHE"
+
+t_start=$SECONDS
+echo "build-kubernetes: Kubernetes $K8S_VERSION with $("$GO" version | cut -d' ' -f3) into $BIN"
+
+# The wrapper module: regenerated from the template; tidied only when it changed.
+sed -e "s/@K8S_VERSION@/$K8S_VERSION/g" -e "s/@STAGING_VERSION@/$STAGING_VERSION/g" \
+    -e "s/@ENDPOINTSLICE_VERSION@/$ENDPOINTSLICE_VERSION/g" \
+    "$HERE/kubernetes/go.mod.in" > "$SRC/go.mod.template"
+cp "$HERE/kubernetes/tools.go" "$SRC/tools.go.new"
+if ! cmp -s "$SRC/go.mod.template" "$SRC/go.mod.template.done" || ! cmp -s "$SRC/tools.go.new" "$SRC/tools.go" \
+   || [ ! -s "$SRC/go.sum" ]; then
+  echo "build-kubernetes: go mod tidy in $SRC (downloads the modules on a first run)"
+  t=$SECONDS
+  cp "$SRC/go.mod.template" "$SRC/go.mod"
+  mv "$SRC/tools.go.new" "$SRC/tools.go"
+  rm -f "$SRC/go.sum"
+  (cd "$SRC" && "$GO" mod tidy)
+  cp "$SRC/go.mod.template" "$SRC/go.mod.template.done"
+  echo "build-kubernetes: go mod tidy took $((SECONDS - t)) s"
+else
+  rm -f "$SRC/tools.go.new"
+fi
+
+major=${K8S_VERSION#v}; major=${major%%.*}
+minor=${K8S_VERSION#v*.}; minor=${minor%%.*}
+build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
+done
+
+n=0
+for b in "${BINARIES[@]}"; do
+  n=$((n + 1))
+  if [ -x "$BIN/$b" ] && [ "$BIN/$b" -nt "$SRC/go.sum" ]; then
+    echo "build-kubernetes: [$n/${#BINARIES[@]}] $b already built"
+    continue
+  fi
+  t=$SECONDS
+  echo "build-kubernetes: [$n/${#BINARIES[@]}] $b ..."
+  (cd "$SRC" && "$GO" build -trimpath -ldflags "$ldflags" -o "$BIN/.$b.tmp" "k8s.io/kubernetes/cmd/$b")
+  mv -f "$BIN/.$b.tmp" "$BIN/$b"
+  echo "build-kubernetes: [$n/${#BINARIES[@]}] $b done in $((SECONDS - t)) s ($(du -h "$BIN/$b" | cut -f1))"
+done
+
+if ! have_all; then
+  echo "build-kubernetes: built, but '$BIN/kubectl version --client' does not report $K8S_VERSION" >&2
+  "$BIN/kubectl" version --client >&2 || true
+  exit 1
+fi
+echo "build-kubernetes: Kubernetes $K8S_VERSION ready after $((SECONDS - t_start)) s"
+
+# flanneld, best effort: its failure is reported and does not fail this script.
+if [ ! -x "$BIN/flanneld" ]; then
+  t=$SECONDS
+  echo "build-kubernetes: flanneld $FLANNEL_VERSION (best effort) ..."
+  fdir=$KDIR/flannel-gobin
+  mkdir -p "$fdir"
+  fldflags="-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION"
+  if GOBIN=$fdir "$GO" install -trimpath -ldflags "$fldflags" "github.com/flannel-io/flannel@$FLANNEL_VERSION" \
+       > "$KDIR/flannel-build.log" 2>&1 \
+     || CGO_ENABLED=1 GOBIN=$fdir "$GO" install -trimpath -ldflags "$fldflags" \
+          "github.com/flannel-io/flannel@$FLANNEL_VERSION" >> "$KDIR/flannel-build.log" 2>&1; then
+    mv -f "$fdir/flannel" "$BIN/flanneld"
+    rm -f "$FLANNEL_FAILED"
+    echo "build-kubernetes: flanneld done in $((SECONDS - t)) s"
+  else
+    echo "build-kubernetes: WARNING: flanneld $FLANNEL_VERSION did not build (log: $KDIR/flannel-build.log):" >&2
+    tail -n 5 "$KDIR/flannel-build.log" >&2 || true
+    touch "$FLANNEL_FAILED"
+  fi
+fi
+exit 0
