@@ -180,8 +180,20 @@ def run(
                                              "a run index. Stored records of them are replaced; the rest of the "
                                              "sweep is kept. With --resume/--retry-*, of those runs only the ones "
                                              "those flags pick."),
+    backend: str = typer.Option("namespace", "--backend", metavar="namespace|kubernetes",
+                                help="Where runs happen: network namespaces of this machine (default) or pods "
+                                     "of a Kubernetes cluster (docs/kubernetes.md)."),
+    kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig", help="Kubernetes backend: the cluster's "
+                                              "kubeconfig (default: $KUBECONFIG, else roughnet's local cluster)."),
+    image: Optional[str] = typer.Option(None, "--image", help="Kubernetes backend: roughnet's image as the nodes "
+                                        "pull it (default: the one `roughnet image build` writes)."),
+    k8s_namespace: Optional[str] = typer.Option(None, "--k8s-namespace", help="Kubernetes backend: the namespace "
+                                                "the run's pods go to (default: roughnet)."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", help="Kubernetes backend: the local cluster to use "
+                                          "(`roughnet cluster up --name`; default: local)."),
 ) -> None:
     """Run every run of a scenario's sweep, store the results, print a summary and write the report."""
+    from .backends import backend_for
     from .plan import plan_sweep
     from .run import Interrupted, pending_runs, preflight, run_sweep
     from .select import select_only
@@ -190,7 +202,8 @@ def run(
     try:
         sweep = select_rows(plan_sweep(file), from_row, to_row)
         chosen = select_only(sweep, only)
-        pf = preflight(sweep)
+        pf = preflight(sweep, backend_for(backend, kubeconfig=kubeconfig, image=image, namespace=k8s_namespace,
+                                          cluster=cluster))
         store = _open_store(results, create=True)
     except RoughnetError as e:
         _fail(e)
@@ -420,6 +433,31 @@ def calibrate(
         console.print(table)
     console.print(f"{len(checks) - len(failed)} of {len(checks)} checks passed or not judged, {len(failed)} failed")
     raise typer.Exit(1 if failed else 0)
+
+
+image_app = typer.Typer(help="Container images for Kubernetes, built here without a registry.", no_args_is_help=True)
+app.add_typer(image_app, name="image")
+
+
+@image_app.command("build")
+def image_build(
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Folder for the archives "
+                                          "(default $ROUGHNET_IMAGES_DIR or /var/cache/roughnet/images)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when an archive is newer than its inputs."),
+) -> None:
+    """Build the pause and roughnet images as OCI archives (skipped when up to date)."""
+    from .kube.image import build_all
+
+    try:
+        images = build_all(output, force=force)
+    except RoughnetError as e:
+        _fail(e)
+    for im in images:
+        state = "built" if im.built else "up to date"
+        console.print(f"{im.path}  {im.size / 1e6:.1f} MB  {im.ref}  ({state})", highlight=False)
+    console.print("On your own cluster: `ctr -n k8s.io images import ARCHIVE` on each node, or copy it into a "
+                  "registry (`skopeo copy oci-archive:ARCHIVE docker://REGISTRY/...`, `crane push ARCHIVE ...`) "
+                  "and pass `--image`.", highlight=False)
 
 
 def main() -> None:

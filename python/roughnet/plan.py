@@ -77,6 +77,9 @@ def run_id_of(run: runspec.Run) -> str:
             content.pop(key, None)
     if content["workload"].get("sync") is None:  # added with the sync pattern
         content["workload"].pop("sync", None)
+    for host in content.get("hosts", ()):  # node: added with the kubernetes backend
+        if host.get("node") is None:
+            host.pop("node", None)
     for link in content.get("links", ()):
         _drop_added_defaults(link, runspec.Link, _LINK_FIELDS_V1)
         for side in ("forward", "reverse"):
@@ -115,6 +118,9 @@ def sweep_id_of(scenario: Scenario) -> str:
     for key in _WORKLOAD_KEYS_ADDED:
         if content["workload"].get(key) is None:
             content["workload"].pop(key, None)
+    for host in content.get("host", []):
+        if isinstance(host, dict) and host.get("node") is None:
+            host.pop("node", None)
     for link in content.get("link", []):
         for table in (link, link.get("forward"), link.get("reverse")):
             for key in _LINK_KEYS_ADDED:

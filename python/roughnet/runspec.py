@@ -137,6 +137,7 @@ class Link:
 @dataclass(frozen=True)
 class Host:
     name: str  # ^[a-z][a-z0-9]{0,7}$, unique in the scenario
+    node: str | None = None  # Kubernetes backend: the node its pod runs on (None: the backend's spread rule)
 
 
 @dataclass(frozen=True)

@@ -258,11 +258,11 @@ def test_killed_writer_keeps_committed_runs(tmp_path, stream):
 
 def test_format_version_written_and_newer_refused(tmp_path):
     with Store(tmp_path) as store:
-        assert store.format_version() == FORMAT_VERSION == 3
+        assert store.format_version() == FORMAT_VERSION == 4
     con = duckdb.connect(str(tmp_path / "results.duckdb"))
     con.execute("UPDATE meta SET value = '7' WHERE key = 'format_version'")
     con.close()
-    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 3"):
+    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 4"):
         Store(tmp_path)
 
 
@@ -517,7 +517,7 @@ def test_v1_layout_has_no_sync_columns_and_v2_adds_them_last():
     assert not set(SYNC_COLUMNS) & set(v1)
     assert [m.name for m in schema.metrics_of(2)] == v1 + list(SYNC_COLUMNS)
     assert schema.METRIC_BY_NAME["full_sync"].sql_type == "BOOLEAN"
-    with pytest.raises(ResultsError, match="expected 1..3"):
+    with pytest.raises(ResultsError, match="expected 1..4"):
         schema.create_statements(0)
 
 
@@ -532,10 +532,10 @@ def test_upgrade_from_v1_moves_sync_metrics_into_columns(tmp_path, monkeypatch):
     assert extra["full_sync"] is True and extra["bundles_from_to"] == 6  # where version 1 kept them
     con.close()
 
-    with pytest.raises(ResultsError, match="needs an upgrade to 3"):
+    with pytest.raises(ResultsError, match="needs an upgrade to 4"):
         Store(root, read_only=True)
     with Store(root) as store:  # 1 -> 2 -> 3 in one go
-        assert store.format_version() == 3
+        assert store.format_version() == 4
         con = store.con
         _assert_columns_of_a_new_file(con)
         rows = con.execute(
@@ -654,10 +654,10 @@ def test_upgrade_from_v2_moves_schedule_split_and_udp_drops_into_columns(tmp_pat
     assert extra["sched_held_fraction"] == 0.155 and extra["udp_rcvbuf_errors"] == 9  # where version 2 kept them
     con.close()
 
-    with pytest.raises(ResultsError, match="needs an upgrade to 3"):
+    with pytest.raises(ResultsError, match="needs an upgrade to 4"):
         Store(root, read_only=True)
     with Store(root) as store:
-        assert store.format_version() == 3
+        assert store.format_version() == 4
         con = store.con
         _assert_columns_of_a_new_file(con)
         rows = con.execute(f"SELECT run_id, status, {', '.join(V3_COLUMNS)}, metrics_extra FROM runs "
@@ -831,3 +831,35 @@ def test_only_limits_what_the_other_flags_pick_to_the_chosen_runs(tmp_path, stre
         assert [r.run_id for r in pending_runs(sweep, store, resume=False, only=chosen)] == ids[:2]
         assert [r.run_id for r in pending_runs(sweep, store, resume=True, only=chosen)] == ids[1:2]
         assert [r.run_id for r in pending_runs(sweep, store, resume=False, only=None)] == ids
+
+
+def test_upgrade_from_v3_says_every_older_run_was_made_in_namespaces(tmp_path, monkeypatch, stream):
+    sweep, plain = stream
+    records = _with_v3_metrics(plain)
+    root = tmp_path / "res"
+    _write_old(root, 3, sweep, records, monkeypatch)
+    con = duckdb.connect(str(root / "results.duckdb"), read_only=True)
+    assert "backend" not in {c for c, _ in _columns(con, "runs")}
+    con.close()
+    with Store(root) as store:
+        assert store.format_version() == 4
+        _assert_columns_of_a_new_file(store.con)
+        have = store.runs(sweep.sweep_id)
+        assert [r["backend"] for r in have] == ["namespace"] * len(records)
+        assert all(r["backend_info"] is None for r in have)
+
+
+def test_v4_records_keep_backend_and_its_facts(tmp_path, stream):
+    sweep, plain = stream
+    rec = dict(plain[0], backend="kubernetes",
+               backend_info={"backend": "kubernetes", "cluster_version": "v1.32.13",
+                             "hosts": {"a": {"pod": "rn-x-a", "node": "node1", "ip": "198.19.200.5"}}})
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        store.record_run(rec)
+        (have,) = [r for r in store.runs(sweep.sweep_id) if r["run_id"] == rec["run_id"]]
+        assert have["backend"] == "kubernetes"
+        assert have["backend_info"]["hosts"]["a"]["node"] == "node1"
+        out = store.export(sweep.sweep_id, "csv", tmp_path / "x.csv")
+    header = out.read_text().splitlines()[0].split(",")
+    assert "backend" in header and "backend_info" in header

@@ -25,7 +25,25 @@ class LinkEngine(Protocol):
         """``{"engine": name, "forward": {"drops_loss": n, "drops_queue": n, "tx_packets": n, ...}, "reverse": {...}}``."""
 
 
+class ClusterNetwork:
+    """The ``cluster`` engine: the Kubernetes backend's links as the cluster's own network carries them.
+
+    It applies nothing and counts nothing; a link that asks for impairments is refused at preflight
+    (backends.kubernetes), so a run never measures a network other than the one it describes.
+    """
+
+    name = "cluster"
+
+    def apply(self, topo: Any, link: Link) -> None:
+        return None
+
+    def counters(self, topo: Any, link: Link) -> dict[str, Any]:
+        return {"engine": self.name}
+
+
 def engine_for(name: str) -> LinkEngine:
+    if name == "cluster":
+        return ClusterNetwork()
     if name == "kernel":
         from .kernel import KernelEngine
 
@@ -44,4 +62,4 @@ def engine_for(name: str) -> LinkEngine:
         if cls is None:
             raise LinkError("roughnet.links.wire defines no WireEngine; expected a class with apply() and counters()")
         return cls()
-    raise LinkError(f"unknown link engine {name!r}; expected kernel, netem or wire (auto is resolved by choose_engines)")
+    raise LinkError(f"unknown link engine {name!r}; expected kernel, netem, wire or cluster (auto is resolved by choose_engines)")

@@ -11,7 +11,9 @@ histograms tables.  Version 1 -> 2 adds the sync metric columns (pattern
 sync, SEEDS S3) to ``runs`` and ``receivers`` and moves their values out of
 ``metrics_extra``, where version 1 kept them.  Version 2 -> 3 does the same
 for a sender's schedule split (``sched_own_*``, ``sched_held_*``) and the
-hosts' UDP receive-buffer drops (``udp_rcvbuf_errors``).
+hosts' UDP receive-buffer drops (``udp_rcvbuf_errors``).  Version 3 -> 4 adds
+where each run happened: ``backend`` (older runs: "namespace") and
+``backend_info``.
 docs/results-format.md describes every step.
 """
 
@@ -185,11 +187,20 @@ def _v2_to_v3(con: duckdb.DuckDBPyConnection) -> None:
     _add_metric_columns(con, 3, "schedule split / UDP receive-buffer drops")
 
 
+def _v3_to_v4(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 3 -> 4: where each run happened (``backend``, ``backend_info``); every older run was made
+    by the namespace backend, the only one there was."""
+    for name, sql_type in schema.RUN_BACKEND:
+        con.execute(f"ALTER TABLE runs ADD COLUMN {name} {sql_type}")
+    con.execute("UPDATE runs SET backend = 'namespace'")
+
+
 #: from-version -> function upgrading a connection to from-version + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     0: _v0_to_v1,
     1: _v1_to_v2,
     2: _v2_to_v3,
+    3: _v3_to_v4,
 }
 
 

@@ -18,7 +18,7 @@ from roughnet.errors import ResultsError
 #: Layout version written into ``meta.format_version``.  Bump it, add a
 #: migration in ``migrate.MIGRATIONS`` and describe the change in
 #: docs/results-format.md whenever a table or column changes.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,12 @@ RUN_JSON: tuple[str, ...] = (
 )
 
 
+#: Run columns added in format 4 (after the metric columns, where ALTER TABLE puts them): where the run
+#: happened.  ``backend`` is the backend's name, ``backend_info`` (JSON) what it knows (cluster, nodes, pods).
+RUN_BACKEND: tuple[tuple[str, str], ...] = (("backend", "VARCHAR"), ("backend_info", "JSON"))
+BACKEND_SINCE = 4
+
+
 def metrics_of(version: int) -> tuple[Metric, ...]:
     """The metric columns of format ``version`` (1 or later), in column order."""
     return tuple(m for m in METRICS if m.since <= version)
@@ -146,6 +152,7 @@ def create_statements(version: int | None = None) -> list[str]:
         raise ResultsError(f"format version {version} has no table layout here; expected 1..{FORMAT_VERSION}")
     scalars = ",\n    ".join(f"{n} {t}" for n, t in RUN_SCALARS)
     jsons = ",\n    ".join(f"{n} JSON" for n in RUN_JSON)
+    backend = "".join(f",\n    {n} {t}" for n, t in RUN_BACKEND) if version >= BACKEND_SINCE else ""
     return [
         "CREATE TABLE meta (key VARCHAR NOT NULL, value VARCHAR)",
         """CREATE TABLE sweeps (
@@ -166,7 +173,7 @@ def create_statements(version: int | None = None) -> list[str]:
     {jsons},
     metrics_extra JSON,
     recorded_at TIMESTAMP,
-    {_metric_ddl(version)}
+    {_metric_ddl(version)}{backend}
 )""",
         f"""CREATE TABLE receivers (
     sweep_id VARCHAR NOT NULL,
@@ -193,6 +200,7 @@ def run_columns() -> list[str]:
         + list(RUN_JSON)
         + ["metrics_extra", "recorded_at"]
         + list(METRIC_NAMES)
+        + ([n for n, _ in RUN_BACKEND] if FORMAT_VERSION >= BACKEND_SINCE else [])
     )
 
 

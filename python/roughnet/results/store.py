@@ -430,6 +430,8 @@ class Store:
             + [jsons[n] for n in schema.RUN_JSON]
             + [extra, _now()]
             + metric_values
+            + ([record.get("backend") or "namespace", _json(record.get("backend_info"))]
+               if schema.FORMAT_VERSION >= schema.BACKEND_SINCE else [])
         )
 
         receiver_rows = []
@@ -588,6 +590,8 @@ class Store:
             row["index"] = row.pop("run_index")
             for name in schema.RUN_JSON:
                 row[name] = _unjson(row[name])
+            if "backend_info" in row:
+                row["backend_info"] = _unjson(row["backend_info"])
             row["validity_reasons"] = row["validity_reasons"] or []
             row["started_at"] = _iso(row["started_at"])
             row["recorded_at"] = _iso(row["recorded_at"])
@@ -670,9 +674,10 @@ class Store:
             select.append(f"json_extract_string(params, {_sql_str(path)}) AS {_ident(col)}")
         select += [
             "repeat", "seed", "status", "failure_reason", "started_at", "duration_s",
-            "engine", "pattern", "protocol", "validity",
+            "engine", "backend", "pattern", "protocol", "validity",
             "array_to_string(CAST(validity_reasons AS VARCHAR[]), '; ') AS validity_reasons",
             "CAST(versions AS VARCHAR) AS versions",
+            "CAST(backend_info AS VARCHAR) AS backend_info",
             *schema.METRIC_NAMES,
             "stderr_tail",
         ]

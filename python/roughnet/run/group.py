@@ -90,7 +90,7 @@ class SharedEnvironment:
     def _start(self, run: Run, artifacts: Path) -> None:
         engines = self.pf.engines[run.run_id]
         ledger = topo.Ledger(run.run_id[:8], run.run_id)
-        self.topology = topo.Topology(run, ledger, engines=engines)
+        self.topology = self.pf.backend.environment(run, ledger, engines)
         self.started_by = run.run_id
         self.runs_served = 0
         self.topology.build()
@@ -158,6 +158,8 @@ class SharedEnvironment:
                 _record_shares(record, shares)
             elif self.started_by is not None:
                 record["service_started_by"] = self.started_by
+            if self.topology is not None and hasattr(self.topology, "describe"):
+                record["backend_info"] = self.topology.describe()
             record["duration_s"] = round(time.monotonic() - t0, 3)
         self.runs_served += 1
         if record["status"] != "ok" and not rebuild and services.check_alive(self.handles) is not None:

@@ -40,21 +40,32 @@ class Interrupted(BaseException):
 
 @dataclass
 class Preflight:
-    """What preflight found: the agent to use and each run's engine per link."""
+    """What preflight found: the agent to use, each run's engine per link, and the backend that runs them."""
 
     agent_path: Path
     agent: dict[str, Any]
     caps: Any
     engines: dict[str, dict[int, str]]  # run_id -> link index -> engine
+    backend: Any = None  # backends.Backend; None: the namespace backend
+
+    def __post_init__(self) -> None:
+        if self.backend is None:
+            from ..backends.namespace import NamespaceBackend
+
+            self.backend = NamespaceBackend()
 
 
-def preflight(sweep: Sweep) -> Preflight:
-    """Check that this machine can run every run of the sweep; create nothing that outlives it.
+def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
+    """Check that ``backend`` (default: namespaces of this machine) can run every run of the sweep; create
+    nothing that outlives it.
 
     Raises PreflightError naming what is missing and how to get it.
     """
-    if os.geteuid() != 0:
-        raise PreflightError("roughnet run needs root (it creates network namespaces); run it as root")
+    if backend is None:
+        from ..backends.namespace import NamespaceBackend
+
+        backend = NamespaceBackend()
+    caps = backend.probe()
     try:
         agent_path = require_binary("roughnet-agent")
     except RoughnetError as e:
@@ -62,9 +73,6 @@ def preflight(sweep: Sweep) -> Preflight:
     agent = agent_version(str(agent_path))
     protocols = set(agent.get("protocols", []))
     patterns = set(agent.get("patterns", []))
-    caps = links.probe_capabilities()
-    if not caps.netns:
-        raise PreflightError("network namespaces are not usable here (`ip netns add` failed); roughnet needs them")
     engines: dict[str, dict[int, str]] = {}
     for run in sweep.runs:
         w = run.workload
@@ -75,13 +83,15 @@ def preflight(sweep: Sweep) -> Preflight:
             )
         if w.pattern not in patterns:
             raise PreflightError(f"run {run.index}: this roughnet-agent has no pattern {w.pattern!r}")
-        engines[run.run_id] = links.choose_engines(run, caps)
-    if any(r.services for r in sweep.runs):
-        from .. import services
+        engines[run.run_id] = backend.engines(run, caps)
+    backend.check(sweep, caps)
+    if backend.name == "namespace":  # services and captures on this machine: the tools must be here
+        if any(r.services for r in sweep.runs):
+            from .. import services
 
-        services.preflight(sweep)
-    capture.preflight(sweep)  # --- packet capture: tcpdump present when a link asks for capture
-    return Preflight(agent_path, agent, caps, engines)
+            services.preflight(sweep)
+        capture.preflight(sweep)  # --- packet capture: tcpdump present when a link asks for capture
+    return Preflight(agent_path, agent, caps, engines, backend)
 
 
 def _now_iso() -> str:
@@ -108,6 +118,8 @@ def _base_record(run: Run, engines: dict[int, str], pf: Preflight) -> dict[str, 
         "duration_s": None,
         "engine": ",".join(sorted(set(engines.values()))) or "none",
         "versions": _versions(pf),
+        "backend": pf.backend.name,
+        "backend_info": pf.backend.describe(),
         "pattern": run.workload.pattern,
         "protocol": run.workload.protocol,
         "run": run.to_dict(),
@@ -129,7 +141,7 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     (artifacts / "run.json").write_text(json.dumps(run.to_dict(), indent=1, default=str))
     t0 = time.monotonic()
     ledger = topo.Ledger(run.run_id[:8], run.run_id)
-    topology = topo.Topology(run, ledger, engines=engines)
+    topology = pf.backend.environment(run, ledger, engines)
     agents: list = []
     handles: list = []
     try:
@@ -152,6 +164,8 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     finally:
         if handles:
             _stop_services(handles, record)
+        if hasattr(topology, "describe"):  # where the run happened (pods, nodes) as the backend saw it
+            record["backend_info"] = topology.describe()
         _teardown_shielded(topology)
         record["duration_s"] = round(time.monotonic() - t0, 3)
     return record

@@ -62,8 +62,10 @@ def parse_proc_usage(stat: str, status: str) -> tuple[float, int] | None:
 class UsageSampler:
     """Samples one pid's CPU time and RSS every SAMPLE_INTERVAL_S in a daemon thread."""
 
-    def __init__(self, pid: int, interval_s: float = SAMPLE_INTERVAL_S):
+    def __init__(self, pid: int, interval_s: float = SAMPLE_INTERVAL_S,
+                 read: Callable[[int], tuple[float, int] | None] = read_proc_usage):
         self.pid = pid
+        self.read = read  # pid -> (CPU s, RSS bytes) or None; another one for a process in a pod
         self.interval_s = interval_s
         self.cpu_s = 0.0
         self.rss_max_bytes = 0
@@ -82,7 +84,7 @@ class UsageSampler:
         self._thread.start()
 
     def sample(self) -> bool:
-        got = read_proc_usage(self.pid)
+        got = self.read(self.pid)
         if got is None:
             return False
         with self._lock:

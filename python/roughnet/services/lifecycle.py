@@ -370,7 +370,9 @@ def start_service(svc: Service, run: Run, topology, artifacts: Path) -> ServiceH
         handle.stop()
         raise
     handle.ready_s = time.monotonic() - t_start
-    handle.sampler = UsageSampler(proc.pid)
+    # A service in a pod (backends.kubernetes) is sampled through the pod's /proc.
+    sampler_for = getattr(topology, "usage_sampler", None)
+    handle.sampler = sampler_for(proc) if sampler_for else UsageSampler(proc.pid)
     handle.sampler.start()
     log.info("%s ready in %.2f s (setup %.2f s): %s", handle.describe(), handle.ready_s, handle.setup_s,
              handle.probe)

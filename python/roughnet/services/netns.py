@@ -62,7 +62,13 @@ def socket_in_ns(ns: str | None, family: int = socket.AF_INET, kind: int = socke
 
 
 def connect_in_ns(ns: str | None, host: str, port: int, timeout_s: float) -> socket.socket:
-    """A TCP connection to ``host:port`` made from inside ``ns``; the socket keeps ``timeout_s``."""
+    """A TCP connection to ``host:port`` made from inside ``ns``; the socket keeps ``timeout_s``.
+
+    ``ns`` may also be a place that connects by itself (an object with ``connect(host, port,
+    timeout_s)``: a pod of the Kubernetes backend, ``backends.kubernetes.process.PodConnector``).
+    """
+    if ns is not None and not isinstance(ns, str):
+        return ns.connect(host, port, timeout_s)
     sock = socket_in_ns(ns)
     sock.settimeout(timeout_s)
     try:

@@ -95,6 +95,9 @@ REPORT_METRICS = (
 _SCENARIO_NAME = kinds.name(SCENARIO_NAME, "a name of lowercase letters, digits and '-' (at most 40 characters, "
                             "not starting with '-'), like \"quickstart\"", placeholders=False)  # fmt: skip
 _HOST = HOST
+#: A Kubernetes node name (a DNS subdomain, RFC 1123).
+_NODE = kinds.name(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
+                   'a Kubernetes node name: lowercase letters, digits, "-" and ".", like "node1"')
 _ENGINE = kinds.choice(runspec.ENGINES)
 _Table = Table
 _f = field
@@ -121,6 +124,9 @@ class HostTable(_Table):
     """``[[host]]``: one network namespace."""
 
     name: _HOST.type() = _f("Host name (goes into interface names, so it is short): " + _HOST.expected + ".")
+    node: _NODE.type() = _f(
+        "Kubernetes backend only: the cluster node this host's pod runs on (" + _NODE.expected + "). Unset: "
+        "hosts go round robin, in file order, over the Ready nodes that take pods, sorted by name.", None)
 
 
 class DirectionTable(_Table):

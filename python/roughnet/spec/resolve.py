@@ -81,6 +81,6 @@ def resolve(s: Scenario, traces: dict[int, tuple[dict[str, Any], ...]] | None = 
     ``traces``: the distance trace files of its links, read by ``timeline.read_trace_files``
     (a link with ``distance_trace`` and no entry here gets no points).
     """
-    hosts = tuple(runspec.Host(name=h.name) for h in s.host)
+    hosts = tuple(runspec.Host(name=h.name, node=h.node) for h in s.host)
     links = tuple(link(i, t, s.scenario.engine, (traces or {}).get(i)) for i, t in enumerate(s.link))
     return hosts, links, workload(s), run_services(s)

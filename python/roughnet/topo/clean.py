@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TopologyError
+from ..errors import RoughnetError, TopologyError
 from .ledger import DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, owner_alive, process_alive, process_start_time, read_ledger
 from .naming import NS_PREFIX
 from .system import delete_ns, list_namespaces, netns_pids, ns_exists, stop_processes
@@ -77,6 +77,9 @@ def _ledger_leftovers(path: Path, entries: list[dict]) -> list[Leftover]:
         name = e.get("name")
         if e.get("kind") == "netns" and isinstance(name, str) and name.startswith(NS_PREFIX) and ns_exists(name):
             out.append(Leftover("netns", name, str(path), run_id))
+        if e.get("kind") == "k8s-pods":  # the kubernetes backend's pods, by the run's label (backends.kubernetes)
+            out.append(Leftover("k8s-pods", f"{e.get('namespace')}/{e.get('selector')} on {e.get('kubeconfig')}",
+                                str(path), run_id))
     out.append(Leftover("ledger", path.name, str(path), run_id))
     return out
 
@@ -108,6 +111,12 @@ def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
     procs = [(int(e["pid"]), e.get("start_time")) for e in entries if e.get("kind") == "process"]
     signalled = set(stop_processes(procs))
     removed += [str(x) for x in leftovers if x.kind == "process" and int(x.name.split()[0]) in signalled]
+    for e in entries:
+        if e.get("kind") == "k8s-pods":
+            try:
+                removed += _delete_pods(e)
+            except RoughnetError as err:
+                failures.append(str(err))
     namespaces = [e["name"] for e in entries if e.get("kind") == "netns" and isinstance(e.get("name"), str)]
     for ns in reversed(namespaces):
         if not ns.startswith(NS_PREFIX):
@@ -134,6 +143,20 @@ def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
     for item in removed:
         log.info("clean: removed %s", item)
     return removed
+
+
+def _delete_pods(entry: dict) -> list[str]:
+    """Delete the pods a dead Kubernetes run made: exactly those labelled with its token; their descriptions."""
+    from ..backends.kubernetes.env import RUN_LABEL, delete_run_pods
+    from ..backends.kubernetes.kubectl import Kubectl
+
+    selector = str(entry.get("selector", ""))
+    label, _, token = selector.partition("=")
+    if label != RUN_LABEL or not token:
+        raise TopologyError(f"ledger entry {entry} has no {RUN_LABEL}=<token> selector; its pods were left alone")
+    kubectl = Kubectl.from_dict(entry)
+    return [f"pod {kubectl.namespace}/{name.removeprefix('pod/')} (label {selector})"
+            for name in delete_run_pods(kubectl, token)]
 
 
 def clean(ledger_dir: Path = DEFAULT_LEDGER_DIR, dry_run: bool = False) -> list[str]:
