@@ -78,8 +78,10 @@ class KubernetesBackend:
             if local is None:
                 raise PreflightError(f"no cluster: pass --kubeconfig FILE, set $KUBECONFIG, or start roughnet's local "
                                      f"cluster{'' if cluster is None else ' ' + cluster!r} with `roughnet cluster up`")
-            kubeconfig = local.kubeconfig
-            prefix = list(local.kubectl_prefix())
+            # Its API server is reachable only from the cluster's namespaces (cluster.state): kubectl runs in
+            # the control-plane namespace, through the same prefix `roughnet cluster` uses.
+            full = local.kubectl_argv()
+            prefix, kubectl, kubeconfig = full[:-3], full[-3], full[-1]
         else:
             kubeconfig = Path(kubeconfig)
             if not kubeconfig.is_file():
