@@ -26,7 +26,7 @@ from typing import Any
 from ...errors import TopologyError
 from ...runspec import Run
 from ...topo.build import IfaceInfo
-from ...topo.ledger import Ledger
+from ...topo.ledger import Ledger, process_start_time
 from .kubectl import Kubectl, KubeError
 from .process import PodConnector, PodProcess
 
@@ -189,6 +189,10 @@ class PodEnvironment:
         name = f"{Path(str(argv[0])).name}-{len(self._procs)}"
         proc = PodProcess(self.kubectl, self.pods[host], remote, name, **kw)
         self._procs.append(proc)
+        # The local kubectl, so that `roughnet clean` ends it after a SIGKILL (the program in the pod
+        # goes with the pod).
+        self.ledger.add("process", pid=proc.pid, start_time=process_start_time(proc.pid),
+                        ns=f"pod {self.pods[host]}", argv0=f"kubectl exec {Path(str(argv[0])).name}")
         log.debug("started %s in pod %s (kubectl pid %d)", argv[0], self.pods[host], proc.pid)
         return proc
 

@@ -1,0 +1,179 @@
+"""The Kubernetes backend on roughnet's local cluster (a real Kubernetes; root, `make cluster`).
+
+Runs CI-sized copies of scenarios/k8s-stream.toml and scenarios/k8s-mqtt.toml through the CLI
+with ``--backend kubernetes`` and checks what a user relies on: every message arrives, each
+record says where it ran (backend, cluster version, each host's node as the scenario pinned
+it), the pods are gone afterwards; a link the backend cannot realise is refused before any pod
+exists (exit 2); and after a SIGKILL, `roughnet clean` deletes exactly the dead run's pods and
+ends its kubectl processes, leaving another pod in the same namespace alone.
+The cluster (one per session, shared with tests/integration/test_cluster.py) comes from the
+``local_cluster`` fixture (tests/integration/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from cli_run import ROUGHNET, needs
+
+from roughnet.topo.ledger import DEFAULT_LEDGER_DIR, process_alive, read_ledger
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = REPO / "scenarios"
+NAMESPACE = "roughnet"
+
+pytestmark = pytest.mark.root
+
+
+def small(name: str, replace: dict[str, str]) -> str:
+    """scenarios/<name>.toml with whole lines replaced (key = value lines, matched by their start)."""
+    out = []
+    for line in (SCENARIOS / f"{name}.toml").read_text().splitlines():
+        key = next((k for k in replace if line.startswith(k)), None)
+        out.append(replace.pop(key) if key else line)
+    assert not replace, f"lines not found in {name}.toml: {sorted(replace)}"
+    return "\n".join(out) + "\n"
+
+
+def kube_run(path: Path, results: Path, timeout: float = 600, extra: tuple[str, ...] = ()):
+    argv = [*ROUGHNET, "run", str(path), "--backend", "kubernetes", "--no-report", "--results", str(results), *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def kubectl(cluster, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*cluster.kubectl_argv(), "--namespace", NAMESPACE, *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def our_pods(cluster) -> list[str]:
+    res = kubectl(cluster, "get", "pods", "-l", "app.kubernetes.io/managed-by=roughnet", "-o", "name")
+    assert res.returncode == 0, res.stderr
+    return res.stdout.split()
+
+
+def runs(results: Path) -> list[dict]:
+    con = duckdb.connect(str(results / "results.duckdb"), read_only=True)
+    try:
+        cur = con.execute("select * from runs order by run_index")
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, row)) for row in cur.fetchall()]
+    finally:
+        con.close()
+
+
+@needs("tcp", "udp", "zenoh")
+def test_stream_across_pods_on_two_nodes(local_cluster, tmp_path):
+    path = tmp_path / "k8s-stream.toml"
+    path.write_text(small("k8s-stream", {"messages =": "messages = 300", "payload = [": 'payload = ["256 B"]'}))
+    out = kube_run(path, tmp_path / "res")
+    assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    rows = runs(tmp_path / "res")
+    assert [r["protocol"] for r in rows] == ["tcp", "udp", "zenoh"]
+    for r in rows:
+        assert r["status"] == "ok", r["failure_reason"]
+        assert r["backend"] == "kubernetes" and r["engine"] == "cluster"
+        info = json.loads(r["backend_info"])
+        assert info["cluster_version"] == local_cluster.version
+        assert info["local_cluster"] == local_cluster.name
+        where = {h: v["node"] for h, v in info["hosts"].items()}
+        assert where == {"pub": "node1", "sub1": "node1", "sub2": "node2"}
+        ips = {v["ip"] for v in info["hosts"].values()}
+        assert len(ips) == 3
+        assert {n: i["kernel"] for n, i in info["nodes"].items()}.keys() >= {"node1", "node2"}
+        # two receivers, 300 messages each; a clean cluster network loses nothing over TCP and Zenoh
+        if r["protocol"] != "udp":
+            assert r["received"] == 600 and r["lost"] == 0, r
+        else:
+            assert r["received"] >= 590, r
+        assert r["lat_p50_us"] > 0 and r["tcp_out_segs"] is not None
+    assert our_pods(local_cluster) == []
+
+
+@needs("mqtt")
+def test_mqtt_through_a_broker_in_a_pod(local_cluster, tmp_path):
+    path = tmp_path / "k8s-mqtt.toml"
+    path.write_text(small("k8s-mqtt", {"messages =": "messages = 300", "qos = [": "qos = [1]"}))
+    out = kube_run(path, tmp_path / "res")
+    assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    (r,) = runs(tmp_path / "res")
+    assert r["status"] == "ok", r["failure_reason"]
+    assert r["received"] == 300 and r["lost"] == 0
+    info = json.loads(r["backend_info"])
+    assert {h: v["node"] for h, v in info["hosts"].items()} == {"pub": "node1", "brk": "node2", "sub": "node2"}
+    extra = json.loads(r["metrics_extra"] or "{}")
+    # the broker's own CPU time, read from /proc inside its pod
+    assert extra.get("service_mosquitto_brk_cpu_s") is not None
+    assert our_pods(local_cluster) == []
+
+
+def test_an_impaired_link_is_refused_before_any_pod_exists(local_cluster, tmp_path):
+    text = small("k8s-stream", {"between =": 'between = ["pub", "sub1", "sub2"]\nloss = "1%"'})
+    path = tmp_path / "lossy.toml"
+    path.write_text(text)
+    out = kube_run(path, tmp_path / "res", timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "asks for loss" in out.stderr and "--backend namespace" in out.stderr
+    assert not (tmp_path / "res").exists()
+    assert our_pods(local_cluster) == []
+
+
+def test_unknown_node_is_refused_naming_the_nodes(local_cluster, tmp_path):
+    path = tmp_path / "far.toml"
+    path.write_text(small("k8s-stream", {'node = "node2"': 'node = "node9"'}))
+    out = kube_run(path, tmp_path / "res", timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "node 'node9'" in out.stderr and "node1" in out.stderr
+
+
+@needs("tcp")
+def test_sigkill_then_clean_removes_the_runs_pods_and_nothing_else(local_cluster, tmp_path):
+    sentinel = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "rn-test-sentinel", "labels": {"app": "sentinel"}},
+                "spec": {"containers": [{"name": "c", "image": local_cluster.images[-1], "imagePullPolicy": "Never",
+                                         "command": ["/bin/sh", "-c", "sleep 3600"]}],
+                         "terminationGracePeriodSeconds": 1}}
+    made = subprocess.run([*local_cluster.kubectl_argv(), "--namespace", NAMESPACE, "create", "-f", "-"],
+                          input=json.dumps(sentinel), capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    try:
+        path = tmp_path / "long.toml"
+        path.write_text(small("k8s-stream", {"messages =": "messages = 100000", "timeout =": 'timeout = "600 s"',
+                                             "protocol = [": 'protocol = ["tcp"]', "payload = [": 'payload = ["256 B"]'}))
+        before = set(os.listdir(DEFAULT_LEDGER_DIR)) if DEFAULT_LEDGER_DIR.is_dir() else set()
+        proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--backend", "kubernetes", "--no-report", "--results",
+                                 str(tmp_path / "res")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ledger = None
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:  # until the sender runs: pods up, kubectl exec processes started
+            new = sorted(set(os.listdir(DEFAULT_LEDGER_DIR)) - before) if DEFAULT_LEDGER_DIR.is_dir() else []
+            if new:
+                entries = read_ledger(DEFAULT_LEDGER_DIR / new[0])
+                if sum(e.get("kind") == "process" for e in entries) >= 3:
+                    ledger = DEFAULT_LEDGER_DIR / new[0]
+                    break
+            assert proc.poll() is None, "roughnet run ended before it was killed"
+            time.sleep(0.5)
+        assert ledger is not None, "the run never started its agents"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        entries = read_ledger(ledger)
+        kubectls = [(e["pid"], e["start_time"]) for e in entries if e.get("kind") == "process"]
+        assert any(process_alive(p, st) for p, st in kubectls), "expected kubectl exec processes left by the kill"
+        assert len(our_pods(local_cluster)) == 3  # the dead run's pods are still there
+
+        out = subprocess.run([*ROUGHNET, "clean"], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert our_pods(local_cluster) == []
+        assert not any(process_alive(p, st) for p, st in kubectls)
+        assert not ledger.exists()
+        alive = kubectl(local_cluster, "get", "pod", "rn-test-sentinel", "-o", "jsonpath={.status.phase}")
+        assert alive.stdout == "Running"
+    finally:
+        kubectl(local_cluster, "delete", "pod", "rn-test-sentinel", "--wait=true", "--timeout=60s")
