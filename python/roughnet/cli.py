@@ -460,6 +460,87 @@ def image_build(
                   "and pass `--image`.", highlight=False)
 
 
+cluster_app = typer.Typer(help="A local Kubernetes whose nodes are network namespaces of this machine "
+                          "(docs/kubernetes.md).", no_args_is_help=True)
+app.add_typer(cluster_app, name="cluster")
+ClusterName = typer.Option("local", "--name", help="Cluster name (namespaces rn-k<name>-...).")
+
+
+@cluster_app.command("up")
+def cluster_up(
+    nodes: int = typer.Option(2, "--nodes", help="Worker nodes (1..16)."),
+    network: str = typer.Option("routed", "--network", metavar="routed|flannel-vxlan", help="Pod network."),
+    node_link: Optional[str] = typer.Option(None, "--node-link", help='Rate of the node network, e.g. "100 Mbit/s" '
+                                            "(default: not limited)."),
+    node_delay: Optional[str] = typer.Option(None, "--node-delay", help='One-way delay, e.g. "1 ms" (wire engine).'),
+    node_loss: Optional[str] = typer.Option(None, "--node-loss", help='Random loss, e.g. "1%".'),
+    name: str = ClusterName,
+) -> None:
+    """Bring a local cluster up and wait until every node is Ready."""
+    from .cluster.up import UpOptions, up
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        state = up(UpOptions(name=name, nodes=nodes, network=network, rate=node_link, delay=node_delay,
+                             loss=node_loss), progress=lambda m: console.print(m, highlight=False))
+    except RoughnetError as e:
+        _fail(e)
+    except KeyboardInterrupt:
+        err.print("interrupted; what was made is removed")
+        raise typer.Exit(130)
+    console.print(f"cluster {state.name} up in {state.up_seconds:.1f} s: {len(state.nodes)} nodes Ready, "
+                  f"Kubernetes {state.version}, network {state.network}", highlight=False)
+    console.print(f"kubectl: {' '.join(state.kubectl_argv())} get nodes", highlight=False)
+
+
+@cluster_app.command("down")
+def cluster_down(name: str = ClusterName) -> None:
+    """Take a local cluster down, leaving nothing behind (also what a killed `cluster up` left)."""
+    import time as _time
+
+    from .cluster.ops import down_cluster
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # half a teardown helps nobody; a second `down` finishes one
+    t0 = _time.monotonic()
+    try:
+        removed = down_cluster(name, progress=lambda m: console.print(m, highlight=False))
+    except RoughnetError as e:
+        _fail(e)
+    console.print(f"cluster {name} down in {_time.monotonic() - t0:.1f} s ({len(removed)} objects removed)")
+
+
+@cluster_app.command("status")
+def cluster_status(name: str = ClusterName) -> None:
+    """Nodes (Ready, versions), network, node link, age and memory of a local cluster."""
+    from .cluster.ops import status
+
+    try:
+        st = status(name)
+    except RoughnetError as e:
+        _fail(e)
+    s = st.state
+    table = Table(title=f"cluster {s.name}: Kubernetes {s.version}, network {s.network}, node link "
+                        f"{s.node_link.get('text')} ({s.node_link.get('engine')} engine)")
+    for col in ("node", "Ready", "kubelet", "address", "pod CIDR", "namespace", "note"):
+        table.add_column(col)
+    for n in st.nodes:
+        mark = "[green]True[/]" if n.ready == "True" else f"[red]{escape(n.ready)}[/]"
+        table.add_row(n.name, mark, n.kubelet_version, n.address, n.pod_cidr, n.ns, escape(n.reason))
+    console.print(table)
+    console.print(f"up {st.age_s / 60:.0f} min (came up in {s.up_seconds:.1f} s); control plane {s.cp_ns} "
+                  f"({s.apiserver}); processes {st.processes_running}/{st.processes_recorded} running; "
+                  f"memory {st.rss_bytes / 2**20:.0f} MiB RSS", highlight=False)
+    console.print(f"kubectl: {' '.join(s.kubectl_argv())}", highlight=False)
+    if st.api_error:
+        err.print(f"[red]API server:[/] {escape(st.api_error)}")
+    for d in st.dead:
+        err.print(f"[red]not running:[/] {escape(d)}")
+    raise typer.Exit(0 if not st.api_error and not st.dead and all(n.ready == "True" for n in st.nodes) else 1)
+
+
 def main() -> None:
     app()
 

@@ -103,6 +103,10 @@ def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
     """Remove every object of one ledger (whose owner the caller found dead); returns descriptions."""
     path = Path(path)
     entries = read_ledger(path)
+    if any(e.get("kind") == "cluster" for e in entries):  # a local cluster's: its own teardown (roughnet.cluster)
+        from ..cluster.down import clean_cluster_ledger
+
+        return clean_cluster_ledger(path, entries, dry_run=dry_run)
     leftovers = _ledger_leftovers(path, entries)
     if dry_run:
         return [str(x) for x in leftovers]

@@ -72,10 +72,21 @@ def read_ledger(path: Path) -> list[dict[str, Any]]:
 
 
 def owner_alive(entries: list[dict[str, Any]]) -> bool:
-    """True when the owner line's process is still running (same pid and start time)."""
-    owner = next((e for e in entries if e.get("kind") == "owner"), None)
-    if owner is None:
+    """True when the ledger's owner still runs: the process of its (last) owner line, same pid and start time.
+
+    A run's ledger has one owner line. A local cluster's ledger (roughnet.cluster.ledger)
+    outlives the `cluster up` that wrote it: after up finished it appends a ``handover``
+    line, and from then on the ledger is alive while any process it records still runs;
+    `cluster down` takes it over again with a new owner line (so a killed `cluster down`
+    leaves a ledger that `roughnet clean` finishes).
+    """
+    last = max((i for i, e in enumerate(entries) if e.get("kind") == "owner"), default=None)
+    if last is None:
         return False
+    if any(e.get("kind") == "handover" for e in entries[last + 1:]):
+        return any(process_alive(int(e.get("pid", -1)), e.get("start_time"))
+                   for e in entries if e.get("kind") == "process")
+    owner = entries[last]
     return process_alive(int(owner.get("pid", -1)), owner.get("start_time"))
 
 
