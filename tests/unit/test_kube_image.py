@@ -149,3 +149,20 @@ def test_build_image_skips_an_up_to_date_archive_and_rebuilds_on_change(tmp_path
     changed = img.build_image("pause", tmp_path / "images")
     assert changed.built and changed.manifest_digest != first.manifest_digest
     assert img.build_image("pause", tmp_path / "images", force=True).built
+
+
+@pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("strip")), reason="needs gcc and strip")
+def test_strip_debug_entries_lose_their_debug_sections(tmp_path):
+    import subprocess
+
+    src = tmp_path / "hello.c"
+    src.write_text("int main(void) { return 0; }\n")
+    binary = tmp_path / "hello"
+    subprocess.run(["gcc", "-g", "-O0", "-o", str(binary), str(src)], check=True)
+    plain = img.layer_tar([img.FileEntry(binary, "/hello")])
+    stripped = img.layer_tar([img.FileEntry(binary, "/hello", strip_debug=True)])
+    with tarfile.open(fileobj=io.BytesIO(plain)) as a, tarfile.open(fileobj=io.BytesIO(stripped)) as b:
+        full, small = a.extractfile("hello").read(), b.extractfile("hello").read()
+    assert b".debug_info" in full and b".debug_info" not in small
+    assert small.startswith(b"\x7fELF") and len(small) < len(full)
+    assert img.layer_tar([img.FileEntry(binary, "/hello", strip_debug=True)]) == stripped  # reproducible

@@ -8,7 +8,7 @@ archives (``oci-layout``, ``index.json``, ``blobs/sha256/...``) that
 - ``roughnet.local/pause:3.10``: a static ``pause`` compiled from
   ``scripts/kubernetes/pause.c`` (``gcc -static -O2``), entrypoint ``/pause``.
 - ``roughnet.local/roughnet:<version>``: ``/usr/local/bin/roughnet-agent`` and
-  ``roughnet-wire`` (from ``bin/``, see :mod:`roughnet.binaries`), the host's
+  ``roughnet-wire`` (from ``bin/``, see :mod:`roughnet.binaries`; without debug sections), the host's
   ``mosquitto`` and ``nats-server`` (Debian packages) at their host paths, busybox-static as
   ``/bin/busybox`` with symlinks for common applets (not ``wget``: Debian's segfaults; use
   ``nc``), every shared library the dynamic binaries load (from ``ldd``, with the dynamic
@@ -75,11 +75,16 @@ class ImageError(PreflightError):
 
 @dataclass(frozen=True)
 class FileEntry:
-    """A regular file of the image: ``source`` on this machine (symlinks followed), ``path`` in the image."""
+    """A regular file of the image: ``source`` on this machine (symlinks followed), ``path`` in the image.
+
+    ``strip_debug``: the copy in the image loses its debug sections (``strip --strip-debug``;
+    symbols stay, so backtraces keep their names).
+    """
 
     source: Path
     path: str
     mode: int = 0o755
+    strip_debug: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,12 +187,27 @@ def layer_tar(entries: Iterable[Entry]) -> bytes:
             elif isinstance(e, DataEntry):
                 tar.addfile(_tarinfo(path, tarfile.REGTYPE, e.mode, len(e.data)), io.BytesIO(e.data))
             else:
-                try:
-                    data = Path(e.source).read_bytes()
-                except OSError as exc:
-                    raise ImageError(f"cannot read {e.source} (for /{path} in the image): {exc}") from exc
+                data = _file_bytes(e, path)
                 tar.addfile(_tarinfo(path, tarfile.REGTYPE, e.mode, len(data)), io.BytesIO(data))
     return buf.getvalue()
+
+
+def _file_bytes(e: FileEntry, path: str) -> bytes:
+    try:
+        if not e.strip_debug:
+            return Path(e.source).read_bytes()
+        strip = shutil.which("strip")
+        if strip is None:
+            raise ImageError("strip is not installed (binutils; needed to shrink the binaries in the image)")
+        with tempfile.TemporaryDirectory(prefix="roughnet-strip-") as d:
+            out = Path(d) / "stripped"
+            res = subprocess.run([strip, "--strip-debug", "-o", str(out), str(e.source)],
+                                 capture_output=True, text=True, check=False)
+            if res.returncode != 0:
+                raise ImageError(f"strip --strip-debug {e.source} failed: {res.stderr.strip()[-300:]}")
+            return out.read_bytes()
+    except OSError as exc:
+        raise ImageError(f"cannot read {e.source} (for /{path} in the image): {exc}") from exc
 
 
 def _digest(data: bytes) -> str:
@@ -369,7 +389,8 @@ def roughnet_spec() -> ImageSpec:
         path = find_binary(name)
         if path is None:
             raise ImageError(f"{name} is not built (run `make build`); the roughnet image needs it")
-        entries.append(FileEntry(path, f"/usr/local/bin/{name}", 0o755))
+        # Release builds keep debug info (200 MB for the agent): the image gets them without it.
+        entries.append(FileEntry(path, f"/usr/local/bin/{name}", 0o755, strip_debug=True))
         dynamic.append(path)
     for name, package in (("mosquitto", "mosquitto"), ("nats-server", "nats-server")):
         path = _host_tool(name, package)
