@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 BINARIES := roughnet-agent roughnet-wire
 
-.PHONY: all setup system-deps python-deps kafka build demo test test-rust test-python bench clean-runs
+.PHONY: all setup system-deps python-deps kafka build cluster demo test test-rust test-python bench clean-runs
 
 all: setup
 
@@ -37,10 +37,18 @@ build:
 	"$(CARGO)" build --release --locked -p roughnet-agent -p roughnet-wire
 	@for b in $(BINARIES); do install -m 0755 $(CARGO_TARGET_DIR)/release/$$b bin/$$b; done
 
+# The local Kubernetes cluster's parts (docs/kubernetes.md): Debian packages (containerd, etcd, ...),
+# Kubernetes built from the Go module proxy into /var/cache/roughnet/kubernetes (only when missing),
+# the pause and roughnet images as OCI archives in /var/cache/roughnet/images (only when outdated).
+cluster: system-deps python-deps build
+	@bash scripts/install-cluster-deps.sh
+	@bash scripts/build-kubernetes.sh
+	$(VENV)/bin/roughnet image build
+
 demo: setup
 	$(VENV)/bin/roughnet run scenarios/quickstart.toml
 
-test: setup test-rust test-python
+test: setup cluster test-rust test-python
 
 test-rust:
 	"$(CARGO)" test --release --locked --workspace
