@@ -166,3 +166,10 @@ def test_strip_debug_entries_lose_their_debug_sections(tmp_path):
     assert b".debug_info" in full and b".debug_info" not in small
     assert small.startswith(b"\x7fELF") and len(small) < len(full)
     assert img.layer_tar([img.FileEntry(binary, "/hello", strip_debug=True)]) == stripped  # reproducible
+
+
+def test_an_unwritable_output_is_an_image_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(img.ImageError, match="failed|cannot"):
+        img.build_image("pause", blocker / "images")

@@ -439,6 +439,13 @@ def build_image(name: str, directory: Path | None = None, force: bool = False) -
     newer mtime (``make build`` reinstalls bin/ each time), the same config digest (which holds
     the layer's digest) with the same layer type: then the archive is only touched.
     """
+    try:
+        return _build_image(name, directory, force)
+    except OSError as exc:
+        raise ImageError(f"building the {name} image in {directory or IMAGES_DIR} failed: {exc}") from exc
+
+
+def _build_image(name: str, directory: Path | None, force: bool) -> BuiltImage:
     archive = image_archive(name, directory)
     spec = pause_spec(directory) if name == "pause" else roughnet_spec()
     inputs = spec.inputs() + ([PAUSE_SOURCE] if name == "pause" else [])
