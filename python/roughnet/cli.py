@@ -485,7 +485,7 @@ def cluster_up(
     signal.signal(signal.SIGTERM, on_signal)
     try:
         state = up(UpOptions(name=name, nodes=nodes, network=network, rate=node_link, delay=node_delay,
-                             loss=node_loss), progress=lambda m: console.print(m, highlight=False))
+                             loss=node_loss), progress=lambda m: console.print(m, highlight=False, markup=False))
     except RoughnetError as e:
         _fail(e)
     except KeyboardInterrupt:
@@ -506,7 +506,7 @@ def cluster_down(name: str = ClusterName) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # half a teardown helps nobody; a second `down` finishes one
     t0 = _time.monotonic()
     try:
-        removed = down_cluster(name, progress=lambda m: console.print(m, highlight=False))
+        removed = down_cluster(name, progress=lambda m: console.print(m, highlight=False, markup=False))
     except RoughnetError as e:
         _fail(e)
     console.print(f"cluster {name} down in {_time.monotonic() - t0:.1f} s ({len(removed)} objects removed)")

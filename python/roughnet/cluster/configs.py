@@ -72,19 +72,19 @@ def node_paths(node: NodeLayout) -> dict[str, Path]:
         "mnt_var_lib_cni": d / "mnt" / "var-lib-cni",  # libcni's cache (containerd's CRI)
         "mnt_run_containerd": r / "mnt-run-containerd",  # shim sockets (/run/containerd/s)
         "mnt_var_log_containers": d / "mnt" / "var-log-containers",  # the kubelet's log symlinks
-        "mnt_run_flannel": r / "mnt-run-flannel",
+        "mnt_run_mount": r / "mnt-run-mount",
         "flannel_net_conf": d / "flannel-net-conf.json",
-        "flannel_subnet_env": r / "mnt-run-flannel" / "subnet.env",
+        "flannel_subnet_env": r / "flannel-subnet.env",
         "logs": d / "logs",
     }
 
 
 #: Host paths that are private per node: (host path, key of node_paths bind-mounted over it).
 PRIVATE_MOUNTS = (
+    ("/run/mount", "mnt_run_mount"),  # libmount's utab and its locks (the kubelet mounts volumes)
     ("/var/lib/cni", "mnt_var_lib_cni"),
     ("/run/containerd", "mnt_run_containerd"),
     ("/var/log/containers", "mnt_var_log_containers"),
-    ("/run/flannel", "mnt_run_flannel"),
 )
 
 
@@ -295,8 +295,8 @@ def apiserver_argv(bin_dir: Path, layout: Layout, pki: ClusterPki) -> list[str]:
         "--api-audiences", f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
         "--authorization-mode", "Node,RBAC",
         "--enable-admission-plugins", "NodeRestriction",
-        "--allow-privileged", "true",
-        "--profiling", "false",
+        "--allow-privileged=true",
+        "--profiling=false",
         "--endpoint-reconciler-type", "lease",
         "--event-ttl", "1h",
         "--v", "1",
@@ -309,18 +309,20 @@ def controller_manager_argv(bin_dir: Path, layout: Layout, pki: ClusterPki) -> l
         str(bin_dir / "kube-controller-manager"),
         "--kubeconfig", kc, "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc,
         "--bind-address", "127.0.0.1",
-        "--leader-elect", "false",
-        "--use-service-account-credentials", "true",
+        "--leader-elect=false",
+        "--use-service-account-credentials=true",
         "--service-account-private-key-file", str(pki.dir / "sa.key"),
         "--root-ca-file", str(pki.ca),
         "--cluster-signing-cert-file", str(pki.ca),
         "--cluster-signing-key-file", str(pki.dir / "ca.key"),
-        "--allocate-node-cidrs", "true",
+        "--allocate-node-cidrs=true",
         "--cluster-cidr", str(CLUSTER_CIDR),
         "--node-cidr-mask-size", str(NODE_CIDR_MASK),
         "--service-cluster-ip-range", str(SERVICE_CIDR),
         "--controllers", "*,-cloud-node-lifecycle",
-        "--profiling", "false",
+        # its default (/usr/libexec/kubernetes/kubelet-plugins/volume/exec) would be created on the host
+        "--flex-volume-plugin-dir", str(layout.cp_dir / "volume-plugins"),
+        "--profiling=false",
         "--v", "1",
     ]
 
@@ -328,8 +330,8 @@ def controller_manager_argv(bin_dir: Path, layout: Layout, pki: ClusterPki) -> l
 def scheduler_argv(bin_dir: Path, pki: ClusterPki) -> list[str]:
     kc = str(pki.kubeconfigs["scheduler"])
     return [str(bin_dir / "kube-scheduler"), "--kubeconfig", kc, "--authentication-kubeconfig", kc,
-            "--authorization-kubeconfig", kc, "--bind-address", "127.0.0.1", "--leader-elect", "false",
-            "--profiling", "false", "--v", "1"]
+            "--authorization-kubeconfig", kc, "--bind-address", "127.0.0.1", "--leader-elect=false",
+            "--profiling=false", "--v", "1"]
 
 
 # ---- flannel (--network flannel-vxlan) ------------------------------------------------------------

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 #: Stop order by role (see the module docstring); roles not named here go with the last group.
 STOP_FIRST = ("kube-proxy", "flanneld", "kubelet")
 STOP_RUNTIME = ("containerd",)
+STOP_HOLDERS = ("holder",)
 GRACE_S = 5.0
 
 
@@ -128,8 +129,10 @@ def teardown(entries: list[dict[str, Any]], ledger_path: Path | None, ledger_dir
                 removed.append(f"process {e['pid']} ({e.get('role', e.get('argv0'))}"
                                f"{' on ' + e['node'] if e.get('node') else ''})")
 
-    def strays(nss: list[str]) -> None:
-        found = [(pid, process_start_time(pid)) for ns in nss for pid in netns_pids(ns)]
+    recorded = {int(e["pid"]) for e in processes}
+
+    def strays(nss: list[str], skip: set[int] = frozenset()) -> None:
+        found = [(pid, process_start_time(pid)) for ns in nss for pid in netns_pids(ns) if pid not in skip]
         for pid in procs.stop(found, GRACE_S):
             removed.append(f"process {pid} (unrecorded) in a cluster namespace")
 
@@ -143,7 +146,8 @@ def teardown(entries: list[dict[str, Any]], ledger_path: Path | None, ledger_dir
     step("stopping kube-proxy, flanneld and the kubelets", lambda: stop_roles(STOP_FIRST))
     step("stopping the pods", pods)
     step("stopping containerd", lambda: stop_roles(STOP_RUNTIME))
-    step("stopping the shims", lambda: strays(node_nss))
+    step("stopping the shims", lambda: strays(node_nss, skip=recorded))
+    step("ending the nodes' mount namespaces", lambda: stop_roles(STOP_HOLDERS))
     step("stopping the control plane and the rest", lambda: stop_roles(None, grace=GRACE_S))
     step("stopping strays in the cluster's namespaces", lambda: strays(namespaces))
     step("stopping the pods (again)", pods)

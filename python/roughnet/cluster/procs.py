@@ -134,12 +134,15 @@ def log_tail(path: str | Path | None, lines: int = 8) -> str:
 def holder_argv(ns: str) -> list[str]:
     """The process holding a node's mount namespace: private propagation, inside the node's netns.
 
-    ``ip netns exec`` gives a mount namespace with /sys for that network namespace;
-    ``unshare --mount --propagation private`` makes another one whose mounts never reach
-    the host. containerd and the kubelet both enter it (they must share one: a kubelet in
-    another mount namespace gives pods empty token directories).
+    ``nsenter --net`` enters the node's network namespace and ``unshare --mount
+    --propagation private`` makes a mount namespace whose mounts never reach the host.
+    containerd and the kubelet both enter it (they must share one: a kubelet in another
+    mount namespace gives pods empty token directories). Not ``ip netns exec``: it remounts
+    /sys for the namespace, and the cgroup hierarchies under /sys/fs/cgroup go with the old
+    /sys (the kubelet then fails with "failed to find cgroup mounts").
     """
-    return ["ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "--", "sleep", "infinity"]
+    return ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--propagation", "private", "--",
+            "sleep", "infinity"]
 
 
 def in_holder(holder_pid: int, argv: Sequence[str]) -> list[str]:
@@ -148,7 +151,7 @@ def in_holder(holder_pid: int, argv: Sequence[str]) -> list[str]:
 
 
 def bind_mount(holder_pid: int, source: Path, target: str) -> None:
-    run(["nsenter", "-t", str(holder_pid), "-m", "--", "mount", "--bind", str(source), target],
+    run(["nsenter", "-t", str(holder_pid), "-m", "--", "mount", "--no-mtab", "--bind", str(source), target],
         f"bind-mounting {source} over {target} in the mount namespace of pid {holder_pid}")
 
 

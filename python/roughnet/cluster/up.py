@@ -245,6 +245,7 @@ class _Up:
         self.control_plane()
         self.nodes()
         self.wait_apiserver()
+        self.controllers()
         self.kubelets()
         self.pod_network()
         self.wait_ready()
@@ -352,9 +353,15 @@ class _Up:
         cp = ["ip", "netns", "exec", L.cp_ns]
         self.spawn(cp + configs.etcd_argv(L), "etcd", ns=L.cp_ns)
         self.spawn(cp + configs.apiserver_argv(b, L, self.pki), "kube-apiserver", ns=L.cp_ns)
+        self.say(f"control plane starting in {L.cp_ns} (etcd, kube-apiserver)")
+
+    def controllers(self) -> None:
+        """controller-manager and scheduler: after the API server is ready (they exit when its RBAC is not there yet)."""
+        L, b = self.layout, self.prep.bin_dir
+        assert self.pki is not None
+        cp = ["ip", "netns", "exec", L.cp_ns]
         self.spawn(cp + configs.controller_manager_argv(b, L, self.pki), "kube-controller-manager", ns=L.cp_ns)
         self.spawn(cp + configs.scheduler_argv(b, self.pki), "kube-scheduler", ns=L.cp_ns)
-        self.say(f"control plane starting in {L.cp_ns} (etcd, kube-apiserver, controller-manager, scheduler)")
 
     def nodes(self) -> None:
         """Per node: the mount-namespace holder, its bind mounts, containerd."""
@@ -384,7 +391,7 @@ class _Up:
             res = self.kubectl(["get", "--raw", "/readyz"], check=False)
             return res.returncode == 0 and res.stdout.strip() == "ok"
         procs.wait_for(ready, APISERVER_TIMEOUT_S, "kube-apiserver /readyz", alive=self.dead)
-        self.say("kube-apiserver ready")
+        self.say("kube-apiserver ready; controller-manager and scheduler starting")
 
     def _ctr(self, node, args: list[str]) -> list[str]:
         return procs.in_holder(self.holders[node.name], ["ctr", "-a", str(node.containerd_socket), "-n", "k8s.io",
@@ -541,7 +548,13 @@ def up(opts: UpOptions, progress: Progress = lambda msg: None, ledger_dir: Path 
     except BaseException as e:
         if job.ledger is None:
             raise
-        progress(f"bringing cluster {opts.name} up failed ({type(e).__name__}: {e}); removing what was made")
+        try:
+            progress(f"bringing cluster {opts.name} up failed ({type(e).__name__}: {e}); removing what was made")
+        except Exception:  # noqa: BLE001 - the teardown matters more than the message
+            pass
+        keep = os.environ.get("ROUGHNET_CLUSTER_KEEP_LOGS")
+        if keep:  # debugging a failed `cluster up`: its logs, copied before the teardown removes them
+            shutil.copytree(prep.layout.log_dir, Path(keep) / f"{opts.name}-{int(time.time())}", dirs_exist_ok=True)
         try:
             down.teardown(job.ledger.entries(), job.ledger.path, ledger_dir)
         except ClusterError as te:
