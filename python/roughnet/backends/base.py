@@ -34,8 +34,9 @@ class Backend(Protocol):
     def engines(self, run: Any, caps: Any) -> dict[int, str]:
         """Link index -> the engine that realises that link's impairments."""
 
-    def environment(self, run: Any, ledger: Any, engines: dict[int, str]) -> Any:
-        """A fresh, not yet built environment for ``run`` whose objects go to ``ledger``."""
+    def environment(self, run: Any, ledger: Any, engines: dict[int, str], files: Any = None) -> Any:
+        """A fresh, not yet built environment for ``run`` whose objects go to ``ledger``; ``files`` is the
+        sweep's folder in the results (what the run's programs may be given as files: configs, certificates)."""
 
     def describe(self) -> dict[str, Any]:
         """What every record of this backend keeps (name, versions, cluster facts)."""

@@ -30,7 +30,7 @@ class NamespaceBackend:
     def engines(self, run: Any, caps: Any) -> dict[int, str]:
         return links.choose_engines(run, caps)
 
-    def environment(self, run: Any, ledger: Any, engines: dict[int, str]) -> topo.Topology:
+    def environment(self, run: Any, ledger: Any, engines: dict[int, str], files: Any = None) -> topo.Topology:
         return topo.Topology(run, ledger, engines=engines)
 
     def describe(self) -> dict[str, Any]:

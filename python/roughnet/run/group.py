@@ -90,7 +90,7 @@ class SharedEnvironment:
     def _start(self, run: Run, artifacts: Path) -> None:
         engines = self.pf.engines[run.run_id]
         ledger = topo.Ledger(run.run_id[:8], run.run_id)
-        self.topology = self.pf.backend.environment(run, ledger, engines)
+        self.topology = self.pf.backend.environment(run, ledger, engines, artifacts.parent)
         self.started_by = run.run_id
         self.runs_served = 0
         self.topology.build()

@@ -141,7 +141,7 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     (artifacts / "run.json").write_text(json.dumps(run.to_dict(), indent=1, default=str))
     t0 = time.monotonic()
     ledger = topo.Ledger(run.run_id[:8], run.run_id)
-    topology = pf.backend.environment(run, ledger, engines)
+    topology = pf.backend.environment(run, ledger, engines, artifacts.parent)
     agents: list = []
     handles: list = []
     try:

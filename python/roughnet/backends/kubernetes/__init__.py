@@ -195,12 +195,12 @@ class KubernetesBackend:
     def engines(self, run: Any, caps: Any) -> dict[int, str]:
         return {link.index: "cluster" for link in run.links}
 
-    def environment(self, run: Any, ledger: Any, engines: dict[int, str]) -> PodEnvironment:
+    def environment(self, run: Any, ledger: Any, engines: dict[int, str], files: Any = None) -> PodEnvironment:
         placement = self.placement.get(run.run_id)
         if placement is None:
             raise PreflightError(f"run {run.run_id} was not checked by the kubernetes backend's preflight")
         return PodEnvironment(run, ledger, self.kubectl, self.image, placement, self.pull_policy,
-                              cluster=self.describe())
+                              cluster=self.describe(), files=files)
 
     def describe(self) -> dict[str, Any]:
         nodes = {n: {k: v for k, v in i.items() if k in ("kernel", "os", "kubelet", "runtime", "pod_cidr")}

@@ -37,8 +37,9 @@ RUN_LABEL = "roughnet.io/run"
 HOST_LABEL = "roughnet.io/host"
 #: Where roughnet's own binaries are in its image (python/roughnet/kube/image.py puts them there).
 IMAGE_BIN = "/usr/local/bin"
-#: Programs of the image that stand for this machine's binaries of the same name.
-IMAGE_PROGRAMS = frozenset({"roughnet-agent", "roughnet-wire", "mosquitto", "nats-server"})
+#: roughnet's own programs, which the image keeps in IMAGE_BIN wherever they are on this machine (the
+#: brokers, mosquitto and nats-server, are in the image at the paths Debian gives them here).
+IMAGE_PROGRAMS = frozenset({"roughnet-agent", "roughnet-wire"})
 #: How long pods may take to become Ready (image already on the node: seconds).
 READY_TIMEOUT_S = 180
 #: Files larger than this are not copied into pods (configs and certificates are small).
@@ -87,7 +88,8 @@ class PodEnvironment:
     """The pods of one run (``topo.Topology``'s methods, for the runner)."""
 
     def __init__(self, run: Run, ledger: Ledger, kubectl: Kubectl, image: str, placement: Mapping[str, str],
-                 pull_policy: str = "IfNotPresent", cluster: Mapping[str, Any] | None = None):
+                 pull_policy: str = "IfNotPresent", cluster: Mapping[str, Any] | None = None,
+                 files: Path | None = None):
         self.spec = run
         self.ledger = ledger
         self.token = ledger.token
@@ -96,6 +98,8 @@ class PodEnvironment:
         self.placement = dict(placement)
         self.pull_policy = pull_policy
         self.cluster = dict(cluster or {})
+        # Files a command names are copied into the pod only from here (the sweep's folder in the results).
+        self.files = Path(files).resolve() if files is not None else None
         self._hosts = run.host_names()
         missing = [h for h in self._hosts if h not in self.placement]
         if missing:
@@ -230,7 +234,8 @@ class PodEnvironment:
         if Path(out[0]).name in IMAGE_PROGRAMS:
             out[0] = f"{IMAGE_BIN}/{Path(out[0]).name}"
         for a in out[1:]:
-            if a.startswith("/") and os.path.isfile(a):
+            if self.files is not None and a.startswith("/") and os.path.isfile(a) \
+                    and Path(a).resolve().is_relative_to(self.files):
                 self._stage(host, Path(a).parent)
         if env:
             changed = [f"{k}={v}" for k, v in env.items() if os.environ.get(k) != v]
