@@ -82,6 +82,9 @@ def node_paths(node: NodeLayout) -> dict[str, Path]:
 #: Host paths that are private per node: (host path, key of node_paths bind-mounted over it).
 PRIVATE_MOUNTS = (
     ("/run/mount", "mnt_run_mount"),  # libmount's utab and its locks (the kubelet mounts volumes)
+    # The kubelet's root (--root-dir) again at the path its device-plugin socket hard-codes
+    # (/var/lib/kubelet/device-plugins/kubelet.sock): two kubelets would share one otherwise.
+    ("/var/lib/kubelet", "kubelet_root"),
     ("/var/lib/cni", "mnt_var_lib_cni"),
     ("/run/containerd", "mnt_run_containerd"),
     ("/var/log/containers", "mnt_var_log_containers"),
