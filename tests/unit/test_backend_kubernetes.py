@@ -14,6 +14,7 @@ from roughnet.backends import backend_for
 from roughnet.backends.kubernetes import KubernetesBackend
 from roughnet.backends.kubernetes.env import RUN_LABEL, _why_waiting, pod_manifest, pod_name
 from roughnet.backends.kubernetes.kubectl import Kubectl
+from roughnet.backends.kubernetes.podwire import merge_counters, wire_config
 from roughnet.errors import PreflightError
 
 IMAGE = "roughnet.local/roughnet:test"
@@ -82,15 +83,69 @@ def test_no_node_that_takes_pods_is_refused():
         backend().check(sweep, facts(cp={"schedulable": False}))
 
 
-@pytest.mark.parametrize("link, what", [
-    ('rate = "10 Mbit/s"', "rate"),
-    ('loss = "1%"', "loss"),
-    ('delay = "5 ms"\nengine = "wire"', "delay"),
-])
-def test_impairments_the_backend_cannot_realise_are_refused_before_anything_exists(link, what):
+@pytest.mark.parametrize("link", ['rate = "10 Mbit/s"', 'loss = "1%"', 'delay = "5 ms"\nengine = "wire"'])
+def test_an_impaired_segment_puts_a_wire_in_every_members_pod(link):
     sweep = plan_text(scenario(HOSTS, link))
-    with pytest.raises(PreflightError, match=f"link 0 \\(a, b, c\\) asks for {what}.*--backend namespace"):
+    b = backend()
+    b.check(sweep, facts(node1={}))
+    run = sweep.runs[0]
+    assert b.engines(run, None) == {0: "pod-wire"}
+    assert sorted(b.wires[run.run_id]) == ["a", "b", "c"]
+
+
+PAIR = """
+[scenario]
+name = "pair"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "c"
+[[link]]
+between = ["a", "b"]
+delay = "10 ms"
+[link.reverse]
+loss = "2%"
+[[link]]
+between = ["LEFT", "c"]
+[workload]
+pattern = "stream"
+protocol = "tcp"
+from = "a"
+to = ["b"]
+messages = 10
+rate = "10 msg/s"
+payload = "100 B"
+"""
+
+
+def test_a_two_host_link_is_carried_by_its_first_host_with_forward_as_its_egress():
+    sweep = plan_text(PAIR.replace("LEFT", "b"))
+    b = backend()
+    b.check(sweep, facts(node1={}, node2={}))
+    run = sweep.runs[0]
+    assert list(b.wires[run.run_id]) == ["a"]
+    assert b.engines(run, None) == {0: "pod-wire", 1: "cluster"}
+    link = run.links[0]
+    cfg = wire_config(link)
+    # a = eth0 (into the pod), b = rnw0 (out of it): forward (a -> b in the scenario) leaves the pod
+    assert cfg["b_to_a"]["delay_ns"] == 10_000_000 and "loss" not in cfg["b_to_a"]
+    assert cfg["a_to_b"]["loss"] == {"model": "bernoulli", "p": 0.02} and cfg["a_to_b"]["delay_ns"] == 10_000_000
+
+
+def test_a_host_that_carries_a_wire_must_be_on_one_link_only():
+    sweep = plan_text(PAIR.replace("LEFT", "a"))
+    with pytest.raises(PreflightError, match="link 0 \\(a, b\\) is impaired and host a is also on link\\(s\\) 1"):
         backend().check(sweep, facts(node1={}))
+
+
+def test_carriers_counters_merge_summing_counts_and_keeping_peaks():
+    one = {"forward": {"drops_loss": 3, "tx_packets": 10, "queue_high_packets": 4, "up": True}, "reverse": {}}
+    two = {"forward": {"drops_loss": 1, "tx_packets": 5, "queue_high_packets": 9, "up": True}, "reverse": {}}
+    merged = merge_counters({"a": one, "b": two})
+    assert merged["forward"] == {"drops_loss": 4, "tx_packets": 15, "queue_high_packets": 9, "up": True}
+    assert merged["engine"] == "pod-wire" and set(merged["pods"]) == {"a", "b"}
 
 
 def test_capture_and_overlay_are_refused():

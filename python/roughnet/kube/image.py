@@ -392,7 +392,10 @@ def roughnet_spec() -> ImageSpec:
         # Release builds keep debug info (200 MB for the agent): the image gets them without it.
         entries.append(FileEntry(path, f"/usr/local/bin/{name}", 0o755, strip_debug=True))
         dynamic.append(path)
-    for name, package in (("mosquitto", "mosquitto"), ("nats-server", "nats-server")):
+    # iproute2's ip (veth pairs across namespaces, JSON output) and ethtool: the kubernetes backend's wire
+    # inside a pod (backends.kubernetes.podwire) needs both; busybox's ip has no netns support.
+    for name, package in (("mosquitto", "mosquitto"), ("nats-server", "nats-server"), ("ip", "iproute2"),
+                          ("ethtool", "ethtool")):
         path = _host_tool(name, package)
         entries.append(FileEntry(path, str(path), 0o755))
         dynamic.append(path)

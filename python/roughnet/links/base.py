@@ -26,10 +26,9 @@ class LinkEngine(Protocol):
 
 
 class ClusterNetwork:
-    """The ``cluster`` engine: the Kubernetes backend's links as the cluster's own network carries them.
-
-    It applies nothing and counts nothing; a link that asks for impairments is refused at preflight
-    (backends.kubernetes), so a run never measures a network other than the one it describes.
+    """The ``cluster`` engine: the Kubernetes backend's links without impairments, as the cluster's own
+    network carries them.  It applies nothing and counts nothing; an impaired link gets ``pod-wire``
+    (backends.kubernetes.podwire) or is refused at preflight.
     """
 
     name = "cluster"
@@ -44,6 +43,10 @@ class ClusterNetwork:
 def engine_for(name: str) -> LinkEngine:
     if name == "cluster":
         return ClusterNetwork()
+    if name == "pod-wire":  # the kubernetes backend's wire inside pods
+        from ..backends.kubernetes.podwire import PodWireEngine
+
+        return PodWireEngine()
     if name == "kernel":
         from .kernel import KernelEngine
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ... import __version__
 from ...errors import PreflightError
+from . import podwire
 from .env import PodEnvironment
 from .kubectl import KUBE_VERSION, Kubectl, KubeError, find_kubectl
 
@@ -60,6 +61,7 @@ class KubernetesBackend:
         self.cluster_name = cluster_name
         self.pull_policy = "Never" if local else "IfNotPresent"
         self.placement: dict[str, dict[str, str]] = {}  # run_id -> host -> node
+        self.wires: dict[str, dict[str, Any]] = {}  # run_id -> host -> the impaired link its pod's wire carries
         self.facts: dict[str, Any] = {}
 
     @classmethod
@@ -126,7 +128,7 @@ class KubernetesBackend:
                 "kernel": ni.get("kernelVersion"), "os": ni.get("osImage"), "kubelet": ni.get("kubeletVersion"),
                 "runtime": ni.get("containerRuntimeVersion"),
                 "pod_cidr": n.get("spec", {}).get("podCIDR"),
-                "images": sorted({name for img in st.get("images", []) for name in img.get("names", [])}),
+                "images": sorted({name for img in st.get("images") or [] for name in img.get("names") or []}),
             }
         self.facts = {"server_version": server, "nodes": info}
         return self.facts
@@ -141,14 +143,8 @@ class KubernetesBackend:
         usable = sorted(n for n, i in nodes.items() if i["ready"] and i["schedulable"])
         for run in sweep.runs:
             where = f"run {run.index} ({', '.join(f'{k}={v}' for k, v in run.params.items()) or 'single run'})"
+            self.wires[run.run_id] = podwire.plan(run, where)
             for link in run.links:
-                needs = sorted(link.needs())
-                if needs:
-                    raise PreflightError(
-                        f"{where}: link {link.index} ({', '.join(link.hosts)}) asks for {', '.join(needs)}; the "
-                        f"kubernetes backend does not apply impairments inside pods yet (the cluster's own network "
-                        f"carries the traffic as it is). Run it with --backend namespace, or impair the node network "
-                        f"of the local cluster (`roughnet cluster up --node-link ...`)")
                 if link.capture:
                     raise PreflightError(f"{where}: link {link.index} asks for capture = true; the kubernetes "
                                          f"backend does not capture packets yet")
@@ -193,14 +189,14 @@ class KubernetesBackend:
     # ---- per run -------------------------------------------------------------------
 
     def engines(self, run: Any, caps: Any) -> dict[int, str]:
-        return {link.index: "cluster" for link in run.links}
+        return {link.index: "pod-wire" if link.needs() else "cluster" for link in run.links}
 
     def environment(self, run: Any, ledger: Any, engines: dict[int, str], files: Any = None) -> PodEnvironment:
         placement = self.placement.get(run.run_id)
         if placement is None:
             raise PreflightError(f"run {run.run_id} was not checked by the kubernetes backend's preflight")
         return PodEnvironment(run, ledger, self.kubectl, self.image, placement, self.pull_policy,
-                              cluster=self.describe(), files=files)
+                              cluster=self.describe(), files=files, wires=self.wires.get(run.run_id))
 
     def describe(self) -> dict[str, Any]:
         nodes = {n: {k: v for k, v in i.items() if k in ("kernel", "os", "kubelet", "runtime", "pod_cidr")}

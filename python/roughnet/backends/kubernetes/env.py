@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import TopologyError
-from ...runspec import Run
+from ...links.wire import load_profile
+from ...runspec import Link, Run
 from ...topo.build import IfaceInfo
 from ...topo.ledger import Ledger, process_start_time
 from .kubectl import Kubectl, KubeError
+from .podwire import OFFLOADS_OFF, PodWire, merge_counters, wire_config
 from .process import PodConnector, PodProcess
 
 log = logging.getLogger(__name__)
@@ -55,8 +57,15 @@ def pod_name(token: str, host: str) -> str:
     return f"rn-{token}-{host}"
 
 
-def pod_manifest(token: str, run_id: str, host: str, node: str, image: str, pull_policy: str) -> dict[str, Any]:
-    """The pod of one host: one container ``host`` from roughnet's image that waits to be told what to run."""
+def pod_manifest(token: str, run_id: str, host: str, node: str, image: str, pull_policy: str,
+                 privileged: bool = False) -> dict[str, Any]:
+    """The pod of one host: one container ``host`` from roughnet's image that waits to be told what to run.
+
+    ``privileged``: the pod carries a wire (backends.kubernetes.podwire), which needs a network namespace
+    of its own inside the pod.
+    """
+    security: dict[str, Any] = {"privileged": True} if privileged else {"capabilities": {"add": ["NET_ADMIN",
+                                                                                                "NET_RAW"]}}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -78,7 +87,7 @@ def pod_manifest(token: str, run_id: str, host: str, node: str, image: str, pull
                 "image": image,
                 "imagePullPolicy": pull_policy,
                 "command": ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"],
-                "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}},
+                "securityContext": security,
             }],
         },
     }
@@ -89,7 +98,7 @@ class PodEnvironment:
 
     def __init__(self, run: Run, ledger: Ledger, kubectl: Kubectl, image: str, placement: Mapping[str, str],
                  pull_policy: str = "IfNotPresent", cluster: Mapping[str, Any] | None = None,
-                 files: Path | None = None):
+                 files: Path | None = None, wires: Mapping[str, Link] | None = None):
         self.spec = run
         self.ledger = ledger
         self.token = ledger.token
@@ -105,6 +114,8 @@ class PodEnvironment:
         if missing:
             raise TopologyError(f"no node chosen for host(s) {', '.join(missing)}")
         self.pods = {h: pod_name(self.token, h) for h in self._hosts}
+        self.wires = dict(wires or {})  # host -> the impaired link whose wire its pod carries
+        self.podwires: dict[str, PodWire] = {}
         self.ips: dict[str, str] = {}
         self.nodes: dict[str, str] = {}
         self._connectors = {h: PodConnector(kubectl, self.pods[h]) for h in self._hosts}
@@ -123,8 +134,15 @@ class PodEnvironment:
                         **self.kubectl.to_dict())
         for host in self._hosts:
             self.kubectl.create(pod_manifest(self.token, self.spec.run_id, host, self.placement[host], self.image,
-                                             self.pull_policy))
+                                             self.pull_policy, privileged=host in self.wires))
         self._wait_ready()
+        if self.wires:  # frames cross a relay: every sender fills its checksums in (podwire's docstring)
+            for host in self._hosts:
+                res = self.kubectl.exec(self.pods[host], ["ethtool", "-K", "eth0", *OFFLOADS_OFF], timeout=60,
+                                        text=True)
+                if res.returncode != 0:
+                    raise TopologyError(f"pod {self.pods[host]}: turning checksum offload off failed: "
+                                        f"{res.stderr.strip()[-300:]}")
         self.build_s = round(time.monotonic() - t0, 3)
 
     def _wait_ready(self) -> None:
@@ -209,6 +227,26 @@ class PodEnvironment:
         stdin = kw.pop("input", None)
         return self.kubectl.exec(self.pods[host], remote, stdin=stdin, timeout=timeout, **kw)
 
+    def start_wires(self, link: Link) -> None:
+        """Set up the wire of ``link`` in every pod that carries it (the ``pod-wire`` engine's apply)."""
+        for pos, host in enumerate(link.hosts):
+            if self.wires.get(host) is None or self.wires[host].index != link.index or host in self.podwires:
+                continue
+            profile = load_profile(link.profile) if link.profile else None
+            seed = (int(self.spec.seed) + link.index + 7919 * pos) % (1 << 64)
+            pw = PodWire(self.kubectl, self.pods[host], host, link, seed, wire_config(link, profile))
+            self.podwires[host] = pw
+            pw.setup()
+            self._connectors[host].wrap = pw.inner
+
+    def wire_counters(self, link: Link) -> dict[str, Any]:
+        """``link``'s counters from the wires of the pods that carry it (stopping them: the run is over)."""
+        per_pod = {h: pw.counters() for h, pw in self.podwires.items() if pw.link.index == link.index}
+        if not link.shared and len(per_pod) == 1:
+            (only,) = per_pod.values()
+            return only
+        return merge_counters(per_pod)
+
     def usage_sampler(self, proc: PodProcess):
         """A UsageSampler of ``proc``'s program, read through the pod's /proc."""
         from ...services.handle import UsageSampler
@@ -241,6 +279,9 @@ class PodEnvironment:
             changed = [f"{k}={v}" for k, v in env.items() if os.environ.get(k) != v]
             if changed:
                 out = ["env", *changed, *out]
+        pw = self.podwires.get(host)
+        if pw is not None and pw.inner_pid is not None:  # the pod's programs live behind its wire
+            out = pw.inner(out)
         return out
 
     def _stage(self, host: str, folder: Path) -> None:
@@ -310,6 +351,11 @@ class PodEnvironment:
                     proc.kill()
                 except Exception as e:  # noqa: BLE001 - teardown goes on
                     errors.append(f"stopping {proc.args[0]} in {proc.pod}: {e}")
+        for pw in self.podwires.values():
+            try:
+                pw.stop()
+            except Exception as e:  # noqa: BLE001
+                log.warning("stopping the wire in pod %s: %s", pw.pod, e)
         for c in self._connectors.values():
             c.close()
         if self.ips:

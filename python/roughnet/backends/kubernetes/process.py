@@ -49,6 +49,7 @@ class PodProcess:
         stdin = popen_kw.pop("stdin", subprocess.DEVNULL)
         self._proc = subprocess.Popen(kubectl.exec_argv(pod, remote, stdin=stdin not in (None, subprocess.DEVNULL)),
                                       stdin=stdin, **popen_kw)
+        self.stdin = self._proc.stdin
         self.stdout = self._proc.stdout
         self.stderr = self._proc.stderr
         self.args = argv
@@ -119,6 +120,7 @@ class PodConnector:
         self.kubectl = kubectl
         self.pod = pod
         self._procs: list[subprocess.Popen] = []
+        self.wrap = None  # argv -> argv that runs it where the pod's programs live (behind a pod's wire)
 
     def __str__(self) -> str:
         return f"pod {self.pod}"
@@ -128,8 +130,8 @@ class PodConnector:
         self._reap()
         ours, theirs = socket.socketpair()
         try:
-            argv = self.kubectl.exec_argv(self.pod, ["nc", "-w", str(max(1, int(timeout_s))), host, str(port)],
-                                          stdin=True)
+            nc = ["nc", "-w", str(max(1, int(timeout_s))), host, str(port)]
+            argv = self.kubectl.exec_argv(self.pod, self.wrap(nc) if self.wrap else nc, stdin=True)
             proc = subprocess.Popen(argv, stdin=theirs.fileno(), stdout=theirs.fileno(), stderr=subprocess.DEVNULL)
         except BaseException:
             ours.close()
