@@ -25,6 +25,7 @@ from roughnet.binaries import find_binary
 from roughnet.cluster import load
 from roughnet.cluster.ledger import ledger_path
 from roughnet.cluster.ops import cluster_pids, rss_bytes
+from roughnet.cluster.up import KUBE_BIN_DIR
 from roughnet.topo.ledger import read_ledger
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(why_not() is not None, reason=f"local cluster: {why_not()}")]
@@ -214,3 +215,32 @@ def test_a_killed_cluster_up_is_cleaned_by_roughnet_clean(local_cluster):
     assert snapshot_diff(before, host_snapshot(name)) == []
     # the session's cluster (handed over, its processes alive) was not touched
     assert load(local_cluster.name).running() and ledger_path(local_cluster.name).exists()
+
+
+@pytest.mark.skipif(not (KUBE_BIN_DIR / "flanneld").exists(), reason="flanneld is not built (make cluster builds it "
+                    "best effort)")
+def test_flannel_vxlan_carries_pods_across_nodes_and_down_removes_running_pods(local_cluster):
+    name = f"f{os.getpid() % 10**8}"
+    before = host_snapshot(name)
+    state, took = cluster_up(name, "--nodes", "2", "--network", "flannel-vxlan")
+    try:
+        MEASURED["2-node flannel-vxlan cluster up (CLI wall time) s"] = round(took, 1)
+        assert state.network == "flannel-vxlan"
+        link = subprocess.run(["ip", "-n", state.node("node1").ns, "-d", "link", "show", "flannel.1"],
+                              capture_output=True, text=True, timeout=10).stdout
+        assert "vxlan id 1" in link and f"local {state.node('node1').address}" in link
+        image = state.images[-1]
+        for spec in (pod("rn-fa", "node1", image, "sleep 3600"),
+                     pod("rn-fb", "node2", image, "nc -l -p 5000 > /tmp/got; sleep 3600")):
+            ok(kubectl(state, "create", "-f", "-", input=json.dumps(spec)))
+        ok(kubectl(state, "wait", "--for=condition=Ready", "--timeout=120s", "pod/rn-fa", "pod/rn-fb", timeout=150))
+        ip = ok(kubectl(state, "get", "pod", "rn-fb", "-o", "jsonpath={.status.podIP}")).strip()
+        ok(kubectl(state, "exec", "rn-fa", "--", "sh", "-c", f"echo over-vxlan | nc -w 3 {ip} 5000"))
+        deadline = time.monotonic() + 10
+        while "over-vxlan" not in kubectl(state, "exec", "rn-fb", "--", "cat", "/tmp/got").stdout:
+            assert time.monotonic() < deadline, "nothing arrived over the VXLAN"
+            time.sleep(0.3)
+        # the pods keep running: `cluster down` must end them (their processes, cgroups, network namespaces)
+    finally:
+        MEASURED["2-node flannel-vxlan cluster down (2 pods running) s"] = round(cluster_down(name), 1)
+    assert snapshot_diff(before, host_snapshot(name)) == []
