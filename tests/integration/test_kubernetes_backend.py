@@ -3,8 +3,8 @@
 Runs CI-sized copies of scenarios/k8s-stream.toml and scenarios/k8s-mqtt.toml through the CLI
 with ``--backend kubernetes`` and checks what a user relies on: every message arrives, each
 record says where it ran (backend, cluster version, each host's node as the scenario pinned
-it), the pods are gone afterwards; a link the backend cannot realise is refused before any pod
-exists (exit 2); and after a SIGKILL, `roughnet clean` deletes exactly the dead run's pods and
+it), the pods are gone afterwards; a link's delay and loss are realised by roughnet's wire inside
+the pod that carries it; what the backend cannot do is refused before any pod exists (exit 2); and after a SIGKILL, `roughnet clean` deletes exactly the dead run's pods and
 ends its kubectl processes, leaving another pod in the same namespace alone.
 The cluster (one per session, shared with tests/integration/test_cluster.py) comes from the
 ``local_cluster`` fixture (tests/integration/conftest.py).
@@ -42,8 +42,13 @@ def small(name: str, replace: dict[str, str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def kube_run(path: Path, results: Path, timeout: float = 600, extra: tuple[str, ...] = ()):
-    argv = [*ROUGHNET, "run", str(path), "--backend", "kubernetes", "--no-report", "--results", str(results), *extra]
+def kube_argv(cluster, path: Path, results: Path) -> list[str]:
+    return [*ROUGHNET, "run", str(path), "--backend", "kubernetes", "--cluster", cluster.name, "--no-report",
+            "--results", str(results)]
+
+
+def kube_run(cluster, path: Path, results: Path, timeout: float = 600):
+    argv = kube_argv(cluster, path, results)
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
@@ -72,7 +77,7 @@ def runs(results: Path) -> list[dict]:
 def test_stream_across_pods_on_two_nodes(local_cluster, tmp_path):
     path = tmp_path / "k8s-stream.toml"
     path.write_text(small("k8s-stream", {"messages =": "messages = 300", "payload = [": 'payload = ["256 B"]'}))
-    out = kube_run(path, tmp_path / "res")
+    out = kube_run(local_cluster, path, tmp_path / "res")
     assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     rows = runs(tmp_path / "res")
     assert [r["protocol"] for r in rows] == ["tcp", "udp", "zenoh"]
@@ -100,7 +105,7 @@ def test_stream_across_pods_on_two_nodes(local_cluster, tmp_path):
 def test_mqtt_through_a_broker_in_a_pod(local_cluster, tmp_path):
     path = tmp_path / "k8s-mqtt.toml"
     path.write_text(small("k8s-mqtt", {"messages =": "messages = 300", "qos = [": "qos = [1]"}))
-    out = kube_run(path, tmp_path / "res")
+    out = kube_run(local_cluster, path, tmp_path / "res")
     assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     (r,) = runs(tmp_path / "res")
     assert r["status"] == "ok", r["failure_reason"]
@@ -113,13 +118,69 @@ def test_mqtt_through_a_broker_in_a_pod(local_cluster, tmp_path):
     assert our_pods(local_cluster) == []
 
 
-def test_an_impaired_link_is_refused_before_any_pod_exists(local_cluster, tmp_path):
-    text = small("k8s-stream", {"between =": 'between = ["pub", "sub1", "sub2"]\nloss = "1%"'})
-    path = tmp_path / "lossy.toml"
+WIRED = """
+[scenario]
+name = "k8s-wire"
+seed = 4
+timeout = "60 s"
+[[host]]
+name = "a"
+node = "node1"
+[[host]]
+name = "b"
+node = "node2"
+[[link]]
+between = ["a", "b"]
+delay = "10 ms"
+[link.forward]
+loss = "${loss}"
+[workload]
+pattern = "ping"
+protocol = "udp"
+from = "a"
+to = ["b"]
+messages = 150
+interval = "40 ms"
+payload = "100 B"
+[sweep]
+loss = ["0%", "20%"]
+"""
+
+
+@needs("udp")
+def test_a_link_impaired_by_the_wire_inside_the_pod(local_cluster, tmp_path):
+    path = tmp_path / "wired.toml"
+    path.write_text(WIRED)
+    out = kube_run(local_cluster, path, tmp_path / "res")
+    assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    clean, lossy = runs(tmp_path / "res")
+    for r in (clean, lossy):
+        assert r["status"] == "ok" and r["engine"] == "pod-wire", r["failure_reason"]
+        # 10 ms each way, realised by roughnet-wire in pod a across the node link: the round trip is 20 ms
+        # plus the path's own tens of microseconds and the wire's scheduling error
+        assert 20_000 <= r["lat_p50_us"] <= 22_000, r["lat_p50_us"]
+    counters = json.loads(clean["link_counters"])["0"]
+    assert counters["engine"] == "pod-wire" and counters["carrier"] == "a"
+    assert counters["forward"]["configured_delay_ns"] == 10_000_000
+    assert counters["forward"]["tx_packets"] >= 150 and counters["reverse"]["tx_packets"] >= 150
+    assert clean["lost"] == 0 and clean["link_drops"] == 0
+    # 20 % of the pings dropped on their way out of a (forward): the wire counted what the pinger lost
+    lossy_counters = json.loads(lossy["link_counters"])["0"]
+    assert lossy_counters["reverse"]["drops_loss"] == 0
+    assert lossy["link_drops"] == lossy_counters["forward"]["drops_loss"]
+    # every lost ping was a frame the wire dropped (it also drops warm-up pings and ARP, not counted as lost)
+    assert lossy["lost"] <= lossy["link_drops"] <= lossy["lost"] + 10
+    assert 12 <= lossy["lost"] <= 50, lossy["lost"]  # 30 expected; binomial(150, 0.2) is within 12..50
+    assert our_pods(local_cluster) == []
+
+
+def test_what_the_backend_cannot_do_is_refused_before_any_pod_exists(local_cluster, tmp_path):
+    text = small("k8s-stream", {"between =": 'between = ["pub", "sub1", "sub2"]\ncapture = true'})
+    path = tmp_path / "captured.toml"
     path.write_text(text)
-    out = kube_run(path, tmp_path / "res", timeout=120)
+    out = kube_run(local_cluster, path, tmp_path / "res", timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert "asks for loss" in out.stderr and "--backend namespace" in out.stderr
+    assert "capture = true" in out.stderr
     assert not (tmp_path / "res").exists()
     assert our_pods(local_cluster) == []
 
@@ -127,7 +188,7 @@ def test_an_impaired_link_is_refused_before_any_pod_exists(local_cluster, tmp_pa
 def test_unknown_node_is_refused_naming_the_nodes(local_cluster, tmp_path):
     path = tmp_path / "far.toml"
     path.write_text(small("k8s-stream", {'node = "node2"': 'node = "node9"'}))
-    out = kube_run(path, tmp_path / "res", timeout=120)
+    out = kube_run(local_cluster, path, tmp_path / "res", timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "node 'node9'" in out.stderr and "node1" in out.stderr
 
@@ -147,8 +208,8 @@ def test_sigkill_then_clean_removes_the_runs_pods_and_nothing_else(local_cluster
         path.write_text(small("k8s-stream", {"messages =": "messages = 100000", "timeout =": 'timeout = "600 s"',
                                              "protocol = [": 'protocol = ["tcp"]', "payload = [": 'payload = ["256 B"]'}))
         before = set(os.listdir(DEFAULT_LEDGER_DIR)) if DEFAULT_LEDGER_DIR.is_dir() else set()
-        proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--backend", "kubernetes", "--no-report", "--results",
-                                 str(tmp_path / "res")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(kube_argv(local_cluster, path, tmp_path / "res"), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
         ledger = None
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:  # until the sender runs: pods up, kubectl exec processes started
