@@ -292,6 +292,12 @@ def apiserver_argv(bin_dir: Path, layout: Layout, pki: ClusterPki) -> list[str]:
         "--kubelet-client-key", str(pki.key("apiserver-kubelet-client")),
         "--kubelet-certificate-authority", str(pki.ca),
         "--kubelet-preferred-address-types", "InternalIP",
+        # No front proxy here; set anyway, else every component logs "missing content for CA bundle" forever.
+        "--requestheader-client-ca-file", str(pki.ca),
+        "--requestheader-allowed-names", "front-proxy-client",
+        "--requestheader-username-headers", "X-Remote-User",
+        "--requestheader-group-headers", "X-Remote-Group",
+        "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
         "--service-account-key-file", str(pki.dir / "sa.pub"),
         "--service-account-signing-key-file", str(pki.dir / "sa.key"),
         "--service-account-issuer", f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
