@@ -118,6 +118,8 @@ def host_snapshot(cluster: str | None = None) -> dict[str, object]:
             names = [p.name for p in Path(d).iterdir()]
             if d == "/run/roughnet/ledger":  # other runs' ledgers come and go; only the cluster's counts
                 names = [n for n in names if cluster is None or n.startswith(f"k{cluster}.")]
+            if d == "/run/roughnet":  # ledger/ and wire/ (runs' control sockets) belong to every roughnet run
+                names = [n for n in names if n not in ("ledger", "wire")]
             if d.endswith("/roughnet/cluster"):  # other clusters' trees (another test session's) likewise
                 names = [n for n in names if cluster is None or n == cluster]
             dirs[d] = sorted(names)
