@@ -1,0 +1,74 @@
+"""`cluster up` preflight: every refusal is a ClusterPreflightError (exit 2) naming what is missing; nothing is made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roughnet.cluster import up
+from roughnet.cluster.state import ClusterPreflightError
+from roughnet.errors import PreflightError
+
+
+@pytest.fixture
+def as_root(monkeypatch):
+    monkeypatch.setattr(up.os, "geteuid", lambda: 0)
+
+
+def test_not_root_is_refused(monkeypatch):
+    monkeypatch.setattr(up.os, "geteuid", lambda: 1000)
+    with pytest.raises(ClusterPreflightError, match="needs root"):
+        up.prepare(up.UpOptions())
+
+
+def test_missing_kubernetes_binaries_name_make_cluster(as_root, monkeypatch, tmp_path):
+    monkeypatch.setattr(up, "KUBE_BIN_DIR", tmp_path)
+    with pytest.raises(ClusterPreflightError, match="make cluster") as e:
+        up.prepare(up.UpOptions())
+    assert str(tmp_path / "kubelet") in str(e.value) and e.value.exit_code == 2
+    assert isinstance(e.value, PreflightError)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_flannel_without_flanneld_says_so(as_root, monkeypatch, tmp_path):
+    for b in up.KUBE_BINARIES:
+        (tmp_path / b).write_text("#!/bin/sh\n")
+        (tmp_path / b).chmod(0o755)
+    monkeypatch.setattr(up, "KUBE_BIN_DIR", tmp_path)
+    with pytest.raises(ClusterPreflightError, match="flanneld was not built"):
+        up.prepare(up.UpOptions(network="flannel-vxlan"))
+
+
+@pytest.mark.parametrize("opts,match", [
+    (up.UpOptions(name="No"), "cluster name"),
+    (up.UpOptions(nodes=0), "--nodes 0"),
+    (up.UpOptions(network="weave"), "--network"),
+    (up.UpOptions(rate="fast"), "node link"),
+    (up.UpOptions(delay="5 parsecs"), "node link"),
+    (up.UpOptions(loss="200%"), "node link"),
+])
+def test_bad_options_are_refused(as_root, opts, match):
+    with pytest.raises(ClusterPreflightError, match=match):
+        up.prepare(opts)
+
+
+def test_node_link_text_and_values():
+    d, info = up._direction(up.UpOptions(rate="100 Mbit/s", delay="1 ms", loss="1%"))
+    assert (d.rate_bps, d.delay_ns, d.loss) == (100_000_000, 1_000_000, 0.01)
+    assert info["text"] == "100 Mbit/s, delay 1 ms, loss 1%"
+    d, info = up._direction(up.UpOptions())
+    assert d.is_clean and info["text"] == "not impaired"
+    assert up._choose_engine(up.node_link(up.make_layout("x", 1), d)) == "kernel"  # nothing to apply: no probe
+
+
+def test_missing_programs_and_images_are_named(monkeypatch):
+    monkeypatch.setattr(up.shutil, "which", lambda name, path=None: None)
+    missing = up.missing_host_tools()
+    assert any(m.startswith("containerd ") for m in missing) and any("etcd-server" in m for m in missing)
+    monkeypatch.setenv("ROUGHNET_IMAGES_DIR", "/nonexistent")
+    from roughnet.kube import image
+
+    monkeypatch.setattr(image, "IMAGES_DIR", Path("/nonexistent"))
+    found, lacking = up.image_archives()
+    assert found == [] and len(lacking) == 2 and "roughnet.local/pause:3.10" in lacking[0]
