@@ -238,3 +238,42 @@ def test_sigkill_then_clean_removes_the_runs_pods_and_nothing_else(local_cluster
         assert alive.stdout == "Running"
     finally:
         kubectl(local_cluster, "delete", "pod", "rn-test-sentinel", "--wait=true", "--timeout=60s")
+
+
+ROLE = REPO / "manifests" / "kubernetes" / "role.yaml"
+
+
+@needs("tcp")
+def test_the_shipped_role_is_all_a_user_needs(local_cluster, tmp_path):
+    """A user with no rights is refused in preflight, naming the permissions; with role.yaml granted, it runs."""
+    from roughnet.cluster.pki import CertSpec, issue, kubeconfig_dict
+
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    for name in ("ca.crt", "ca.key"):
+        (pki / name).write_bytes((Path(local_cluster.data_dir) / "pki" / name).read_bytes())
+    crt, key = issue(pki, CertSpec("roughnet-user", "roughnet"))
+    kc = tmp_path / "user.kubeconfig"
+    kc.write_text(json.dumps(kubeconfig_dict(local_cluster.apiserver, pki / "ca.crt", crt, key, "roughnet")))
+    path = tmp_path / "k8s-stream.toml"
+    path.write_text(small("k8s-stream", {"messages =": "messages = 100", "protocol = [": 'protocol = ["tcp"]',
+                                         "payload = [": 'payload = ["256 B"]'}))
+    argv = [*kube_argv(local_cluster, path, tmp_path / "res"), "--kubeconfig", str(kc)]
+
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "may not create pods" in out.stderr and "role.yaml" in out.stderr
+    assert not (tmp_path / "res").exists()
+
+    applied = subprocess.run([*local_cluster.kubectl_argv(), "apply", "-f", str(ROLE)], capture_output=True,
+                             text=True, timeout=60)
+    objs = [d for d in ROLE.read_text().split("\n---\n") if "kind: Namespace" not in d]  # removed afterwards
+    assert applied.returncode == 0, applied.stderr
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        (r,) = runs(tmp_path / "res")
+        assert r["status"] == "ok" and r["received"] == 200, r["failure_reason"]
+    finally:
+        subprocess.run([*local_cluster.kubectl_argv(), "delete", "-f", "-", "--ignore-not-found"],
+                       input="\n---\n".join(objs), capture_output=True, text=True, timeout=60)

@@ -51,6 +51,17 @@ def _local_cluster(name: str | None):
         return None
 
 
+def _cluster_serving(kubeconfig: Path):
+    """The local cluster whose files (its CA) ``kubeconfig`` names, or None.  Every local cluster's API server
+    has the same address, in its own namespaces, so the address cannot tell them apart: pass --cluster."""
+    try:
+        from ...cluster import state
+        text = kubeconfig.read_text(errors="replace")
+        return next((c for c in state.list_clusters() if f"{c.data_dir}/" in text), None)
+    except Exception:  # noqa: BLE001 - no local cluster: an ordinary kubeconfig
+        return None
+
+
 class KubernetesBackend:
     name = "kubernetes"
 
@@ -89,6 +100,14 @@ class KubernetesBackend:
             if not kubeconfig.is_file():
                 raise PreflightError(f"--kubeconfig {kubeconfig}: no such file; expected a kubeconfig")
             prefix = []
+            # A kubeconfig of roughnet's local cluster (another user's, say): its API server is reached
+            # from the control-plane namespace, as for the cluster's own admin kubeconfig.
+            local = _local_cluster(cluster) if cluster is not None else _cluster_serving(kubeconfig)
+            if cluster is not None and local is None:
+                raise PreflightError(f"--cluster {cluster}: no such local cluster is up (`roughnet cluster status`)")
+            if local is not None:
+                full = local.kubectl_argv()
+                prefix, kubectl = full[:-3], full[-3]
         k = Kubectl(kubectl, Path(kubeconfig), namespace or DEFAULT_NAMESPACE, prefix)
         return cls(k, image or DEFAULT_IMAGE, local is not None, getattr(local, "name", None))
 
@@ -110,11 +129,16 @@ class KubernetesBackend:
             raise PreflightError(f"the kubeconfig's user may not {', '.join(missing)} (namespace {ns}); grant "
                                  f"manifests/kubernetes/role.yaml (docs/kubernetes.md, \"Permissions\")")
         res = self.kubectl.call("get", "namespace", ns, "-o", "name", check=False, namespaced=False)
-        if res.returncode != 0:
+        if res.returncode != 0 and "NotFound" in res.stderr:
             if not self.local:
                 raise PreflightError(f"namespace {ns} does not exist on the cluster; create it "
-                                     f"(manifests/kubernetes/role.yaml does) or pass --namespace")
-            self.kubectl.call("create", "namespace", ns, namespaced=False)
+                                     f"(manifests/kubernetes/role.yaml does) or pass --k8s-namespace")
+            try:
+                self.kubectl.call("create", "namespace", ns, namespaced=False)
+            except KubeError as e:
+                raise PreflightError(f"namespace {ns} does not exist and cannot be created: {e}") from e
+        elif res.returncode != 0 and "Forbidden" not in res.stderr:  # Forbidden: the Role reads no namespaces
+            raise PreflightError(f"cannot look up namespace {ns}: {res.stderr.strip()[-300:]}")
         nodes = self.kubectl.json("get", "nodes", namespaced=False)
         info: dict[str, dict[str, Any]] = {}
         for n in nodes.get("items", []):
