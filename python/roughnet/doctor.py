@@ -52,6 +52,7 @@ def checks() -> list[Check]:
             out.append(Check("roughnet-agent", False, f"{agent} does not run: {e}"))
     wire = find_binary("roughnet-wire")
     out.append(Check("roughnet-wire", wire is not None, str(wire) if wire else "not built: no delay/jitter without sch_netem", False))
+    out += kubernetes_checks()
     if root:
         from .links import probe_capabilities
 
@@ -66,4 +67,28 @@ def checks() -> list[Check]:
         out.append(Check("tbf", caps.tbf, "token bucket shaping" if caps.tbf else "no sch_tbf"))
         out.append(Check("htb", caps.htb, "hierarchical token bucket" if caps.htb else "no sch_htb", False))
         out.append(Check("nftables netdev", caps.nft, "ingress drop rules" if caps.nft else "no nftables netdev ingress"))
+    return out
+
+
+def kubernetes_checks() -> list[Check]:
+    """kubectl, the local cluster's binaries and images, and the local clusters that are up (all optional)."""
+    from .backends.kubernetes.kubectl import KUBE_BIN_DIR, KUBE_VERSION, find_kubectl
+
+    out: list[Check] = []
+    kubectl = find_kubectl()
+    out.append(Check("kubectl", kubectl is not None, kubectl or "missing: `make cluster` builds it (the kubernetes "
+                     "backend needs it)", False))
+    missing = [b for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
+               if not (KUBE_BIN_DIR / b).is_file()]
+    out.append(Check("local cluster binaries", not missing, f"Kubernetes {KUBE_VERSION} in {KUBE_BIN_DIR}" if not missing
+                     else f"missing {', '.join(missing)}: `make cluster` builds them", False))
+    try:
+        from .cluster import state
+
+        up = state.list_clusters()
+    except Exception as e:  # noqa: BLE001 - a doctor reports, it does not stop
+        out.append(Check("local clusters", False, f"cannot list them: {e}", False))
+        return out
+    detail = ", ".join(f"{c.name} ({len(c.nodes)} nodes, {c.network})" for c in up) or "none up (`roughnet cluster up`)"
+    out.append(Check("local clusters", True, detail, False))
     return out
