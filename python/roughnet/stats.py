@@ -20,8 +20,9 @@ stores or plots; it takes lists of numbers (and counts) and returns intervals:
   degrees of freedom; ``proportion_difference``: Newcombe's hybrid score interval
   (Newcombe 1998, method 10) from the two Wilson intervals;
 - ``quantile_ranks``: the order-statistic interval of a quantile inside one run
-  (which ranks of N sorted values bracket the q-quantile), for the "repeats
-  disagree beyond their own intervals" check (``disagreement``);
+  (which ranks of N sorted values bracket the q-quantile), and ``heterogeneity`` /
+  ``count_heterogeneity`` (Cochran's Q on the runs' own standard errors, Pearson's
+  X^2 on their counts): do the repeats disagree beyond their own intervals;
 - ``bistable``: a sample that splits into two clean groups (best two-cluster
   split of the values, on a log scale when all are positive, judged against the
   same statistic for one normal group of that size, Monte Carlo with a fixed seed).
@@ -43,8 +44,8 @@ from statistics import NormalDist
 import numpy as np
 
 __all__ = [
-    "BOOTSTRAP_RESAMPLES", "BISTABLE_ALPHA", "Estimate", "Interval", "Split",
-    "bistable", "disagreement", "dispersion", "mean_interval", "proportion_interval",
+    "BOOTSTRAP_RESAMPLES", "BISTABLE_ALPHA", "Estimate", "Heterogeneity", "Interval", "Split",
+    "bistable", "chi2_sf", "count_heterogeneity", "dispersion", "heterogeneity", "mean_interval", "proportion_interval",
     "proportion_difference", "quantile_ranks", "ratio_interval", "difference_interval",
     "rng_for", "t_quantile", "wilson",
 ]  # fmt: skip
@@ -323,15 +324,84 @@ def quantile_ranks(count: int, q: float, confidence: float) -> tuple[int, int]:
     return max(1, math.floor(centre - half)), min(count, math.ceil(centre + half) + 1)
 
 
-def disagreement(intervals: Sequence[tuple[float, float]]) -> tuple[int, int] | None:
-    """Two runs whose own intervals do not overlap: (index of the highest lower bound, of the lowest upper bound)."""
-    if len(intervals) < 2:
+def chi2_sf(x: float, df: float) -> float:
+    """P(X > x) for a chi-square variable with ``df`` degrees of freedom (regularized upper gamma)."""
+    if x <= 0:
+        return 1.0
+    return 1.0 - _gammainc(df / 2.0, x / 2.0)
+
+
+def _gammainc(a: float, x: float) -> float:
+    """Regularized lower incomplete gamma P(a, x) (series, or Lentz's continued fraction; Numerical Recipes 6.2)."""
+    front = math.exp(-x + a * math.log(x) - math.lgamma(a))
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(1000):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return min(1.0, total * front)
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    h = d
+    for i in range(1, 1000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return max(0.0, 1.0 - front * h)
+
+
+@dataclass(frozen=True)
+class Heterogeneity:
+    """Do runs differ more than their own intervals allow?  Cochran's Q (or Pearson's X^2 on counts)
+    on ``df`` = runs - 1 degrees of freedom, and its p-value under "all runs measure the same value"."""
+
+    statistic: float
+    df: int
+    p: float
+
+
+def heterogeneity(values: Sequence[float], errors: Sequence[float]) -> Heterogeneity | None:
+    """Cochran's Q of per-run ``values`` with standard errors ``errors`` (inverse-variance weights).
+
+    None with fewer than two runs.  Errors of 0 are raised to the smallest positive one
+    (or 1e-12): two exact and different values then disagree, as they should."""
+    if len(values) != len(errors):
+        raise ValueError(f"heterogeneity: {len(values)} values and {len(errors)} errors; expected as many")
+    if len(values) < 2:
         return None
-    top = max(range(len(intervals)), key=lambda i: intervals[i][0])
-    bottom = min(range(len(intervals)), key=lambda i: intervals[i][1])
-    if intervals[top][0] > intervals[bottom][1]:
-        return top, bottom
-    return None
+    positive = [e for e in errors if e > 0]
+    floor = min(positive) if positive else 1e-12
+    w = [1.0 / max(e, floor) ** 2 for e in errors]
+    mean = sum(wi * v for wi, v in zip(w, values, strict=True)) / sum(w)
+    q = sum(wi * (v - mean) ** 2 for wi, v in zip(w, values, strict=True))
+    df = len(values) - 1
+    return Heterogeneity(q, df, chi2_sf(q, df))
+
+
+def count_heterogeneity(counts: Sequence[tuple[float, float]]) -> Heterogeneity | None:
+    """Pearson's X^2 test that every run's (successes, trials) comes from one proportion."""
+    usable = [(x, n) for x, n in counts if n > 0]
+    if len(usable) < 2:
+        return None
+    total = sum(n for _, n in usable)
+    p = sum(x for x, _ in usable) / total
+    df = len(usable) - 1
+    if p <= 0.0 or p >= 1.0:
+        return Heterogeneity(0.0, df, 1.0)
+    chi2 = sum((x - n * p) ** 2 / (n * p * (1.0 - p)) for x, n in usable)
+    return Heterogeneity(chi2, df, chi2_sf(chi2, df))
 
 
 # ------------------------------------------------------------------ bistability

@@ -132,10 +132,31 @@ def test_quantile_ranks_bracket_the_quantile():
     assert 0.92 <= _coverage(lambda i: rng.standard_normal(500), check) <= 0.99
 
 
-def test_disagreement_finds_runs_whose_intervals_do_not_overlap():
-    assert stats.disagreement([(1.0, 2.0), (1.5, 2.5), (1.9, 3.0)]) is None
-    assert stats.disagreement([(1.0, 2.0), (2.5, 3.0), (1.5, 2.2)]) == (1, 0)
-    assert stats.disagreement([(1.0, 2.0)]) is None
+@pytest.mark.parametrize("x, df, want", [(3.841, 1, 0.05), (11.07, 5, 0.05), (15.086, 5, 0.01), (0.5, 3, 0.9189),
+                                          (100.0, 50, 3.45e-5)])
+def test_chi2_sf_matches_tables(x, df, want):
+    assert stats.chi2_sf(x, df) == pytest.approx(want, rel=2e-3)
+
+
+def test_heterogeneity_holds_its_false_alarm_rate_and_finds_a_run_off_its_interval():
+    rng = np.random.default_rng(21)
+    errors = [1.0, 2.0, 0.5, 1.5, 1.0]
+    same = [stats.heterogeneity(rng.normal(10.0, errors), errors).p for _ in range(DRAWS)]
+    assert sum(p < 0.01 for p in same) / DRAWS <= 0.03
+    shifted = [stats.heterogeneity(rng.normal(10.0, errors) + [0, 0, 4.0, 0, 0], errors).p for _ in range(DRAWS)]
+    assert sum(p < 0.01 for p in shifted) / DRAWS >= 0.9  # 8 of its standard errors off
+    assert stats.heterogeneity([1.0], [0.1]) is None
+    with pytest.raises(ValueError, match="as many"):
+        stats.heterogeneity([1.0, 2.0], [0.1])
+
+
+def test_count_heterogeneity_on_binomial_runs_and_on_runs_that_differ():
+    rng = np.random.default_rng(22)
+    same = [stats.count_heterogeneity([(rng.binomial(1000, 0.05), 1000) for _ in range(6)]).p for _ in range(DRAWS)]
+    assert sum(p < 0.01 for p in same) / DRAWS <= 0.03
+    apart = stats.count_heterogeneity([(10, 1000), (12, 1000), (60, 1000)])
+    assert apart.df == 2 and apart.p < 1e-6
+    assert stats.count_heterogeneity([(0, 1000), (0, 1000)]).p == 1.0
 
 
 # ------------------------------------------------------------------ bistability

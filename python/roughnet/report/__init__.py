@@ -11,10 +11,14 @@ Public API (reads a ``results.Store``; writes only under the report folder):
   repetitions), ``status``, ``validity`` (mark + word),
   then key metrics with units by pattern (latency/rtt p50 and p99, loss,
   throughput).
+- ``point_rows(store, sweep_id, confidence=0.95) -> list[dict[str, str]]``: with
+  repeats, one dict per parameter point (swept keys, ``runs``, each key metric as
+  "12.3 ms [10.1, 15.2]": estimate and interval over the runs, ``flags``); ``[]``
+  when no point has more than one run (see ``points`` and docs/statistics.md).
 - ``perftest_lines(store, sweep_id) -> list[str]``: RTI Perftest-style summary
   lines per run (see ``perftest``).
 
-Modules: ``shaping`` (rows -> series/panels/tables), ``plots`` (PNG),
+Modules: ``shaping`` (rows -> series/panels/tables), ``points`` (repeats -> intervals, flags), ``plots`` (PNG),
 ``html`` (page), ``perftest`` (text lines), ``fmt`` (units for people).
 """
 
@@ -23,12 +27,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roughnet.report import html, perftest, shaping
+from roughnet.report import html, perftest, points, shaping
 
 if TYPE_CHECKING:
     from roughnet.results import Store
 
-__all__ = ["build_report", "perftest_lines", "summary_rows"]
+__all__ = ["build_report", "perftest_lines", "point_rows", "summary_rows"]
 
 REPORTS_DIR = "reports"
 
@@ -50,6 +54,19 @@ def summary_rows(store: Store, sweep_id: str) -> list[dict[str, str]]:
     axes = shaping.axis_values(sweep.get("axes") or {}, runs)
     _, rows = shaping.run_table(runs, list(axes))
     return rows
+
+
+def point_rows(store: Store, sweep_id: str, confidence: float = points.DEFAULT_CONFIDENCE) -> list[dict[str, str]]:
+    """Rows of the points table (see the module docstring); [] without repeats."""
+    sweep = store.sweep(sweep_id)
+    runs = store.runs(sweep_id)
+    stats = points.aggregate(runs, store.histograms(sweep_id), points.columns_for(runs, sweep.get("report")),
+                             confidence)
+    if not points.has_repeats(stats):
+        return []
+    axes = shaping.axis_values(sweep.get("axes") or {}, runs)
+    patterns = list(dict.fromkeys(r.get("pattern") for r in runs if r.get("pattern")))
+    return points.point_table(stats, list(axes), patterns)[1]
 
 
 def perftest_lines(store: Store, sweep_id: str) -> list[str]:

@@ -2,8 +2,9 @@
 
 Owns page layout: header (scenario, sweep id, description, date, machine,
 versions, engines, run counts), one figure per metric, the sync figures
-(``sync``), latency CDFs, ramp plots, the list of failed and of suspect/invalid runs with reasons, the table
-of every run and the scenario file.  Images are embedded as base64 data URIs
+(``sync``), latency CDFs, ramp plots, with repeats the points table (intervals, flags: ``points``), the list
+of failed and of suspect/invalid runs with reasons, the table of every run and the scenario file; ``points.json``
+beside the PNGs.  Images are embedded as base64 data URIs
 and CSS is inline, so index.html opens offline on its own; the PNGs are also
 written beside it for use elsewhere.  Data comes from ``shaping``; pictures
 from ``plots``.
@@ -14,11 +15,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import html
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from roughnet.report import efficiency, fanout, fmt, packets, payload, plots, shaping, sync
+from roughnet.report import efficiency, fanout, fmt, packets, payload, plots, points, shaping, sync
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.suspect td { background: #fff8e1; } tr.invalid td, tr.failed td { background: #fdecea; }
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
 .reasons { white-space: normal; color: #8a4b00; }
+.spread { color: #777; font-size: 0.85em; }
 """
 
 
@@ -183,6 +186,11 @@ def render(
     patterns = list(dict.fromkeys(r.get("pattern") for r in runs if r.get("pattern")))
     sections: list[str] = [_header(sweep, runs)]
     figures: list[str] = []
+    point_stats = points.aggregate(runs, histograms, points.columns_for(runs, report_hints))  # repeats: intervals, flags
+    repeated = points.has_repeats(point_stats)
+    (out_dir / "points.json").write_text(
+        json.dumps(points.to_json(sweep["sweep_id"], point_stats, points.DEFAULT_CONFIDENCE), indent=1,
+                   default=str), encoding="utf-8")
 
     def figure(name: str, png: bytes, caption: str) -> None:
         (out_dir / f"{name}.png").write_bytes(png)
@@ -199,7 +207,12 @@ def render(
                 caption += f", one line per {roles.lines}"
             if roles.panels:
                 caption += f", one panel per {', '.join(roles.panels)}"
-            caption += " (lines join the means of repeats; markers are runs)"
+            caption += " (lines join the means of repeats; markers are runs"
+            if repeated:
+                points.attach_intervals(mp, point_stats)
+                caption += (f"; bars and bands: {100 * points.DEFAULT_CONFIDENCE:g} % interval over the repeats, "
+                            "red rings: flagged points")
+            caption += ")"
             figure(column, plots.metric_png(mp), caption)
     for name, png, caption in sync.figures(runs, roles, axes):  # pattern sync (SEEDS S3)
         figure(name, png, caption)
@@ -225,8 +238,9 @@ def render(
         sections.append(payload_html + "".join(figures))
     sections.append(sync.section(runs))
     sections.append(efficiency.section(runs, list(axes)))  # SEEDS S1: throughput / link rate per setting
-    sections.append(_problem_lists(runs))
     param_keys = list(axes)
+    sections.append(points.section(point_stats, param_keys, patterns))  # with repeats: intervals and flags per point
+    sections.append(_problem_lists(runs))
     sections.append(packets.section(runs, param_keys))  # capture = true: packet analysis per run
     sections.append(fanout.section(runs, param_keys))  # one-to-many runs: every subscriber
     headers, rows = shaping.run_table(runs, param_keys)

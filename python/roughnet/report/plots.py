@@ -2,8 +2,9 @@
 
 Owns the look of the plots: small multiples (one panel per value of the panel
 key), one line per value of the line key, hollow markers for suspect/invalid
-runs, display units (µs/ms, Mbit/s, %), log axes when values span more than
-two decades.  Input comes from ``shaping``; output is PNG bytes.  Uses
+runs, intervals over repeats (bars and bands) and red rings around flagged points
+where ``points.attach_intervals`` put them, display units (µs/ms, Mbit/s, %), log axes
+when values span more than two decades.  Input comes from ``shaping``; output is PNG bytes.  Uses
 ``matplotlib.figure.Figure`` with the Agg canvas directly so that nothing
 global (backends, pyplot figures) is touched.
 """
@@ -70,6 +71,7 @@ def metric_png(plot: MetricPlot, refs: Sequence[tuple[float, str]] = ()) -> byte
     x_nums = [p.x_num for panel in plot.panels for line in panel.lines for p in line.points if p.x_num is not None]
     log_x = plot.x_numeric and _spans_decades(x_nums)
     hollow_any = False
+    flagged_any = False
     handles: dict[str, Line2D] = {}
     for ax, panel in zip(axes, plot.panels, strict=True):
         for line in panel.lines:
@@ -89,6 +91,8 @@ def metric_png(plot: MetricPlot, refs: Sequence[tuple[float, str]] = ()) -> byte
                 [y * scale.factor for _, _, y in means],
                 color=color, marker=None, linewidth=1.4,
             )
+            _draw_intervals(ax, line, means, xpos, scale.factor, color)
+            flagged_any |= bool(line.flagged)
             for p in line.points:
                 hollow = p.validity != "valid"
                 hollow_any |= hollow
@@ -127,9 +131,29 @@ def metric_png(plot: MetricPlot, refs: Sequence[tuple[float, str]] = ()) -> byte
         for ax in axes:
             ax.set_ylim(bottom=0)
     axes[0].set_ylabel(f"{plot.title} ({scale.unit})" if scale.unit else plot.title)
-    note = "  (hollow markers: suspect/invalid runs)" if hollow_any else ""
+    notes = [n for n, on in (("hollow markers: suspect/invalid runs", hollow_any),
+                             ("red rings: flagged points", flagged_any)) if on]
+    note = f"  ({'; '.join(notes)})" if notes else ""
     fig.suptitle(f"{plot.title}{note}", fontsize=11)
     return _png(fig)
+
+
+def _draw_intervals(ax: Any, line: Any, means: list[tuple[Any, float | None, float]], xpos: Any, factor: float,
+                    color: str) -> None:
+    """A point's interval over its repeats as a bar with caps, a band between neighbouring x values
+    of the line, and a red ring around the mean of a flagged point (``points.attach_intervals``)."""
+    band = [(xpos(x, n), *line.intervals[x]) for x, n, _ in means if x in line.intervals]
+    for x, _, lo, hi in band:
+        ax.plot([x, x], [lo * factor, hi * factor], color=color, linewidth=1.2, alpha=0.8,
+                marker="_", markersize=8, markeredgewidth=1.2)
+    if len(band) > 1:
+        band.sort()
+        ax.fill_between([b[0] for b in band], [b[2] * factor for b in band], [b[3] * factor for b in band],
+                        color=color, alpha=0.12, linewidth=0)
+    for x, n, y in means:
+        if x in line.flagged:
+            ax.plot([xpos(x, n)], [y * factor], linestyle="none", marker="o", markersize=13,
+                    markerfacecolor="none", markeredgecolor="red", markeredgewidth=1.4)
 
 
 def cdf_png(panels: list[CurvePanel], rtt: bool) -> bytes:

@@ -38,6 +38,9 @@ class Line:
     label: str  # "payload=1 KiB", or "" when there is no line axis
     points: list[Point] = field(default_factory=list)
     index: int = 0  # position of its value on the line axis (the same colour in every panel)
+    # x -> (estimate, lo, hi) over the repeats of that point, and the flagged x values (``points.attach_intervals``)
+    intervals: dict[Any, tuple[float, float, float]] = field(default_factory=dict)
+    flagged: set[Any] = field(default_factory=set)
 
 
 @dataclass
