@@ -277,3 +277,29 @@ def test_the_shipped_role_is_all_a_user_needs(local_cluster, tmp_path):
     finally:
         subprocess.run([*local_cluster.kubectl_argv(), "delete", "-f", "-", "--ignore-not-found"],
                        input="\n---\n".join(objs), capture_output=True, text=True, timeout=60)
+
+
+@needs("dds")
+def test_dds_k8s_small_throughput_and_latency_across_nodes(local_cluster, tmp_path):
+    """scenarios/dds-k8s.toml at CI size: rows 1-3 of the schedule (unicast, one subscriber), 1 s tests,
+    the subscribers' nodes folded onto node2 (the session's cluster has two)."""
+    text = (SCENARIOS / "dds-k8s.toml").read_text()
+    for n in ("node3", "node4", "node5"):
+        text = text.replace(f'node = "{n}"', 'node = "node2"')
+    text = text.replace('duration = "10 s"', 'duration = "1 s"').replace('warmup = 100', 'warmup = 20')
+    path = tmp_path / "dds-k8s.toml"
+    path.write_text(text)
+    (tmp_path / "dds-schedule.csv").write_text((SCENARIOS / "dds-schedule.csv").read_text())
+    argv = [*kube_argv(local_cluster, path, tmp_path / "res"), "--from", "1", "--to", "3"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    rows = runs(tmp_path / "res")
+    assert len(rows) == 6
+    for r in rows:
+        assert r["status"] == "ok", r["failure_reason"]
+        info = json.loads(r["backend_info"])
+        assert info["hosts"]["pub"]["node"] == "node1" and info["hosts"]["sub1"]["node"] == "node2"
+        assert r["received"] > 0
+    # rows 2 and 3 of dds-schedule.csv are reliable: nothing lost, in either test; row 1 is best effort
+    reliable = [r for r in rows if json.loads(r["params"])["schedule"] in ("row 2", "row 3")]
+    assert len(reliable) == 4 and all(r["lost"] == 0 for r in reliable)
