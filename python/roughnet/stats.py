@@ -283,14 +283,15 @@ def dispersion(counts: Sequence[tuple[float, float]]) -> float:
     return max(1.0, chi2 / (k - 1))
 
 
-def proportion_interval(counts: Sequence[tuple[float, float]], confidence: float) -> Estimate:
+def proportion_interval(counts: Sequence[tuple[float, float]], confidence: float, clustered: bool = True) -> Estimate:
     """Pooled proportion of (successes, trials) per run with a Wilson interval on the effective size.
 
     The unit is the trial (a message); runs are clusters of trials.  The pooled counts
     are divided by the design effect (``dispersion``) before the Wilson interval, so
     runs that disagree widen the interval as much as their spread says (and the critical
     value is Student's t with k - 1 degrees of freedom, as the design effect is estimated
-    from k runs).  One run: messages are taken as independent (design effect 1)."""
+    from k runs).  One run: messages are taken as independent (design effect 1).
+    ``clustered=False``: the trials are the runs themselves (a yes/no per run): no design effect."""
     usable = [(float(x), float(n)) for x, n in counts if n and n > 0]
     if not usable:
         raise ValueError("proportion_interval: no run with trials; expected (successes, trials) with trials > 0")
@@ -299,7 +300,7 @@ def proportion_interval(counts: Sequence[tuple[float, float]], confidence: float
             raise ValueError(f"proportion_interval: {x:g} of {n:g}; expected 0 <= successes <= trials")
     succ = sum(x for x, _ in usable)
     trials = sum(n for _, n in usable)
-    deff = dispersion(usable)
+    deff = dispersion(usable) if clustered else 1.0
     # An estimated design effect has k - 1 degrees of freedom: t's critical value then (quasi-binomial).
     z = t_quantile(0.5 + confidence / 2.0, len(usable) - 1) if deff > 1.0 else None
     lo, hi = wilson(succ / deff, trials / deff, confidence, z)
@@ -531,10 +532,10 @@ def difference_interval(a: Sequence[float], b: Sequence[float], confidence: floa
 
 
 def proportion_difference(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]],
-                          confidence: float) -> Interval:
+                          confidence: float, clustered: bool = True) -> Interval:
     """p(B) - p(A) of pooled counts with Newcombe's hybrid score interval (each side's Wilson
     interval on its effective size, as ``proportion_interval``)."""
-    ea, eb = proportion_interval(a, confidence), proportion_interval(b, confidence)
+    ea, eb = proportion_interval(a, confidence, clustered), proportion_interval(b, confidence, clustered)
     assert ea.lo is not None and ea.hi is not None and eb.lo is not None and eb.hi is not None
     d = eb.value - ea.value
     lo = d - math.sqrt((eb.value - eb.lo) ** 2 + (ea.hi - ea.value) ** 2)

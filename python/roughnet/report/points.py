@@ -160,20 +160,11 @@ def estimate(runs: list[dict[str, Any]], column: str, confidence: float, seed_ke
         flags = [f for f in flags if f is not None]
         if not flags:
             return None
-        yes, n = sum(1.0 for f in flags if f), float(len(flags))
-        lo, hi = stats.wilson(yes, n, confidence)
-        sd = float(_sd(flags)) if len(flags) > 1 else None
-        return stats.Estimate(len(flags), yes / n, lo, hi, confidence, "wilson", sd, min(flags), max(flags),
-                              tuple(flags), 1.0)  # fmt: skip
+        return stats.proportion_interval([(1.0 if f else 0.0, 1.0) for f in flags], confidence, clustered=False)
     values = [v for v in (_value(r, column) for r in runs) if v is not None]
     if not values:
         return None
     return stats.mean_interval(values, confidence, stats.rng_for(seed_key, column))
-
-
-def _sd(values: list[float]) -> float:
-    m = sum(values) / len(values)
-    return math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
 
 
 # ------------------------------------------------------------------ a run's own interval
@@ -245,7 +236,7 @@ def _material(values: list[float], column: str) -> bool:
     return hi - lo > 0
 
 
-def _title(column: str, patterns: list[str]) -> str:
+def title_of(column: str, patterns: list[str]) -> str:
     headers = dict(shaping.key_columns(patterns))
     return headers.get(column) or (fmt.metric_title(column, patterns) if column in METRIC_BY_NAME else column)
 
@@ -269,7 +260,7 @@ def flags_for(runs: list[dict[str, Any]], column: str, hists: _Histograms, confi
     if METRIC_BY_NAME[column].sql_type == "BOOLEAN":
         return []
     values = [_value(r, column) for r in with_value]
-    title = _title(column, patterns)
+    title = title_of(column, patterns)
     unit = METRIC_BY_NAME[column].unit
     split = stats.bistable(values, min_gap=MATERIAL_POINTS if unit == "fraction" else 0.0)  # type: ignore[arg-type]
     if split is not None:
@@ -304,9 +295,10 @@ def flags_for(runs: list[dict[str, Any]], column: str, hists: _Histograms, confi
     low = min(range(len(values)), key=lambda i: values[i])  # type: ignore[arg-type, return-value]
     high = max(range(len(values)), key=lambda i: values[i])  # type: ignore[arg-type, return-value]
     p_text = f"p = {test.p:.2g}" if test.p >= 1e-4 else "p < 0.0001"
-    reason = (f"{title}: repeats disagree beyond their own {conf} intervals ({'χ²' if column == 'loss_ratio' else 'Q'} "
-              f"= {test.statistic:.3g} on {test.df} degree{'s' if test.df != 1 else ''} of freedom, {p_text}): lowest {one(low)}, highest "
-              f"{one(high)}; one run does not represent this configuration")
+    name = "χ²" if column == "loss_ratio" else "Q"
+    dof = f"{test.df} degree{'s' if test.df != 1 else ''} of freedom"
+    reason = (f"{title}: repeats disagree beyond their own {conf} intervals ({name} = {test.statistic:.3g} on {dof}, "
+              f"{p_text}): lowest {one(low)}, highest {one(high)}; one run does not represent this configuration")
     return [Flag("disagree", column, reason)]
 
 
@@ -413,7 +405,7 @@ def point_table(points: list[PointStats], param_keys: list[str], patterns: list[
             row[h] = interval_text(c, p.metrics.get(c))
         kinds: dict[str, list[str]] = {}
         for f in p.flags:
-            kinds.setdefault(f.kind, []).append(_title(f.column, patterns))
+            kinds.setdefault(f.kind, []).append(title_of(f.column, patterns))
         row["flags"] = "; ".join(f"{k}: {', '.join(titles)}" for k, titles in kinds.items())
         rows.append(row)
     return headers, rows
