@@ -82,7 +82,7 @@ def compare_png(comparison: Comparison, titles: dict[str, str]) -> bytes:
     handles.append(Line2D([], [], color="#c0392b", marker="D", linestyle="none", label="regression (beyond threshold)"))
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8)
     conf = f"{100 * comparison.confidence:g} %"
-    fig.suptitle(f"B ({comparison.b.sweep_id}) against A ({comparison.a.sweep_id}), {conf} intervals", fontsize=11)
+    fig.suptitle(f"B ({_side(comparison.b)}) against A ({_side(comparison.a)}), {conf} intervals", fontsize=11)
     return plots._png(fig)
 
 
@@ -99,13 +99,24 @@ def _ratio_axis(ax) -> None:
     lo, hi = ax.get_xlim()
     span = 1.1 * max(abs(math.log10(lo)), abs(math.log10(hi)), math.log10(1.25))
     ax.set_xlim(10**-span, 10**span)
-    inside = [t for t in _RATIO_TICKS if abs(math.log10(t)) <= span]
-    while len(inside) > 7:  # keep ×1 and thin out symmetrically
-        inside = [t for i, t in enumerate(inside) if t == 1.0 or (inside.index(1.0) - i) % 2 == 0]
-    ax.xaxis.set_major_locator(FixedLocator(inside))
+    gap = span / 3.0  # about seven ticks across, none closer than that (in decades)
+    ticks = [1.0]
+    for side in (sorted(t for t in _RATIO_TICKS if t > 1.0), sorted((t for t in _RATIO_TICKS if t < 1.0), reverse=True)):
+        last = 0.0
+        for t in side:
+            d = abs(math.log10(t))
+            if d <= span and d - last >= gap:
+                ticks.append(t)
+                last = d
+    ax.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
     ax.xaxis.set_major_formatter(lambda v, _: f"×{v:g}")
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _side(side) -> str:
+    where = ", ".join(f"{k}={v}" for k, v in side.where.items())
+    return side.sweep_id + (f" where {where}" if where else "")
 
 
 def _threshold(comparison: Comparison, column: str, kind: str) -> float | None:

@@ -134,6 +134,8 @@ def metric_png(plot: MetricPlot, refs: Sequence[tuple[float, str]] = ()) -> byte
     notes = [n for n, on in (("hollow markers: suspect/invalid runs", hollow_any),
                              ("red rings: flagged points", flagged_any)) if on]
     note = f"  ({'; '.join(notes)})" if notes else ""
+    if len(notes) > 1 and len(axes) < 3:  # two notes do not fit beside the title of one or two panels
+        note = "\n(hollow: suspect/invalid runs; red rings: flagged)"
     fig.suptitle(f"{plot.title}{note}", fontsize=11)
     return _png(fig)
 

@@ -373,6 +373,8 @@ def spread_text(column: str, est: stats.Estimate | None) -> str:
         return ""
     s = _scale(column, max(abs(est.vmin), abs(est.vmax)))
     unit = f" {s.unit}" if s.unit else ""
+    if est.vmin == est.vmax:
+        return f"runs all {fmt.number(est.vmin * s.factor)}{unit}"
     text = f"runs {fmt.number(est.vmin * s.factor)} to {fmt.number(est.vmax * s.factor)}{unit}"
     if est.sd is not None:
         if s.unit == "%":
