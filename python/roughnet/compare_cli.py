@@ -7,7 +7,8 @@ JSON also where ``--json`` says) and the exit code a CI job gates on: 0 no
 regression beyond the thresholds, 1 at least one, 2 bad input (unknown sweep,
 metric or selection, no common point; the message names it).
 
-Wired into the CLI by ``register(app)`` (called from ``roughnet.cli``).
+Wired into the CLI by ``register(app)`` (called from ``roughnet.cli``), which also adds
+``roughnet search`` (``search_cli``).
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ def _side(store, name: str, ref: str, where: list[str]):
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``compare`` to the roughnet CLI."""
+    """Add ``compare`` (and ``search``, ``search_cli``) to the roughnet CLI."""
+    from .search_cli import register as register_search
+
+    register_search(app)
 
     @app.command("compare")
     def compare_cmd(
