@@ -68,12 +68,14 @@ class Outcome:
     suspect: bool
     reasons: tuple[str, ...]
     metrics: dict[str, Any]
+    broken: tuple[tuple[str, str, float, float], ...] = ()  # (name, column, value, limit) of each limit broken
 
 
 def judge(record: dict[str, Any], c: Criteria) -> Outcome:
     """Does this stored run sustain its load, and if not, why (every limit it broke)."""
     m = record.get("metrics") or {}
     reasons: list[str] = []
+    broken: list[tuple[str, str, float, float]] = []
     if record.get("status") != "ok":
         reasons.append(f"failed: {record.get('failure_reason') or 'no reason recorded'}")
     elif record.get("validity") == "invalid":
@@ -85,9 +87,10 @@ def judge(record: dict[str, Any], c: Criteria) -> Outcome:
             v = m.get(column)
             if limit is not None and v is not None and v > limit:
                 reasons.append(f"{name} {fmt.value(column, v)} > {fmt.value(column, limit)}")
+                broken.append((name, column, float(v), float(limit)))
     keep = {k: m.get(k) for k in ("loss_ratio", "lat_p50_us", "lat_p99_us", "throughput_bps", "sched_held_fraction")}
     return Outcome(str(record.get("run_id")), int(record.get("repeat") or 0), not reasons,
-                   record.get("validity") == "suspect", tuple(reasons), keep)
+                   record.get("validity") == "suspect", tuple(reasons), keep, tuple(broken))
 
 
 # ------------------------------------------------------------------ the search
@@ -109,6 +112,23 @@ class Probe:
     @property
     def failures(self) -> list[Outcome]:
         return [o for o in self.outcomes if not o.ok]
+
+    def why_not(self) -> str:
+        """Why the load is not sustained, one item per limit: "message loss up to 3.05 % > 1.00 % (3 of 3 runs)"."""
+        n = len(self.outcomes)
+        items: dict[str, str] = {}
+        worst: dict[str, tuple[str, float, float, int]] = {}
+        for o in self.failures:
+            if not o.broken:
+                for r in o.reasons:  # failed or invalid
+                    items.setdefault(r, r)
+            for name, column, v, limit in o.broken:
+                _, w, _, k = worst.get(name, (column, v, limit, 0))
+                worst[name] = (column, max(w, v), limit, k + 1)
+        for name, (column, w, limit, k) in worst.items():
+            items[name] = (f"{name} {'up to ' if k > 1 else ''}{fmt.value(column, w)} > {fmt.value(column, limit)} "
+                           f"({k} of {n} runs)")
+        return "; ".join(items.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {"load": self.load, "label": self.label, "sweep_id": self.sweep_id, "passed": self.passed,

@@ -198,7 +198,7 @@ def _prober(file: Path, key: str, kind: str, repeats: int, fixed: dict[str, Any]
         p = srch.Probe(srch.load_kind(label, key)[1], str(label), sweep.sweep_id,
                        [srch.judge(r, crit) for r in records])
         verdict = "[green]pass[/]" if p.passed else "[red]fail[/]"
-        reasons = "; ".join(dict.fromkeys(x for o in p.failures for x in o.reasons))
+        reasons = p.why_not()
         console.print(f"  {key} = {label}: {verdict} {sum(o.ok for o in p.outcomes)}/{len(p.outcomes)}"
                       + (f" ({escape(reasons)})" if reasons else ""), highlight=False)
         return p
@@ -221,7 +221,7 @@ def _print(console: Console, res, key: str, title: str) -> None:
         t.add_row(f"{p.label}{mark}", str(len(p.outcomes)), str(sum(o.ok for o in p.outcomes)),
                   str(sum(o.suspect for o in p.outcomes)), worst("lat_p99_us"), worst("loss_ratio"),
                   worst("throughput_bps", min),
-                  escape("; ".join(dict.fromkeys(x for o in p.failures for x in o.reasons))))
+                  escape(p.why_not()))
     console.print(t)
     if res.best is None:
         console.print(f"[red]not sustained even at the lowest load[/] ({res.first_failing.label})", highlight=False)

@@ -103,6 +103,10 @@ def test_judge_names_every_limit_broken():
     o = srch.judge(bad, c)
     assert not o.ok and o.reasons == ("message loss 5.00 % > 1.00 %", "latency p99 80.0 ms > 50.0 ms",
                                       "sends held back 20.0 % > 5.00 %")
+    probe = srch.Probe(1000.0, "1000 msg/s", "s", [o, srch.judge(dict(bad, metrics={"loss_ratio": 0.08}), c),
+                                                   srch.judge(ok, c)])
+    assert probe.why_not() == ("message loss up to 8.00 % > 1.00 % (2 of 3 runs); latency p99 80.0 ms > 50.0 ms "
+                               "(1 of 3 runs); sends held back 20.0 % > 5.00 % (1 of 3 runs)")
     assert not srch.judge(dict(ok, status="failed", failure_reason="agent died"), c).ok
     assert srch.judge(dict(ok, validity="invalid", validity_reasons=["incomplete"]), c).reasons == ("invalid: incomplete",)
     # a limit left out is not checked
