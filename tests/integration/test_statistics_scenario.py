@@ -64,3 +64,27 @@ def test_mqtt_wifi_repeat_small_points_and_compare(tmp_path):
     assert (point["a_runs"], point["b_runs"]) == (3, 3)
     assert set(point["metrics"]) == {"lat_p50_us", "lat_p99_us", "loss_ratio", "throughput_bps"}
     assert (res / "reports" / "compare" / f"{sweep_id}--{sweep_id}" / "compare.png").exists()
+
+
+def test_load_search_small_finds_the_link_capacity(tmp_path):
+    """scenarios/load-search.toml, UDP only, 1 s runs: the search brackets the 10 Mbit/s link's
+    capacity for 1 KiB messages (1173 msg/s computed), with 2 runs at each boundary load."""
+    import subprocess
+    import sys
+
+    path = shrink("load-search", {"workload.duration": 'duration = "1 s"', "sweep.protocol": 'protocol = ["udp"]'},
+                  tmp_path)
+    res = tmp_path / "res"
+    cli = "from roughnet.cli import app; from roughnet.compare_cli import register; register(app); app()"
+    out = subprocess.run([sys.executable, "-c", cli, "search", str(path), "--key", "load", "--from", "300 msg/s",
+                          "--to", "5000 msg/s", "--precision", "0.1", "--repeats", "2", "--results", str(res)],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    doc = json.loads((res / "reports" / "search" / "load-search-load" / "search.json").read_text())
+    (s,) = doc["searches"]
+    assert s["point"] == {"protocol": "udp"} and s["stop"] == "bracketed"
+    best, failing = s["best"], s["first_failing"]
+    assert 900 <= best["load"] < failing["load"] <= 1500 and failing["load"] / best["load"] <= 1.1 + 1e-9
+    assert len(best["runs"]) == 2 and all(r["ok"] for r in best["runs"])
+    assert any("message loss" in reason for r in failing["runs"] for reason in r["reasons"])
+    assert "highest sustainable load:" in out.stdout
