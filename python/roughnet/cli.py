@@ -284,6 +284,17 @@ def _print_summary(store, sweep_id: str) -> None:
     for row in rows:
         t.add_row(*[_fmt(row[c]) for c in cols])
     console.print(t)
+    from .report import point_rows
+
+    prows = point_rows(store, sweep_id)  # points with repeats: estimate [interval] and flags (docs/statistics.md)
+    if prows:
+        pt = Table(title=f"points of {sweep_id} (repeats pooled; intervals at 95 %)")
+        pcols = list(prows[0].keys())
+        for c in pcols:
+            pt.add_column(c)
+        for row in prows:
+            pt.add_row(*[escape(str(row[c])) for c in pcols])
+        console.print(pt)
 
 
 @app.command("results")
@@ -539,6 +550,11 @@ def cluster_status(name: str = ClusterName) -> None:
     for d in st.dead:
         err.print(f"[red]not running:[/] {escape(d)}")
     raise typer.Exit(0 if not st.api_error and not st.dead and all(n.ready == "True" for n in st.nodes) else 1)
+
+
+from .compare_cli import register as _register_compare  # noqa: E402  (roughnet compare, roughnet search)
+
+_register_compare(app)
 
 
 def main() -> None:
