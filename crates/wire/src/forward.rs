@@ -102,7 +102,14 @@ pub struct Wire {
     out: Vec<(usize, Vec<u8>, u64)>,
     /// What the drain after SIGTERM did (for the final stats line).
     stop: Option<Value>,
+    /// Per socket: when its interface was last seen down (ENETDOWN) and not yet up again; such an
+    /// interface is looked up every DOWN_CHECK_NS, because the kernel reports ENETDOWN once, when the
+    /// interface goes down, and nothing more when it is then removed (`ip link del` does both).
+    down_checked_ns: Vec<Option<u64>>,
 }
+
+/// How often an interface that went down is checked for having been removed.
+const DOWN_CHECK_NS: u64 = 100_000_000;
 
 impl Wire {
     pub fn new(
@@ -132,6 +139,7 @@ impl Wire {
             scratch: Vec::with_capacity(4 * crate::packet::BATCH),
             out: Vec::with_capacity(4 * crate::packet::BATCH),
             stop: None,
+            down_checked_ns: Vec::new(),
         }
     }
 
@@ -150,12 +158,28 @@ impl Wire {
             if !self.opts.receive[i] {
                 continue;
             }
+            if self.down_checked_ns.len() != self.socks.len() {
+                self.down_checked_ns = vec![None; self.socks.len()];
+            }
+            if let Some(checked) = self.down_checked_ns[i] {
+                if now.saturating_sub(checked) >= DOWN_CHECK_NS {
+                    if !self.socks[i].still_exists() {
+                        return Err(WireError::Io(format!(
+                            "interface {} went down and was removed",
+                            self.socks[i].ifname
+                        )));
+                    }
+                    self.down_checked_ns[i] = Some(now);
+                }
+            }
             for _ in 0..MAX_RX_ROUNDS {
                 let n = match self.rx[i].recv(&self.socks[i], now, offset, &mut self.inbuf) {
                     Ok(n) => n,
                     Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) && self.socks[i].still_exists() => {
-                        // The interface went down and may come back: the socket stays bound; go on.
+                        // The interface went down and may come back: the socket stays bound; go on
+                        // (checking now and then that it was not removed meanwhile).
                         tracing::warn!(ifname = %self.socks[i].ifname, "interface went down");
+                        self.down_checked_ns[i] = Some(now);
                         0
                     }
                     Err(e) => {
@@ -166,6 +190,9 @@ impl Wire {
                     }
                 };
                 total += n;
+                if n > 0 {
+                    self.down_checked_ns[i] = None; // frames again: it is up
+                }
                 for (ts, frame) in self.inbuf.drain(..) {
                     self.arrivals.push((ts, i, frame));
                 }
@@ -400,7 +427,12 @@ impl Wire {
                     // Sleep until the spin window before the next departure, or a scheduled change (applied
                     // by the next egress), whichever is first; a frame or a command wakes us earlier.
                     let wake = [due.map(|d| d - self.opts.spin_ns), self.core.next_change()].into_iter().flatten().min();
-                    let timeout = wake.map(|w| Duration::from_nanos(w.saturating_sub(now)));
+                    let mut timeout = wake.map(|w| Duration::from_nanos(w.saturating_sub(now)));
+                    if self.down_checked_ns.iter().any(Option::is_some) {
+                        // An interface is down: wake up to check whether it was removed meanwhile.
+                        let check = Duration::from_nanos(DOWN_CHECK_NS);
+                        timeout = Some(timeout.map_or(check, |t| t.min(check)));
+                    }
                     self.wait(timeout)?;
                     self.service_control();
                     last_control = now_ns();
