@@ -57,10 +57,12 @@ def _sha256(value: Any) -> str:
 
 
 #: Run fields added after run ids were first stored: hashed only when not empty.
-_RUN_FIELDS_ADDED = ("services",)
+_RUN_FIELDS_ADDED = ("services", "workloads", "events")
+#: Workload fields added after run ids were first stored: hashed only when not their default.
+_WORKLOAD_FIELDS_ADDED = {"sync": None, "name": "w1", "also_from": [], "start_ns": 0, "background": False}
 #: Scenario keys added after sweep ids were first stored: hashed only when set.
-_WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync")
-_SCENARIO_KEYS_ADDED = ("service",)
+_WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync", "name", "start", "background")
+_SCENARIO_KEYS_ADDED = ("service", "workloads", "event")
 #: [[link]] keys (and keys of its direction tables) added after sweep ids were first stored: hashed only when set.
 _LINK_KEYS_ADDED = ("jitter_distribution", "jitter_correlation", "reorder_by_jitter", "reorder", "reorder_gap",
                     "loss_model", "duplicate", "corrupt", "overhead", "profile", "half_duplex", "schedule",
@@ -75,8 +77,10 @@ def run_id_of(run: runspec.Run) -> str:
     for key in _RUN_FIELDS_ADDED:
         if not content.get(key):
             content.pop(key, None)
-    if content["workload"].get("sync") is None:  # added with the sync pattern
-        content["workload"].pop("sync", None)
+    for key, default in _WORKLOAD_FIELDS_ADDED.items():  # sync: the sync pattern; the others: run timelines
+        value = content["workload"].get(key)
+        if key in content["workload"] and (value == default or (isinstance(value, tuple) and list(value) == default)):
+            content["workload"].pop(key)
     for host in content.get("hosts", ()):  # node: added with the kubernetes backend
         if host.get("node") is None:
             host.pop("node", None)
@@ -249,12 +253,12 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
             raise ScenarioError(source, _with_origins(problems, origins, data), _run_label(p, total, params))
         resolved.append((params, resolve(model, traces)))
     if protocol_swept:
-        _check_knob_tables(scenario, {workload.protocol for _, (_, _, workload, _) in resolved}, source)
+        _check_knob_tables(scenario, {w.protocol for _, r in resolved for w in (r[2], *r[4])}, source)
 
     runs: list[runspec.Run] = []
     seen: dict[str, int] = {}
     for rep in range(repeat):
-        for params, (hosts, links, workload, services) in resolved:
+        for params, (hosts, links, workload, services, workloads, events) in resolved:
             run = runspec.Run(
                 scenario=scenario.scenario.name,
                 sweep_id=sweep_id,
@@ -268,6 +272,8 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
                 workload=workload,
                 engine=scenario.scenario.engine,
                 services=services,
+                workloads=workloads,
+                events=events,
             )
             run = dataclasses.replace(run, run_id=run_id_of(run))
             if run.run_id in seen:  # only if two sweep values resolve identically and are written the same

@@ -173,9 +173,38 @@ class Workload:
     # sync only (payload_bytes is then each bundle's manifest): {"bundles": N per side, "overlap": fraction,
     # "bundle_payload_bytes": int, "window": bundles in flight}; None for the other patterns
     sync: dict[str, Any] | None = None
+    # --- run timelines (docs/timelines.md); defaults: the single workload of a run without a timeline ---
+    name: str = "w1"  # [[workload]] name (default w1, w2, ... in file order)
+    also_from: tuple[str, ...] = ()  # further senders when `from` lists several (every one sends)
+    start_ns: int = 0  # senders start this long after t0
+    background: bool = False  # measured, but not the run's headline metrics and verdict
 
     def __hash__(self) -> int:  # options is a dict; hash on the rest
-        return hash((self.pattern, self.protocol, self.sender, self.receivers, self.payload_bytes))
+        return hash((self.pattern, self.protocol, self.sender, self.receivers, self.payload_bytes, self.name))
+
+    @property
+    def senders(self) -> tuple[str, ...]:
+        return (self.sender, *self.also_from)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One ``[[event]]`` of a run's timeline, resolved (an entry with ``for`` becomes two: the second ``ends`` it)."""
+
+    index: int  # position on the timeline (events sorted by time, file order among equal times)
+    at_ns: int  # after t0
+    kind: str  # link | host | service | agent
+    action: str  # down | up | set | isolate | rejoin | kill | stop | start | pause | resume | restart
+    target: str  # "link 0", "host sub", "mosquitto", "agent w1@sub": what tables and plots show
+    link: int | None = None
+    host: str | None = None
+    service: str | None = None  # a service kind
+    workload: str | None = None
+    change: dict[str, Any] | None = None  # link actions: wire-core ScheduledChange JSON (its at_ns unused)
+    ends: int | None = None  # index of the earlier event whose fault this one ends
+
+    def __hash__(self) -> int:
+        return hash((self.index, self.at_ns, self.action, self.target))
 
 
 @dataclass(frozen=True)
@@ -194,9 +223,20 @@ class Run:
     workload: Workload
     engine: str = "auto"  # scenario-wide default; each Link carries its own resolved choice
     services: tuple[Service, ...] = ()  # only the services this run's protocol uses
+    workloads: tuple[Workload, ...] = ()  # [[workload]] entries after the first (``workload``)
+    events: tuple[Event, ...] = ()  # [[event]] entries, in time order
 
     def __hash__(self) -> int:
         return hash(self.run_id)
+
+    @property
+    def all_workloads(self) -> tuple[Workload, ...]:
+        return (self.workload, *self.workloads)
+
+    @property
+    def has_timeline(self) -> bool:
+        """Runs with several workloads or senders, a delayed start or events take the timeline runner."""
+        return bool(self.workloads or self.events or self.workload.also_from or self.workload.start_ns)
 
     def host_names(self) -> list[str]:
         return [h.name for h in self.hosts]

@@ -7,6 +7,8 @@ messages when nothing can do what a link asks.  Pure: it reads
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Iterable
 
 from ..errors import PreflightError
@@ -102,4 +104,11 @@ def _advice(needs: frozenset[str], exclude: str | None = None) -> str:
 def choose_engines(run_or_links: Run | Iterable[Link], caps: Capabilities) -> dict[int, str]:
     """Link index -> engine for every link; raises PreflightError naming the link and what is missing."""
     links = run_or_links.links if isinstance(run_or_links, Run) else tuple(run_or_links)
+    if isinstance(run_or_links, Run) and run_or_links.events:  # a link with events changes at run time: a schedule
+        changes: dict[int, list] = {}
+        for e in run_or_links.events:
+            if e.link is not None and e.change is not None:
+                changes.setdefault(e.link, []).append(e.change)
+        links = tuple(dataclasses.replace(lk, schedule=tuple(changes[lk.index])) if lk.index in changes else lk
+                      for lk in links)  # fmt: skip
     return {link.index: choose_engine(link, caps) for link in links}

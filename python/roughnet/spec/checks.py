@@ -15,13 +15,15 @@ left.  Machine-dependent checks (is there sch_netem?) are preflight's, not ours.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from .. import units
 from .kinds import has_placeholder
 from .directions import merged_direction
-from .model import KNOB_TABLES, DirectionTable, Scenario
+from .model import DIRECTION_KEYS, KNOB_TABLES, DirectionTable, EventTable, Scenario, WorkloadTable
 from .problems import Problem
 from .receivers import receivers
 from .services import needed_kind
@@ -53,10 +55,147 @@ def check_scenario(s: Scenario) -> list[Problem]:
     problems: list[Problem] = []
     hosts = _check_hosts(s, problems)
     _check_links(s, hosts, problems)
-    _check_workload(s, hosts, problems)
-    _check_services(s, hosts, problems)
+    for path, view in workload_views(s):
+        found: list[Problem] = []
+        _check_workload(view, hosts, found)
+        _check_services(view, hosts, found)
+        problems += [_at_path(p, path) for p in found]
+    _check_timeline(s, hosts, problems)
     _check_report(s, problems)
     return problems
+
+
+def workload_tables(s: Scenario) -> list[tuple[str, WorkloadTable]]:
+    """(key path, table) of every workload: ``workload``, then ``workloads[i]`` (the later ``[[workload]]`` entries)."""
+    return [("workload", s.workload), *((f"workloads[{i}]", w) for i, w in enumerate(s.workloads or []))]
+
+
+def workload_name(index: int, table: WorkloadTable) -> str:
+    """A workload's name: its ``name``, else w1, w2, ... in file order."""
+    return table.name if table.name is not None else f"w{index + 1}"
+
+
+def senders_of(from_: Any) -> list[Any]:
+    """The sending hosts ``from`` names (one name or a list)."""
+    return list(from_) if isinstance(from_, list) else [from_]
+
+
+def workload_views(s: Scenario) -> Iterator[tuple[str, Scenario]]:
+    """Per workload and sender, the scenario as if it had only that workload with only that sender (the
+    single-workload checks then apply unchanged), with the workload's key path."""
+    for path, w in workload_tables(s):
+        for sender in senders_of(w.from_):
+            yield path, s.model_copy(update={"workload": w.model_copy(update={"from_": sender})})
+
+
+def _at_path(p: Problem, path: str) -> Problem:
+    if path == "workload" or not (p.path == "workload" or p.path.startswith(("workload.", "workload["))):
+        return p
+    return dataclasses.replace(p, path=path + p.path[len("workload"):])
+
+
+#: Event actions by what they act on, and the actions that end each interrupting one (``for``).
+EVENT_KINDS = {"down": "link", "up": "link", "set": "link", "isolate": "host", "rejoin": "host", "kill": "service",
+               "stop": "service", "start": "service", "pause": "service", "resume": "service",
+               "restart": "service"}  # fmt: skip
+UNDO = {"down": "up", "isolate": "rejoin", "kill": "start", "stop": "start", "pause": "resume"}
+
+
+def event_kind(e: EventTable) -> str:
+    """link, host, service or agent (a kill with ``workload``)."""
+    return "agent" if e.action == "kill" and e.workload is not None else EVENT_KINDS[e.action]
+
+
+def _check_timeline(s: Scenario, hosts: set[str] | None, problems: list[Problem]) -> None:
+    """Workload names, starts and senders; every event's target exists, its keys fit its action, it is in the run."""
+    names: dict[str, int] = {}
+    tables = workload_tables(s)
+    timeout = units.parse_duration_ns(s.scenario.timeout)
+    for i, (path, w) in enumerate(tables):
+        name = workload_name(i, w)
+        if name in names:
+            problems.append(Problem(f"{path}.name", f"a second workload named {name!r}", "distinct workload names",
+                                    name))  # fmt: skip
+        names.setdefault(name, i)
+        senders = senders_of(w.from_)
+        if len(senders) > 1 and _concrete(w.pattern) and w.pattern not in ("stream", "bulk"):
+            problems.append(Problem(f"{path}.from", f"pattern \"{w.pattern}\" has one sender",
+                                    "a single host name (several senders: stream or bulk)", w.from_))  # fmt: skip
+        if len(set(map(str, senders))) != len(senders):
+            problems.append(Problem(f"{path}.from", "sender listed twice", "distinct senders", w.from_))
+        if w.start is not None and _concrete(w.start) and units.parse_duration_ns(w.start) >= timeout:
+            problems.append(Problem(f"{path}.start", f"not before the end of the run ([scenario] timeout "
+                                    f"{s.scenario.timeout})", "a start time within the run", w.start))  # fmt: skip
+        if len(tables) > 1 and _concrete(w.pattern) and w.pattern in ("ping", "ramp", "sync"):
+            problems.append(Problem(f"{path}.pattern", f"pattern \"{w.pattern}\" in a run of several workloads",
+                                    "stream or bulk workloads (ping, ramp and sync run alone for now)",
+                                    w.pattern))  # fmt: skip
+    scheduled = {i for i, link in enumerate(s.link) if link.schedule}
+    kinds_declared = {svc.kind for svc in s.service}
+    for i, e in enumerate(s.event or []):
+        path = f"event[{i}]"
+        kind = event_kind(e)
+        if _concrete(e.at) and units.parse_duration_ns(e.at) >= timeout:
+            problems.append(Problem(f"{path}.at", f"after the end of the run ([scenario] timeout {s.scenario.timeout})",
+                                    "a time within the run", e.at))  # fmt: skip
+        if e.for_ is not None:
+            if e.action not in UNDO:
+                problems.append(Problem(f"{path}.for", f"action \"{e.action}\" has nothing to undo",
+                                        "for with down, isolate, kill, stop or pause", e.for_))  # fmt: skip
+            elif _concrete(e.at, e.for_) and (units.parse_duration_ns(e.at) + units.parse_duration_ns(e.for_)
+                                                 >= timeout):
+                problems.append(Problem(f"{path}.for", f"the {UNDO[e.action]} would come after the end of the run "
+                                        f"([scenario] timeout {s.scenario.timeout})", "at + for within the run",
+                                        e.for_))  # fmt: skip
+        wanted = {"link": ("link",), "host": ("host",), "service": ("service",), "agent": ("workload", "host")}[kind]
+        for key in ("link", "host", "service", "workload"):
+            value = getattr(e, key)
+            if key in wanted and value is None:
+                problems.append(Problem(f"{path}.{key}", f"missing key: a {kind} action ({e.action}) needs {key}",
+                                        _EVENT_TARGET[key]))  # fmt: skip
+            elif key not in wanted and value is not None:
+                problems.append(Problem(f"{path}.{key}", f"not used by a {kind} action ({e.action})",
+                                        f"only {', '.join(wanted)} for {e.action}", value))  # fmt: skip
+        if e.link is not None and e.link >= len(s.link):
+            problems.append(Problem(f"{path}.link", "no such link",
+                                    f"a link's position from 0 to {len(s.link) - 1}", e.link))  # fmt: skip
+        elif e.link is not None and e.link in scheduled:
+            problems.append(Problem(f"{path}.link", "the link has a [[link.schedule]]",
+                                    "events on links without a schedule (write the changes as events)", e.link))
+        if e.host is not None and hosts is not None and _concrete(e.host) and e.host not in hosts:
+            problems.append(Problem(f"{path}.host", "unknown host",
+                                    "one of the [[host]] names (" + ", ".join(sorted(hosts)) + ")", e.host))
+        if e.service is not None and e.service not in kinds_declared:
+            problems.append(Problem(f"{path}.service", "no [[service]] of this kind",
+                                    "a declared service kind (" + (", ".join(sorted(kinds_declared)) or "none") + ")",
+                                    e.service))  # fmt: skip
+        if e.workload is not None and e.workload not in names:
+            problems.append(Problem(f"{path}.workload", "no workload of this name",
+                                    "one of " + ", ".join(names), e.workload))  # fmt: skip
+        elif kind == "agent" and e.host is not None and _concrete(e.host):
+            w = tables[names[e.workload]][1]
+            ends = [*senders_of(w.from_), *receivers(w.to)]
+            if e.host not in ends:
+                problems.append(Problem(f"{path}.host", f"workload {e.workload!r} has no agent on this host",
+                                        "one of its senders or receivers (" + ", ".join(map(str, ends)) + ")",
+                                        e.host))  # fmt: skip
+        sets = [k for k in DIRECTION_KEYS if getattr(e, k) is not None]
+        if e.action == "set" and not sets:
+            problems.append(Problem(path, "action \"set\" changes nothing", "impairment keys (delay, loss, rate, ...)"))
+        elif e.action != "set" and sets:
+            problems.append(Problem(f"{path}.{sets[0]}", f"impairment keys only with action \"set\" (not "
+                                    f"\"{e.action}\")", "action = \"set\"", getattr(e, sets[0])))  # fmt: skip
+        if e.direction != "both" and kind != "link":
+            problems.append(Problem(f"{path}.direction", f"not used by a {kind} action", "no direction",
+                                    e.direction))  # fmt: skip
+
+
+_EVENT_TARGET = {
+    "link": "link = N, the link's position in the [[link]] list (from 0)",
+    "host": "host = \"<a host name>\"",
+    "service": "service = \"<a [[service]] kind>\"",
+    "workload": "workload = \"<a workload name>\"",
+}
 
 
 def _check_hosts(s: Scenario, problems: list[Problem]) -> set[str] | None:

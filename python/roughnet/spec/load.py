@@ -8,6 +8,7 @@ once, in one ``ScenarioError``.  Nothing here touches anything but the file.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from pathlib import Path
@@ -82,6 +83,14 @@ def check_data(data: dict[str, Any], expanded: bool = False) -> tuple[Scenario |
     ``expanded``: the data is one parameter point with its placeholders filled in
     (the [sweep] and placeholder rules were checked on the file already).
     """
+    listed = isinstance(data.get("workload"), list)  # [[workload]] tables: the first, then ``workloads``
+    if listed:
+        entries = data["workload"]
+        if not entries:
+            return None, [Problem("workload", "an empty list", "[workload] or [[workload]] tables")]
+        data = {**data, "workload": entries[0]}
+        if len(entries) > 1:
+            data["workloads"] = entries[1:]
     problems = [] if expanded else check_sweep(data) + check_placeholders(data)
     try:
         model = Scenario.model_validate(data)
@@ -90,7 +99,23 @@ def check_data(data: dict[str, Any], expanded: bool = False) -> tuple[Scenario |
         model = None
     else:
         problems += check_scenario(model)
+    if listed:
+        problems = [_listed_path(p) for p in problems]
     return model, _dedupe(problems)
+
+
+_WORKLOADS = re.compile(r"^workloads\[(\d+)\]")
+
+
+def _listed_path(p: Problem) -> Problem:
+    """A problem's path as the file wrote it with [[workload]] tables: workload[0].x, workload[1].x, ..."""
+    path = p.path
+    m = _WORKLOADS.match(path)
+    if m:
+        path = f"workload[{int(m.group(1)) + 1}]" + path[m.end():]
+    elif path == "workload" or path.startswith(("workload.", "workload[")):
+        path = "workload[0]" + path[len("workload"):]
+    return dataclasses.replace(p, path=path) if path != p.path else p
 
 
 def validate_data(data: dict[str, Any], source: str = "<data>", run: str = "") -> Scenario:

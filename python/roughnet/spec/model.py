@@ -216,14 +216,57 @@ class LinkTable(DirectionTable):
         "Unset: `mtu` - 50.", None)
 
 
+#: A workload's name (``[[workload]] name``).
+WORKLOAD_NAME = kinds.name(r"^[a-z][a-z0-9_-]{0,15}$", "a name of lowercase letters, digits, '_' and '-' (at most "
+                           "16 characters, starting with a letter), like \"control\"")
+#: ``from``: one sending host or a list of them.
+FROM = kinds.name_list(HOST, 1, "a host name or a list of host names", single=True)
+#: What an ``[[event]]`` does (docs/timelines.md).
+EVENT_ACTIONS = ("down", "up", "set", "isolate", "rejoin", "kill", "stop", "start", "pause", "resume", "restart")
+_EVENT_ACTION = kinds.choice(EVENT_ACTIONS, placeholders=False)
+
+
+class EventTable(DirectionTable):
+    """``[[event]]``: at `at` after the run's start, one action on a link, a host, a service or an agent."""
+
+    at: kinds.duration().type() = _f("Time after the run's start (t0: when the first senders start): "
+                                     + kinds.DURATION + ".")
+    action: _EVENT_ACTION.type() = _f(
+        "What happens: link (`link`): down, up, set (the impairment keys given, as in [[link.schedule]]); "
+        "host (`host`): isolate (cut off from every link), rejoin; service (`service`): kill (SIGKILL), "
+        "stop (SIGTERM), start, pause (SIGSTOP), resume (SIGCONT), restart (stop and start); agent "
+        "(`workload` and `host`): kill (SIGKILL).")
+    for_: kinds.duration().type() = Field(
+        None, alias="for", description="Undo the action after this long (down -> up, isolate -> rejoin, kill or "
+        "stop -> start, pause -> resume): " + kinds.DURATION + ".")
+    link: kinds.integer(0, 511, "a link's position in the [[link]] list, from 0").type() = _f(
+        "The link of a link action: its position in the [[link]] list (the first is 0).", None)
+    host: HOST.type() = _f("The host of a host action, or of an agent action (with `workload`).", None)
+    service: kinds.choice(runspec.SERVICE_KINDS).type() = _f(
+        "The service of a service action: a [[service]] kind of the scenario.", None)
+    workload: WORKLOAD_NAME.type() = _f("The workload whose agent on `host` an agent action kills.", None)
+    direction: DIRECTION_CHOICE.type() = _f(
+        "Link actions: the direction a down, up or set applies to: " + DIRECTION_CHOICE.expected + ".", "both")
+
+
 class WorkloadTable(_Table):
     """``[workload]``: what the agents send, from which host to which."""
 
+    name: WORKLOAD_NAME.type() = _f(
+        "Several workloads (`[[workload]]`): the workload's name, used by events and in results ("
+        + WORKLOAD_NAME.expected + "). Unset: w1, w2, ... in file order.", None)
     pattern: kinds.choice(runspec.PATTERNS).type() = _f(
         "stream: open-loop messages (N or for a duration); ping: request/reply round trips; ramp: ping "
         "whose size grows by `step`; bulk: as fast as possible for a duration.")
     protocol: kinds.choice(runspec.PROTOCOLS).type() = _f("Protocol the agents speak.")
-    from_: _HOST.type() = Field(..., alias="from", description="Sending host (the pinger for ping and ramp).")
+    from_: FROM.type() = Field(..., alias="from", description="Sending host (the pinger for ping and ramp); a "
+                               "stream or bulk workload may list several: every one of them sends.")
+    start: kinds.duration().type() = _f(
+        "Time after the run's start (t0) at which this workload's senders start: " + kinds.DURATION
+        + ". Unset: at t0.", None)
+    background: kinds.boolean().type() = _f(
+        "Background traffic (for example a bulk transfer sharing the link): measured and stored, but the "
+        "run's headline metrics and verdict are those of the other workloads.", None)
     to: TO.type() = _f(
         "Receiving host(s), not including `from`; ping and ramp take exactly one. Also `{ first = n, of = [...] "
         "}`: the first n hosts of the list (n may be a placeholder, like ${schedule.subscribers}).")
@@ -314,6 +357,11 @@ class Scenario(_Table):
                                 "anyOf": [{"items": _SWEEP_SCALAR}, {"items": _SWEEP_TABLE}]},
                                _SWEEP_FILE]}},
     )  # fmt: skip
+    workloads: list[WorkloadTable] | None = Field(
+        None, description="Set from `[[workload]]` (the entries after the first): write `[[workload]]` tables, "
+        "not this key.")
+    event: list[EventTable] | None = Field(
+        None, description="Events on the run's timeline (`[[event]]` entries, docs/timelines.md).")
     service: list[AnyService] = Field(
         default_factory=list,
         description="Managed services (brokers, routers), at most one per kind; each must be used by some run "
@@ -335,6 +383,7 @@ def model_tables() -> list[tuple[str, type[BaseModel]]]:
         ("[[link.schedule]]", ScheduleTable),
         ("[[link.distance]]", DistanceTable),
         ("[workload]", WorkloadTable),
+        ("[[event]]", EventTable),
         *((f"[workload.{proto}]", table) for proto, table in KNOB_TABLES.items()),
         ("[workload.sync]", SyncTable),
         *((f'[[service]] kind = "{kind}"', table) for kind, table in SERVICE_TABLES.items()),

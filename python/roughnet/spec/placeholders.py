@@ -21,7 +21,7 @@ from .problems import Problem
 from .sweep import NAME_FIELD, axes_of, is_table_axis, table_fields
 
 #: Top-level tables whose strings may hold placeholders.
-SUBSTITUTED = ("host", "link", "workload", "service")
+SUBSTITUTED = ("host", "link", "workload", "workloads", "service", "event")
 _SYNTAX = ("${name} where name is a [sweep] key (lowercase letters, digits and '_'), or ${name.field} for a "
            "field of a table axis")
 

@@ -17,7 +17,8 @@ from typing import Any
 from .. import runspec, units
 from . import knobs, services
 from .directions import DIRECTION_FIELDS, direction
-from .model import LinkTable, Scenario
+from .checks import UNDO, event_kind, senders_of, workload_name, workload_tables
+from .model import DIRECTION_KEYS, EventTable, LinkTable, Scenario, ScheduleTable, WorkloadTable
 from .syncspec import sync_settings
 from .receivers import receivers
 from .timeline import distance_trace, half_duplex, schedule
@@ -45,12 +46,18 @@ def link(index: int, table: LinkTable, default_engine: str,
     )
 
 
-def workload(s: Scenario) -> runspec.Workload:
-    w = s.workload
+def workload(s: Scenario, table: WorkloadTable | None = None, index: int = 0) -> runspec.Workload:
+    """The workload ``table`` (default: ``s.workload``), the ``index``-th of the file."""
+    w = table if table is not None else s.workload
+    senders = senders_of(w.from_)
     return runspec.Workload(
+        name=workload_name(index, w),
+        also_from=tuple(senders[1:]),
+        start_ns=units.parse_duration_ns(w.start) if w.start is not None else 0,
+        background=bool(w.background),
         pattern=w.pattern,
         protocol=w.protocol,
-        sender=w.from_,
+        sender=senders[0],
         receivers=tuple(receivers(w.to)),
         payload_bytes=units.parse_size_bytes(w.payload),
         messages=w.messages,
@@ -66,13 +73,60 @@ def workload(s: Scenario) -> runspec.Workload:
 
 
 def run_services(s: Scenario) -> tuple[runspec.Service, ...]:
-    """The services this run's protocol uses (none, or the one of ``services.needed_kind``)."""
-    w = s.workload
-    kind = services.needed_kind(w.protocol, w.zenoh.mode if w.zenoh is not None else None)
-    return tuple(services.resolve(t) for t in s.service if t.kind == kind)
+    """The services this run's workloads use (none, or those of ``services.needed_kind``), in file order."""
+    kinds = {services.needed_kind(w.protocol, w.zenoh.mode if w.zenoh is not None else None)
+             for _, w in workload_tables(s)}
+    return tuple(services.resolve(t) for t in s.service if t.kind in kinds)
 
 
-Resolved = tuple[tuple[runspec.Host, ...], tuple[runspec.Link, ...], runspec.Workload, tuple[runspec.Service, ...]]
+def events(s: Scenario) -> tuple[runspec.Event, ...]:
+    """The run's timeline: every [[event]] (one with ``for`` and its undo), sorted by time (file order on ties)."""
+    entries: list[tuple[int, int, int, EventTable, str, int | None]] = []  # (at, file order, sub, table, action, of)
+    for i, e in enumerate(s.event or []):
+        at = units.parse_duration_ns(e.at)
+        entries.append((at, i, 0, e, e.action, None))
+        if e.for_ is not None:
+            entries.append((at + units.parse_duration_ns(e.for_), i, 1, e, UNDO[e.action], i))
+    entries.sort(key=lambda x: (x[0], x[1], x[2]))
+    position = {(i, sub): n for n, (_, i, sub, _, _, _) in enumerate(entries)}
+    out = []
+    last_fault: dict[str, int] = {}  # target -> index of its latest interrupting event
+    for n, (at, i, sub, e, action, of) in enumerate(entries):
+        kind = event_kind(e)
+        target = {"link": f"link {e.link}", "host": f"host {e.host}", "service": str(e.service),
+                  "agent": f"agent {e.workload}@{e.host}"}[kind]  # fmt: skip
+        ends = position[(of, 0)] if of is not None else None
+        if ends is None and action in UNDO.values():  # an explicit up/rejoin/start/resume ends the last fault
+            ends = last_fault.pop(target, None)
+        if action in UNDO or action == "set":
+            last_fault[target] = n
+        change = None
+        if kind == "link":
+            change = _link_change(s.link[e.link], e, action)
+        out.append(runspec.Event(index=n, at_ns=at, kind=kind, action=action, target=target, link=e.link,
+                                 host=e.host, service=e.service, workload=e.workload, change=change,
+                                 ends=ends))  # fmt: skip
+    return tuple(out)
+
+
+def _link_change(table: LinkTable, e: EventTable, action: str) -> dict[str, Any]:
+    """A link event as wire-core's ScheduledChange, computed as a [[link.schedule]] entry would be: the same keys,
+    the same rules (``spec.timeline.schedule``). ``set`` patches the link's own values (events of one link do not
+    add up: each ``set`` gives every key it changes)."""
+    entry: dict[str, Any] = {"at": e.at, "direction": e.direction}
+    if action == "down":
+        entry["down"] = True
+    elif action == "up":
+        entry["up"] = True
+    else:
+        dumped = e.model_dump(exclude_none=True, by_alias=True)
+        entry.update({k: dumped[k] for k in DIRECTION_KEYS if k in dumped})
+    one = table.model_copy(update={"schedule": [ScheduleTable.model_validate(entry)]})
+    return schedule(one)[0]
+
+
+Resolved = tuple[tuple[runspec.Host, ...], tuple[runspec.Link, ...], runspec.Workload, tuple[runspec.Service, ...],
+                 tuple[runspec.Workload, ...], tuple[runspec.Event, ...]]
 
 
 def resolve(s: Scenario, traces: dict[int, tuple[dict[str, Any], ...]] | None = None) -> Resolved:
@@ -83,4 +137,6 @@ def resolve(s: Scenario, traces: dict[int, tuple[dict[str, Any], ...]] | None = 
     """
     hosts = tuple(runspec.Host(name=h.name, node=h.node) for h in s.host)
     links = tuple(link(i, t, s.scenario.engine, (traces or {}).get(i)) for i, t in enumerate(s.link))
-    return hosts, links, workload(s), run_services(s)
+    tables = workload_tables(s)
+    extra = tuple(workload(s, w, i) for i, (_, w) in enumerate(tables) if i > 0)
+    return hosts, links, workload(s), run_services(s), extra, events(s)
