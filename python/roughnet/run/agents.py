@@ -41,6 +41,7 @@ class AgentSpec:
     host: str
     role: str
     config: dict[str, Any]
+    tag: str = ""  # tells apart agents of one host and role (several workloads or senders: run.timeline)
 
 
 def _common_config(w: Workload, run: Run) -> dict[str, Any]:
@@ -177,7 +178,7 @@ class AgentProcess:
 
     @property
     def name(self) -> str:
-        return f"{self.spec.role}@{self.spec.host}"
+        return f"{self.spec.role}@{self.spec.host}" + (f" ({self.spec.tag})" if self.spec.tag else "")
 
     def start_reader(self) -> None:
         self._reader = threading.Thread(target=self._read, name=f"agent-{self.name}", daemon=True)
@@ -254,7 +255,7 @@ class AgentProcess:
 
 def start_agent(topo, agent_path: Path, spec: AgentSpec, artifacts: Path) -> AgentProcess:
     """Start one agent inside its host's namespace (recorded in the ledger by ``topo.popen``)."""
-    base = f"agent-{spec.host}-{spec.role}"
+    base = f"agent-{spec.host}-{spec.role}" + (f"-{spec.tag}" if spec.tag else "")
     cfg_path = artifacts / f"{base}.config.json"
     cfg_path.write_text(json.dumps(spec.config, indent=1))
     err_path = artifacts / f"{base}.stderr"
@@ -296,6 +297,17 @@ def _wait_watching(agent: AgentProcess, budget_s: float, watch) -> bool:
                 raise ServiceError(reason)
 
 
+def prepare_specs(run: Run, specs: list[AgentSpec], artifacts: Path) -> None:
+    """What depends on the run's links and folder: zenoh's timeouts on slow links (run.slowlink), TLS files
+    for QUIC (services.tls)."""
+    w = run.workload
+    if w.protocol == "zenoh":
+        for s in specs:
+            s.config["options"] = s.config["options"] | zenoh_timing(run, s.config["options"])
+        if w.options.get("transport") == "quic":
+            zenoh_quic_options([s.config for s in specs], artifacts)
+
+
 def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[AgentSpec],
                watch=None) -> list[AgentProcess]:
     """Start receivers, wait until each is ready, start the sender, wait for everyone's result.
@@ -305,11 +317,7 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
     ServiceError as soon as ``watch()`` returns a reason (a broker died).
     """
     w = run.workload
-    if w.protocol == "zenoh":  # timeouts for slow links (run.slowlink), TLS files for QUIC (services.tls)
-        for s in specs:
-            s.config["options"] = s.config["options"] | zenoh_timing(run, s.config["options"])
-        if w.options.get("transport") == "quic":
-            zenoh_quic_options([s.config for s in specs], artifacts)
+    prepare_specs(run, specs, artifacts)
     agents: list[AgentProcess] = []
     try:
         for spec in specs[:-1]:

@@ -207,8 +207,9 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
     (ServiceError when a service died) for the caller to record.
     """
     broker_of = extra = watch = None
+    from .. import services
+
     if handles:
-        from .. import services
 
         broker_of = handles[0].address
         extra = getattr(handles[0], "agent_options", None) or None
@@ -219,20 +220,34 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
     try:
         cpu = CpuSampler()
         cpu.start()
+        timeline = None
         try:
-            specs = agent_specs(run, topology.address, broker_of, extra)
-            agents.extend(run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch))
+            if run.has_timeline:  # several workloads or senders, delayed starts, events: run.timeline
+                from . import timeline as tl
+
+                def watch_services(down):
+                    return services.check_alive([h for h in handles if not down(h)]) if handles else None
+                timeline = tl.run_timeline(run, pf.agent_path, topology, link_engines, handles, artifacts,
+                                           broker_of, extra, agents, watch_services)
+            else:
+                specs = agent_specs(run, topology.address, broker_of, extra)
+                agents.extend(run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch))
         finally:
             cpu_stats = cpu.stop()
-        if handles:
-            died = services.check_alive(handles)
+        if handles:  # (a service an event took down and left down is not a failure)
+            died = services.check_alive([h for h in handles if timeline is None or h.kind not in timeline.down])
             if died:
                 raise ServiceError(died)
         tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in run.host_names()}
         link_counters = {i: eng.counters(topology, _link(run, i)) for i, eng in link_engines.items()}
         if link_before is not None:
             link_counters = {i: link_counter_delta(link_before.get(i) or {}, c) for i, c in link_counters.items()}
-        _fill_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
+        if timeline is not None:
+            from . import timeline as tl
+
+            tl.fill_record(record, run, timeline, tcp_deltas, link_counters, cpu_stats)
+        else:
+            _fill_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
         if captures:  # --- packet capture: stop tcpdump, pcap_* metrics from its files
             capture.stop(captures)
             sender_result = agents[-1].result if agents else None

@@ -149,6 +149,10 @@ class ServiceHandle:
     # serves several (services.reuse; Kafka creates that run's topic); None: probe once only
     reprobe: Callable[[Any, float], str] | None = None
     started_by: str | None = None  # run id of the run this service was started for
+    argv: list[str] = field(default_factory=list)  # how it was started: a restart (run timelines) starts it so again
+    probe_once: Callable[[float], str] | None = None  # its readiness probe, one attempt (deadline -> description)
+    cpu_before_s: float = 0.0  # CPU seconds of its earlier processes (restarted by events)
+    restarts: int = 0
 
     @property
     def pid(self) -> int:
@@ -178,6 +182,8 @@ class ServiceHandle:
     def usage(self) -> dict[str, Any]:
         """CPU seconds, peak RSS and sample count so far, plus the start timings."""
         out = self.sampler.snapshot() if self.sampler else {"cpu_s": 0.0, "rss_max_bytes": 0, "samples": 0}
+        if self.cpu_before_s:
+            out["cpu_s"] = round(out["cpu_s"] + self.cpu_before_s, 3)
         out["ready_s"] = round(self.ready_s, 3)
         out["setup_s"] = round(self.setup_s, 3)
         return out

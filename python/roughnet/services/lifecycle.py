@@ -345,7 +345,8 @@ def start_service(svc: Service, run: Run, topology, artifacts: Path) -> ServiceH
     handle = ServiceHandle(kind=svc.kind, host=svc.host, port=prep.port, proc=proc, log_path=prep.log_path,
                            topology=topology, setup_s=t_start - t0, agent_options=dict(prep.agent_options),
                            topic=prep.topic, ports=dict(prep.ports), started_by=run.run_id,
-                           reprobe=prep.reprobe or (lambda _run, deadline: prep.probe(deadline)))
+                           reprobe=prep.reprobe or (lambda _run, deadline: prep.probe(deadline)),
+                           argv=list(prep.argv), probe_once=prep.probe)
     deadline = t_start + READY_TIMEOUT_S[svc.kind]
     last = "no attempt finished"
     try:
@@ -377,6 +378,43 @@ def start_service(svc: Service, run: Run, topology, artifacts: Path) -> ServiceH
     log.info("%s ready in %.2f s (setup %.2f s): %s", handle.describe(), handle.ready_s, handle.setup_s,
              handle.probe)
     return handle
+
+
+def start_again(handle: ServiceHandle) -> str:
+    """Start a service whose process an event ended, as it was started (same argv, configuration, data folder
+    and log, appended), and wait for its probe; its description. ServiceError when it does not come back."""
+    if handle.alive():
+        raise ServiceError(f"{handle.describe()} is still running; expected it stopped or killed first")
+    if handle.sampler is not None:
+        handle.sampler.stop()
+        handle.cpu_before_s += handle.sampler.snapshot()["cpu_s"]
+    with open(handle.log_path, "ab") as logf:
+        proc = handle.topology.popen(handle.host, handle.argv, stdin=subprocess.DEVNULL, stdout=logf,
+                                     stderr=subprocess.STDOUT)  # fmt: skip
+    handle.proc = proc
+    handle.restarts += 1
+    deadline = time.monotonic() + READY_TIMEOUT_S[handle.kind]
+    last = "no attempt finished"
+    while True:
+        if proc.poll() is not None:
+            raise ServiceError(f"{handle.kind} on host {handle.host} exited with code {proc.returncode} when "
+                               f"started again (last probe: {last}); its log:\n{handle.log_tail(LOG_LINES)}")
+        try:
+            assert handle.probe_once is not None
+            handle.probe = handle.probe_once(deadline)
+            break
+        except probes.ProbeFatal as e:
+            raise ServiceError(f"{handle.kind} on host {handle.host}: {e}") from e
+        except (OSError, ServiceError) as e:
+            last = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
+        if time.monotonic() > deadline:
+            raise ServiceError(f"{handle.kind} on host {handle.host} was not ready within "
+                               f"{READY_TIMEOUT_S[handle.kind]:g} s of starting again (last probe: {last})")
+        time.sleep(PROBE_INTERVAL_S)
+    sampler_for = getattr(handle.topology, "usage_sampler", None)
+    handle.sampler = sampler_for(proc) if sampler_for else UsageSampler(proc.pid)
+    handle.sampler.start()
+    return handle.probe
 
 
 def start_services(run: Run, topology, artifacts: Path) -> list[ServiceHandle]:
