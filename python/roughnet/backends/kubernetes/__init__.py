@@ -167,6 +167,9 @@ class KubernetesBackend:
         usable = sorted(n for n, i in nodes.items() if i["ready"] and i["schedulable"])
         for run in sweep.runs:
             where = f"run {run.index} ({', '.join(f'{k}={v}' for k, v in run.params.items()) or 'single run'})"
+            if run.events or run.workloads or run.workload.also_from or run.workload.start_ns:
+                raise PreflightError(f"{where}: several workloads or senders, delayed starts and [[event]]s run on "
+                                     f"the namespace backend only for now (docs/timelines.md)")
             self.wires[run.run_id] = podwire.plan(run, where)
             for link in run.links:
                 if link.capture:
