@@ -165,14 +165,14 @@ def _check_timeline(s: Scenario, hosts: set[str] | None, problems: list[Problem]
         if e.host is not None and hosts is not None and _concrete(e.host) and e.host not in hosts:
             problems.append(Problem(f"{path}.host", "unknown host",
                                     "one of the [[host]] names (" + ", ".join(sorted(hosts)) + ")", e.host))
-        if e.service is not None and e.service not in kinds_declared:
+        if e.service is not None and _concrete(e.service) and e.service not in kinds_declared:
             problems.append(Problem(f"{path}.service", "no [[service]] of this kind",
                                     "a declared service kind (" + (", ".join(sorted(kinds_declared)) or "none") + ")",
                                     e.service))  # fmt: skip
-        if e.workload is not None and e.workload not in names:
+        if e.workload is not None and _concrete(e.workload) and e.workload not in names:
             problems.append(Problem(f"{path}.workload", "no workload of this name",
                                     "one of " + ", ".join(names), e.workload))  # fmt: skip
-        elif kind == "agent" and e.host is not None and _concrete(e.host):
+        elif kind == "agent" and e.host is not None and _concrete(e.host, e.workload):
             w = tables[names[e.workload]][1]
             ends = [*senders_of(w.from_), *receivers(w.to)]
             if e.host not in ends:

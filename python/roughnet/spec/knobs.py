@@ -30,6 +30,10 @@ class Knobs(Table):
     key_noun: ClassVar[str] = "knob"
 
 
+#: A congestion control algorithm's name (``tcp.congestion``).
+CONGESTION = kinds.name(r"^[a-z][a-z0-9_]{0,15}$", 'a congestion control name like "cubic", "reno" or "bbr"')
+
+
 class TcpKnobs(Knobs):
     """``[workload.tcp]``: TCP socket options."""
 
@@ -41,6 +45,9 @@ class TcpKnobs(Knobs):
     send_buffer: kinds.size().type() = field("SO_SNDBUF (forced past rmem/wmem limits): " + kinds.SIZE + ".", None)
     recv_buffer: kinds.size().type() = field("SO_RCVBUF (forced past rmem/wmem limits): " + kinds.SIZE + ".", None)
     send_size: kinds.size().type() = field("Bytes per write call (bulk pattern): " + kinds.SIZE + ".", None)
+    congestion: CONGESTION.type() = field(
+        "TCP_CONGESTION: the congestion control algorithm (" + CONGESTION.expected + "), as the kernel names "
+        "it. Unset: the namespace's default (net.ipv4.tcp_congestion_control).", None)
 
 
 class UdpKnobs(Knobs):

@@ -136,6 +136,25 @@ pub fn recv_flags(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<u
 /// Set SO_SNDBUF (`send`) or SO_RCVBUF to `bytes`, with the *FORCE variant first
 /// (root gets past net.core.[rw]mem_max, which a namespace cannot raise), falling
 /// back to the plain option.  Returns the size the kernel reports afterwards.
+/// TCP_CONGESTION: the socket's congestion control algorithm (ENOENT when the kernel lacks it).
+pub fn set_congestion(sock: &Socket, name: &str) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid socket fd; the option value is the name's bytes and their length.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 pub fn set_buffer(sock: &Socket, send: bool, bytes: usize) -> io::Result<usize> {
     use std::os::fd::AsRawFd;
     let opt = if send {

@@ -7,7 +7,8 @@
 //! no framing, the receiver counting bytes until every connection is closed.
 //!
 //! Knobs: `nodelay` (default true), `mss` (TCP_MAXSEG), `send_buffer`,
-//! `recv_buffer` (SO_*BUFFORCE, falling back to the capped option), `send_size`.
+//! `recv_buffer` (SO_*BUFFORCE, falling back to the capped option), `send_size`,
+//! `congestion` (TCP_CONGESTION: cubic, reno, bbr, ... as the kernel names them).
 //! Buffers and MSS are set before connect/listen so window scaling and the
 //! advertised MSS follow them; accepted sockets inherit the listener's.
 
@@ -44,7 +45,14 @@ pub const SEND_TIMEOUT: Duration = Duration::from_millis(100);
 /// Linux refuses TCP_MAXSEG below this (TCP_MIN_MSS).
 pub const MIN_MSS: u32 = 88;
 
-const KNOBS: [&str; 5] = ["nodelay", "mss", "send_buffer", "recv_buffer", "send_size"];
+const KNOBS: [&str; 6] = [
+    "nodelay",
+    "mss",
+    "send_buffer",
+    "recv_buffer",
+    "send_size",
+    "congestion",
+];
 
 fn yes() -> bool {
     true
@@ -59,6 +67,7 @@ pub struct TcpOptions {
     pub send_buffer: Option<usize>,
     pub recv_buffer: Option<usize>,
     pub send_size: Option<usize>,
+    pub congestion: Option<String>,
 }
 
 pub struct Tcp {
@@ -111,6 +120,9 @@ impl Tcp {
         }
         if let Some(b) = self.opts.recv_buffer {
             sys::set_buffer(&s, false, b).map_err(|e| DriverError::io("SO_RCVBUF on", addr, e))?;
+        }
+        if let Some(cc) = &self.opts.congestion {
+            sys::set_congestion(&s, cc).map_err(|e| DriverError::io("TCP_CONGESTION on", addr, e))?;
         }
         Ok(s)
     }
