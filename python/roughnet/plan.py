@@ -32,7 +32,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import runspec
+from . import runspec, units
 from .errors import SpecError
 from .spec import Scenario, load_scenario
 from .spec.kinds import describe, has_placeholder
@@ -63,6 +63,8 @@ _WORKLOAD_FIELDS_ADDED = {"sync": None, "name": "w1", "also_from": [], "start_ns
 #: Scenario keys added after sweep ids were first stored: hashed only when set.
 _WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync", "name", "start", "background")
 _SCENARIO_KEYS_ADDED = ("service", "workloads", "event")
+#: Protocol knobs added after sweep ids were first stored: hashed only when set.
+_KNOB_KEYS_ADDED = ("congestion", "reconnect", "jetstream")
 #: [[link]] keys (and keys of its direction tables) added after sweep ids were first stored: hashed only when set.
 _LINK_KEYS_ADDED = ("jitter_distribution", "jitter_correlation", "reorder_by_jitter", "reorder", "reorder_gap",
                     "loss_model", "duplicate", "corrupt", "overhead", "profile", "half_duplex", "schedule",
@@ -77,6 +79,8 @@ def run_id_of(run: runspec.Run) -> str:
     for key in _RUN_FIELDS_ADDED:
         if not content.get(key):
             content.pop(key, None)
+    if content.get("series_interval_ns") == 1_000_000_000:  # added with run timelines: hashed when not default
+        content.pop("series_interval_ns")
     for key, default in _WORKLOAD_FIELDS_ADDED.items():  # sync: the sync pattern; the others: run timelines
         value = content["workload"].get(key)
         if key in content["workload"] and (value == default or (isinstance(value, tuple) and list(value) == default)):
@@ -119,9 +123,16 @@ def sweep_id_of(scenario: Scenario) -> str:
     for key in _SCENARIO_KEYS_ADDED:
         if not content.get(key):
             content.pop(key, None)
-    for key in _WORKLOAD_KEYS_ADDED:
-        if content["workload"].get(key) is None:
-            content["workload"].pop(key, None)
+    if content["scenario"].get("series_interval") is None:  # added with run timelines
+        content["scenario"].pop("series_interval", None)
+    for w in (content["workload"], *(content.get("workloads") or ())):
+        for key in _WORKLOAD_KEYS_ADDED:
+            if w.get(key) is None:
+                w.pop(key, None)
+        for table in (w.get(p) for p in KNOB_TABLES):
+            for key in _KNOB_KEYS_ADDED:
+                if isinstance(table, dict) and table.get(key) is None:
+                    table.pop(key, None)
     for host in content.get("host", []):
         if isinstance(host, dict) and host.get("node") is None:
             host.pop("node", None)
@@ -274,6 +285,8 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
                 services=services,
                 workloads=workloads,
                 events=events,
+                series_interval_ns=(units.parse_duration_ns(scenario.scenario.series_interval)
+                                    if scenario.scenario.series_interval is not None else 1_000_000_000),
             )
             run = dataclasses.replace(run, run_id=run_id_of(run))
             if run.run_id in seen:  # only if two sweep values resolve identically and are written the same

@@ -225,6 +225,7 @@ class Run:
     services: tuple[Service, ...] = ()  # only the services this run's protocol uses
     workloads: tuple[Workload, ...] = ()  # [[workload]] entries after the first (``workload``)
     events: tuple[Event, ...] = ()  # [[event]] entries, in time order
+    series_interval_ns: int = 1_000_000_000  # runs with a timeline: one interval of the time series
 
     def __hash__(self) -> int:
         return hash(self.run_id)

@@ -479,19 +479,16 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
     record["flows"] = flow_rows
     record["events"] = tl.events
     record["t0_ns"] = tl.t0_ns
-    record["series"], record["recovery"] = analyse(run, tl)
+    record["series"], record["recovery"] = analyse(run, tl, run.series_interval_ns)
     record["status"] = "ok"
 
 
 def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tuple[list[dict], list[dict]]:
-    """Time series and recovery rows from the flows' traces (empty when the analysis package is missing)."""
-    try:
-        from ..timeline import recovery as rec_mod
-        from ..timeline import series as series_mod
-        from ..timeline import traces
-    except ImportError:  # pragma: no cover - the package lands with issue 15
-        log.warning("roughnet.timeline is not installed: no time series")
-        return [], []
+    """Time series and recovery rows from the flows' traces (``roughnet.timeline``)."""
+    from ..timeline import recovery as rec_mod
+    from ..timeline import series as series_mod
+    from ..timeline import traces
+
     series: list[dict] = []
     recovery: list[dict] = []
     faults = rec_mod.fault_windows(tl.events, (tl.end_ns - tl.t0_ns) / 1e9) if tl.events else []
@@ -503,12 +500,14 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tu
         promise = promise_of(f.workload, run)
         for a in f.receivers:
             rx = traces.read_rx(Path(a.spec.config["trace_path"]))
+            flow = series_mod.prepare(tx, rx)
             key = {"workload": f.name, "sender": f.sender, "receiver": a.spec.host}
-            for row in series_mod.flow_series(tx, rx, tl.t0_ns, tl.end_ns, interval_ns, f.workload.payload_bytes):
+            for row in series_mod.flow_series(flow, None, tl.t0_ns, tl.end_ns, interval_ns, f.workload.payload_bytes):
                 series.append({**key, **row})
             for fault in faults:
                 start_ns = tl.t0_ns + int(fault["start_s"] * 1e9)
                 end_ns = tl.t0_ns + int(fault["end_s"] * 1e9)
-                row = rec_mod.recovery(tx, rx, tl.t0_ns, start_ns, end_ns, promise=promise, interval_ns=interval_ns)
+                row = rec_mod.recovery(flow, None, tl.t0_ns, start_ns, end_ns, promise=promise,
+                                       interval_ns=interval_ns)
                 recovery.append({"event": fault["event"], **key, **row})
     return series, recovery

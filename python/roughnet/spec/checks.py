@@ -111,6 +111,9 @@ def _check_timeline(s: Scenario, hosts: set[str] | None, problems: list[Problem]
     names: dict[str, int] = {}
     tables = workload_tables(s)
     timeout = units.parse_duration_ns(s.scenario.timeout)
+    if s.scenario.series_interval is not None and units.parse_duration_ns(s.scenario.series_interval) < 10_000_000:
+        problems.append(Problem("scenario.series_interval", "shorter than 10 ms", "an interval of at least 10 ms",
+                                s.scenario.series_interval))  # fmt: skip
     for i, (path, w) in enumerate(tables):
         name = workload_name(i, w)
         if name in names:

@@ -118,6 +118,9 @@ class ScenarioTable(_Table):
         "60 s")
     repeat: kinds.integer(1, 1000, "an integer from 1 to 1000", placeholders=False).type() = _f(
         "Repetitions of every parameter point (an integer from 1 to 1000).", 1)
+    series_interval: kinds.duration(placeholders=False).type() = _f(
+        "Runs with a timeline (docs/timelines.md): the length of one interval of the time-resolved metrics, "
+        + kinds.DURATION + ", at least 10 ms. Unset: 1 s.", None)
 
 
 class HostTable(_Table):
