@@ -258,11 +258,11 @@ def test_killed_writer_keeps_committed_runs(tmp_path, stream):
 
 def test_format_version_written_and_newer_refused(tmp_path):
     with Store(tmp_path) as store:
-        assert store.format_version() == FORMAT_VERSION == 4
+        assert store.format_version() == FORMAT_VERSION == 5
     con = duckdb.connect(str(tmp_path / "results.duckdb"))
     con.execute("UPDATE meta SET value = '7' WHERE key = 'format_version'")
     con.close()
-    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 4"):
+    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 5"):
         Store(tmp_path)
 
 
@@ -517,7 +517,7 @@ def test_v1_layout_has_no_sync_columns_and_v2_adds_them_last():
     assert not set(SYNC_COLUMNS) & set(v1)
     assert [m.name for m in schema.metrics_of(2)] == v1 + list(SYNC_COLUMNS)
     assert schema.METRIC_BY_NAME["full_sync"].sql_type == "BOOLEAN"
-    with pytest.raises(ResultsError, match="expected 1..4"):
+    with pytest.raises(ResultsError, match="expected 1..5"):
         schema.create_statements(0)
 
 
@@ -532,10 +532,10 @@ def test_upgrade_from_v1_moves_sync_metrics_into_columns(tmp_path, monkeypatch):
     assert extra["full_sync"] is True and extra["bundles_from_to"] == 6  # where version 1 kept them
     con.close()
 
-    with pytest.raises(ResultsError, match="needs an upgrade to 4"):
+    with pytest.raises(ResultsError, match=f"needs an upgrade to {FORMAT_VERSION}"):
         Store(root, read_only=True)
     with Store(root) as store:  # 1 -> 2 -> 3 in one go
-        assert store.format_version() == 4
+        assert store.format_version() == FORMAT_VERSION
         con = store.con
         _assert_columns_of_a_new_file(con)
         rows = con.execute(
@@ -654,10 +654,10 @@ def test_upgrade_from_v2_moves_schedule_split_and_udp_drops_into_columns(tmp_pat
     assert extra["sched_held_fraction"] == 0.155 and extra["udp_rcvbuf_errors"] == 9  # where version 2 kept them
     con.close()
 
-    with pytest.raises(ResultsError, match="needs an upgrade to 4"):
+    with pytest.raises(ResultsError, match=f"needs an upgrade to {FORMAT_VERSION}"):
         Store(root, read_only=True)
     with Store(root) as store:
-        assert store.format_version() == 4
+        assert store.format_version() == FORMAT_VERSION
         con = store.con
         _assert_columns_of_a_new_file(con)
         rows = con.execute(f"SELECT run_id, status, {', '.join(V3_COLUMNS)}, metrics_extra FROM runs "
@@ -842,7 +842,7 @@ def test_upgrade_from_v3_says_every_older_run_was_made_in_namespaces(tmp_path, m
     assert "backend" not in {c for c, _ in _columns(con, "runs")}
     con.close()
     with Store(root) as store:
-        assert store.format_version() == 4
+        assert store.format_version() == FORMAT_VERSION
         _assert_columns_of_a_new_file(store.con)
         have = store.runs(sweep.sweep_id)
         assert [r["backend"] for r in have] == ["namespace"] * len(records)

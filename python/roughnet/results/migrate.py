@@ -13,7 +13,8 @@ sync, SEEDS S3) to ``runs`` and ``receivers`` and moves their values out of
 for a sender's schedule split (``sched_own_*``, ``sched_held_*``) and the
 hosts' UDP receive-buffer drops (``udp_rcvbuf_errors``).  Version 3 -> 4 adds
 where each run happened: ``backend`` (older runs: "namespace") and
-``backend_info``.
+``backend_info``.  Version 4 -> 5 creates the (empty) tables of run timelines:
+``workloads``, ``flows``, ``series``, ``events``, ``recovery`` (docs/timelines.md).
 docs/results-format.md describes every step.
 """
 
@@ -169,9 +170,11 @@ def _move_extra_to_columns(con: duckdb.DuckDBPyConnection, table: str, metrics: 
 
 
 def _add_metric_columns(con: duckdb.DuckDBPyConnection, version: int, what: str) -> None:
-    """The metric columns new in ``version`` on runs and receivers, values moved from metrics_extra."""
+    """The metric columns new in ``version`` on every table with metric columns that the file has (runs,
+    receivers; workloads and flows from format 5 on), values moved from metrics_extra."""
     added = [m for m in schema.METRICS if m.since == version]
-    for table in ("runs", "receivers"):
+    present = _tables(con)
+    for table in (t for t in ("runs", "receivers", "workloads", "flows") if t in present):
         n = _move_extra_to_columns(con, table, added)
         log.info("format %d: %d %s row(s) had %s moved out of metrics_extra", version, n, table, what)
 
@@ -195,12 +198,19 @@ def _v3_to_v4(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("UPDATE runs SET backend = 'namespace'")
 
 
+def _v4_to_v5(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 4 -> 5: the tables of run timelines, empty (older runs had one workload and no events)."""
+    for stmt in schema.create_statements(5)[-len(schema.TIMELINE_TABLES):]:
+        con.execute(stmt)
+
+
 #: from-version -> function upgrading a connection to from-version + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     0: _v0_to_v1,
     1: _v1_to_v2,
     2: _v2_to_v3,
     3: _v3_to_v4,
+    4: _v4_to_v5,
 }
 
 

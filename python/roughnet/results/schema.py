@@ -18,7 +18,7 @@ from roughnet.errors import ResultsError
 #: Layout version written into ``meta.format_version``.  Bump it, add a
 #: migration in ``migrate.MIGRATIONS`` and describe the change in
 #: docs/results-format.md whenever a table or column changes.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,131 @@ RUN_BACKEND: tuple[tuple[str, str], ...] = (("backend", "VARCHAR"), ("backend_in
 BACKEND_SINCE = 4
 
 
+#: Format 5: the tables of run timelines (docs/timelines.md, "The record"): one row per item of the record's
+#: ``workloads``, ``flows``, ``series``, ``events`` and ``recovery`` lists, ``sweep_id`` and ``run_id`` on every
+#: row, ``position`` the item's place in its list (readers return rows in that order).  Records without
+#: these keys write nothing here.
+TIMELINE_SINCE = 5
+#: The timeline tables, in the order ``create_statements`` makes them.
+TIMELINE_TABLES: tuple[str, ...] = ("workloads", "flows", "series", "events", "recovery")
+
+_KEY: tuple[tuple[str, str], ...] = (("sweep_id", "VARCHAR NOT NULL"), ("run_id", "VARCHAR NOT NULL"))
+_LATENCY = (("lat_p50_us", "DOUBLE"), ("lat_p90_us", "DOUBLE"), ("lat_p99_us", "DOUBLE"), ("lat_max_us", "DOUBLE"))
+
+#: workloads: scalar columns (record key == column name; ``metrics`` go to the metric columns after them, the keys
+#: that are not metric columns to ``metrics_extra``).
+WORKLOAD_SCALARS: tuple[tuple[str, str], ...] = (
+    *_KEY,
+    ("position", "INTEGER"),
+    ("name", "VARCHAR NOT NULL"),
+    ("protocol", "VARCHAR"),
+    ("pattern", "VARCHAR"),
+    ("senders", "JSON"),
+    ("receivers", "JSON"),
+    ("start_s", "DOUBLE"),
+    ("background", "BOOLEAN"),
+    ("validity", "VARCHAR"),
+    ("validity_reasons", "JSON"),
+    ("metrics_extra", "JSON"),
+)
+#: flows: one per (workload, sender, receiver); the flow's ``metrics`` as in ``receivers`` (metric columns,
+#: ``metrics_extra``) with ``end_reason`` a column of its own.
+FLOW_SCALARS: tuple[tuple[str, str], ...] = (
+    *_KEY,
+    ("position", "INTEGER"),
+    ("workload", "VARCHAR NOT NULL"),
+    ("sender", "VARCHAR"),
+    ("receiver", "VARCHAR"),
+    ("end_reason", "VARCHAR"),
+    ("metrics_extra", "JSON"),
+)
+#: series: per flow and interval.  ``extra`` (JSON) keeps keys a row had that are not columns (NULL when none).
+SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
+    *_KEY,
+    ("position", "INTEGER"),
+    ("workload", "VARCHAR NOT NULL"),
+    ("sender", "VARCHAR"),
+    ("receiver", "VARCHAR"),
+    ("t_s", "DOUBLE"),
+    ("interval_s", "DOUBLE"),
+    ("sent", "BIGINT"),
+    ("delivered", "BIGINT"),
+    ("bytes", "BIGINT"),
+    ("throughput_bps", "DOUBLE"),
+    ("lost", "BIGINT"),
+    ("duplicates", "BIGINT"),
+    ("reordered", "BIGINT"),
+    *_LATENCY,
+    ("extra", "JSON"),
+)
+#: events: one per event of the run (``index`` is the event's own number, which ``ends`` and ``recovery.event``
+#: refer to).
+EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
+    *_KEY,
+    ("index", "INTEGER"),
+    ("at_s", "DOUBLE"),
+    ("kind", "VARCHAR"),
+    ("target", "VARCHAR"),
+    ("action", "VARCHAR"),
+    ("detail", "VARCHAR"),
+    ("started_s", "DOUBLE"),
+    ("took_effect_s", "DOUBLE"),
+    ("ends", "INTEGER"),
+    ("error", "VARCHAR"),
+    ("extra", "JSON"),
+)
+#: recovery: per fault (``event``: the interrupting event's index) and flow.
+RECOVERY_COLUMNS: tuple[tuple[str, str], ...] = (
+    *_KEY,
+    ("position", "INTEGER"),
+    ("event", "INTEGER"),
+    ("workload", "VARCHAR"),
+    ("sender", "VARCHAR"),
+    ("receiver", "VARCHAR"),
+    ("fault_start_s", "DOUBLE"),
+    ("fault_end_s", "DOUBLE"),
+    ("last_before_s", "DOUBLE"),
+    ("first_after_s", "DOUBLE"),
+    ("outage_s", "DOUBLE"),
+    ("recover_s", "DOUBLE"),
+    ("lost", "BIGINT"),
+    ("duplicated", "BIGINT"),
+    ("reordered", "BIGINT"),
+    ("backlog", "BIGINT"),
+    ("pre_rate_msgs_s", "DOUBLE"),
+    ("promise", "VARCHAR"),
+    ("verdict", "VARCHAR"),
+    ("evidence", "VARCHAR"),
+    ("extra", "JSON"),
+)
+
+
+def timeline_columns(table: str, version: int | None = None) -> list[tuple[str, str]]:
+    """(column, type) of a timeline table in format ``version`` (default: the current one), in table order
+    (types as in the DDL, NOT NULL included).  ``workloads`` and ``flows`` end with the metric columns of that version."""
+    if version is None:
+        version = FORMAT_VERSION
+    metric_cols = [(m.name, m.sql_type) for m in metrics_of(version)]
+    cols = {
+        "workloads": [*WORKLOAD_SCALARS, *metric_cols],
+        "flows": [*FLOW_SCALARS, *metric_cols],
+        "series": list(SERIES_COLUMNS),
+        "events": list(EVENT_COLUMNS),
+        "recovery": list(RECOVERY_COLUMNS),
+    }.get(table)
+    if cols is None:
+        raise ResultsError(f"timeline table {table!r}: unknown; expected one of {TIMELINE_TABLES}")
+    return cols
+
+
+def _timeline_ddl(version: int) -> list[str]:
+    out = []
+    for table in TIMELINE_TABLES:
+        body = ",\n    ".join(f'"{n}" {t}' if n == "index" else f"{n} {t}" for n, t in timeline_columns(table, version))
+        out.append(f"CREATE TABLE {table} (\n    {body}\n)")
+    return out
+
+
 def metrics_of(version: int) -> tuple[Metric, ...]:
     """The metric columns of format ``version`` (1 or later), in column order."""
     return tuple(m for m in METRICS if m.since <= version)
@@ -190,7 +315,7 @@ def create_statements(version: int | None = None) -> list[str]:
     count BIGINT,
     hdr VARCHAR NOT NULL
 )""",
-    ]
+    ] + (_timeline_ddl(version) if version >= TIMELINE_SINCE else [])
 
 
 def run_columns() -> list[str]:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from roughnet import __version__
 from roughnet.errors import ResultsError
@@ -146,6 +147,112 @@ def _metrics_dict(row: dict[str, Any]) -> dict[str, Any]:
     if extra:
         metrics.update(extra)
     return metrics
+
+
+_ARROW_TYPES = {"VARCHAR": pa.string(), "JSON": pa.string(), "DOUBLE": pa.float64(), "BIGINT": pa.int64(),
+                "INTEGER": pa.int32(), "BOOLEAN": pa.bool_()}
+
+
+def _base_type(sql_type: str) -> str:
+    return sql_type.split()[0]
+
+
+def _cell(name: str, sql_type: str, value: Any, where: str) -> Any:
+    """A record value as a timeline table's column type; ResultsError naming the key when it does not fit."""
+    base = _base_type(sql_type)
+    if value is None:
+        if "NOT NULL" in sql_type:
+            raise ResultsError(f"{where}.{name} is missing; expected a value")
+        return None
+    if base == "JSON":
+        return _json(value)
+    if base == "VARCHAR":
+        if isinstance(value, str):
+            if "NOT NULL" in sql_type and not value:
+                raise ResultsError(f"{where}.{name} is empty; expected a name")
+            return value
+        return _json(value) if isinstance(value, (dict, list)) else str(value)
+    return _metric_value(name, "BIGINT" if base == "INTEGER" else base, value, where)
+
+
+def _timeline_items(record: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    items = record.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ResultsError(f"{where}: {key} is {type(items).__name__}; expected a list of objects")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ResultsError(f"{where}: {key}[{i}] is {item!r}; expected an object")
+    return items
+
+
+def _timeline_rows(record: dict[str, Any], table: str, sweep_id: str, run_id: str, where: str) -> list[list[Any]]:
+    """Rows of one timeline table (``schema.timeline_columns`` order) from the record's list of that name."""
+    cols = schema.timeline_columns(table)
+    metric_names = set(schema.METRIC_NAMES)
+    rows = []
+    for i, item in enumerate(_timeline_items(record, table, where)):
+        at = f"{where}: {table}[{i}]"
+        values: dict[str, Any] = {"sweep_id": sweep_id, "run_id": run_id, "position": i}
+        if table in ("workloads", "flows"):
+            metrics = item.get("metrics")
+            if metrics is None:
+                metrics = {}
+            if not isinstance(metrics, dict):
+                raise ResultsError(f"{at}.metrics is {type(metrics).__name__}; expected an object of metrics")
+            metrics = dict(metrics)
+            if table == "flows":
+                values["end_reason"] = _cell("end_reason", "VARCHAR", metrics.pop("end_reason", item.get("end_reason")),
+                                             f"{at}.metrics")
+            metric_values, extra = _split_metrics(metrics, f"{at}.metrics")
+            values.update(zip(schema.METRIC_NAMES, metric_values, strict=True))
+            values["metrics_extra"] = extra
+            if table == "workloads":
+                validity = item.get("validity")
+                if validity is not None and validity not in schema.VALIDITIES:
+                    raise ResultsError(f"{at}.validity is {validity!r}; expected one of {schema.VALIDITIES} or null")
+                reasons = item.get("validity_reasons") or []
+                if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+                    raise ResultsError(f"{at}.validity_reasons is {reasons!r}; expected a list of strings")
+                for key in ("senders", "receivers"):
+                    hosts = item.get(key)
+                    if hosts is not None and not isinstance(hosts, list):
+                        raise ResultsError(f"{at}.{key} is {hosts!r}; expected a list of host names")
+                values["validity_reasons"] = _json(reasons)
+            fixed = {n for n, _ in cols if n not in metric_names}
+        else:
+            fixed = {n for n, _ in cols}
+            extra = {k: v for k, v in item.items() if k not in fixed}
+            values["extra"] = _json(extra) if extra else None
+        row = []
+        for name, sql_type in cols:
+            if name in values:
+                row.append(values[name])
+            elif name in fixed:
+                row.append(_cell(name, sql_type, item.get(name), at))
+        rows.append(row)
+    return rows
+
+
+def _arrow_insert(table: str, rows: list[list[Any]]) -> Any:
+    """A transaction step inserting ``rows`` into ``table`` through an Arrow table (executemany costs ~0.4 ms a row;
+    a run's series has thousands)."""
+    cols = schema.timeline_columns(table)
+    fields = [pa.field(n, _ARROW_TYPES[_base_type(t)]) for n, t in cols]
+    data = pa.Table.from_arrays([pa.array([r[i] for r in rows], type=f.type) for i, f in enumerate(fields)],
+                                schema=pa.schema(fields))
+    names = ", ".join(_ident(n) for n, _ in cols)
+    view = f"_roughnet_insert_{table}"
+
+    def step(con: duckdb.DuckDBPyConnection) -> None:
+        con.register(view, data)
+        try:
+            con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {view}")
+        finally:
+            con.unregister(view)
+
+    return step
 
 
 def machine_info() -> dict[str, Any]:
@@ -325,12 +432,17 @@ class Store:
 
     # ------------------------------------------------------------------ writing
 
-    def _transaction(self, statements: list[tuple[str, list[Any] | list[list[Any]], bool]]) -> None:
-        """Run (sql, params, many) statements in one transaction; roll back on anything."""
+    def _transaction(self, statements: list[Any]) -> None:
+        """Run (sql, params, many) statements, or callables taking the connection, in one transaction; roll back
+        on anything."""
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
-            for sql, params, many in statements:
+            for item in statements:
+                if callable(item):
+                    item(con)
+                    continue
+                sql, params, many = item
                 if many:
                     if params:
                         con.executemany(sql, params)
@@ -385,7 +497,9 @@ class Store:
         """Store one run record (see docs/results-format.md) in one transaction.
 
         Replaces a run already stored under the same (sweep_id, run_id), its
-        receivers and histograms.  Everything is validated before the
+        receivers and histograms, and its rows of the timeline tables (``workloads``,
+        ``flows``, ``series``, ``events``, ``recovery``: written from the record's lists of
+        those names when it has them, docs/timelines.md).  Everything is validated before the
         transaction starts; on any error (or KeyboardInterrupt) nothing is kept.
         """
         if not isinstance(record, dict):
@@ -460,9 +574,17 @@ class Store:
             hist_rows.append([sweep_id, run_id, str(h.get("host") or ""), kind, h.get("count"), hdr])
 
         key = [sweep_id, run_id]
+        timeline: list[Any] = []
+        if schema.FORMAT_VERSION >= schema.TIMELINE_SINCE:  # (tests write older formats with this code)
+            for table in schema.TIMELINE_TABLES:
+                trows = _timeline_rows(record, table, sweep_id, run_id, where)
+                timeline.append((f"DELETE FROM {table} WHERE sweep_id = ? AND run_id = ?", key, False))
+                if trows:
+                    timeline.append(_arrow_insert(table, trows))
         cols = schema.run_columns()
         self._transaction(
             [
+                *timeline,
                 ("DELETE FROM histograms WHERE sweep_id = ? AND run_id = ?", key, False),
                 ("DELETE FROM receivers WHERE sweep_id = ? AND run_id = ?", key, False),
                 ("DELETE FROM runs WHERE sweep_id = ? AND run_id = ?", key, False),
@@ -609,6 +731,69 @@ class Store:
             params.append(run_id)
         return self._dicts(sql + " ORDER BY run_id, host, kind", params)
 
+    def _timeline_table(self, table: str, sweep_id: str, run_id: str | None) -> list[dict[str, Any]]:
+        """Rows of a timeline table, in plan order of the runs, then in the order of the record's list."""
+        if schema.FORMAT_VERSION < schema.TIMELINE_SINCE:
+            return []
+        cols = [n for n, _ in schema.timeline_columns(table)]
+        order = "t.\"index\"" if table == "events" else "t.position"
+        sql = (f"SELECT {', '.join('t.' + _ident(c) for c in cols)} FROM {table} t "
+               "LEFT JOIN runs r ON r.sweep_id = t.sweep_id AND r.run_id = t.run_id WHERE t.sweep_id = ?")
+        params: list[Any] = [sweep_id]
+        if run_id is not None:
+            sql += " AND t.run_id = ?"
+            params.append(run_id)
+        rows = self._dicts(sql + f" ORDER BY r.run_index, r.repeat, t.run_id, {order}", params)
+        for row in rows:
+            row.pop("position", None)
+            if table in ("workloads", "flows"):
+                metrics = _metrics_dict(row)
+                if table == "flows":
+                    metrics["end_reason"] = row.pop("end_reason")
+                else:
+                    for key in ("senders", "receivers"):
+                        row[key] = _unjson(row[key])
+                    row["validity_reasons"] = _unjson(row["validity_reasons"]) or []
+                row["metrics"] = metrics
+            else:
+                row.update(_unjson(row.pop("extra")) or {})
+        return rows
+
+    def workloads(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The stored workloads of a sweep's runs (or one run's), as in the record's ``workloads`` plus
+        ``sweep_id`` and ``run_id``; ``metrics`` has every metric name (None where missing)."""
+        return self._timeline_table("workloads", sweep_id, run_id)
+
+    def flows(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The stored flows (one per workload, sender and receiver), as in the record's ``flows``; ``metrics``
+        has every metric name and ``end_reason``."""
+        return self._timeline_table("flows", sweep_id, run_id)
+
+    def series(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The stored per-interval rows of every flow, as in the record's ``series``."""
+        return self._timeline_table("series", sweep_id, run_id)
+
+    def events(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The stored events, by run and index, as in the record's ``events``."""
+        return self._timeline_table("events", sweep_id, run_id)
+
+    def recovery(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The stored recovery rows (per fault and flow), as in the record's ``recovery``."""
+        return self._timeline_table("recovery", sweep_id, run_id)
+
+    def timelines(self, sweep_id: str, run_id: str | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """run_id -> {table: rows} for the runs of a sweep (or one run) with rows in any timeline table, in plan
+        order; each run has every key of ``schema.TIMELINE_TABLES`` (an empty list where it has none)."""
+        out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        tables = {t: self._timeline_table(t, sweep_id, run_id) for t in schema.TIMELINE_TABLES}
+        order = [r[0] for r in self.con.execute(
+            "SELECT run_id FROM runs WHERE sweep_id = ? ORDER BY run_index, repeat, run_id", [sweep_id]).fetchall()]
+        for table, rows in tables.items():
+            for row in rows:
+                out.setdefault(row["run_id"], {t: [] for t in schema.TIMELINE_TABLES})[table].append(row)
+        rank = {rid: i for i, rid in enumerate(order)}
+        return dict(sorted(out.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+
     def resolve_sweep(self, ref: str) -> str:
         """A sweep id from a full id, a scenario name (its latest sweep) or a unique id prefix."""
         rows = self.con.execute(
@@ -648,20 +833,37 @@ class Store:
                     names.append(k)
         return names
 
-    def export(self, sweep_id: str, fmt: str, out: Path) -> Path:
+    def export(self, sweep_id: str, fmt: str, out: Path, table: str = "runs") -> Path:
         """Write one row per run (params as ``param_<name>``, metrics as columns).
 
         ``fmt`` is ``csv`` or ``parquet``; ``out`` is a file path, or an existing
         folder (the file is then ``<sweep_id>.<fmt>`` in it).  Returns the path.
+        ``table`` another than ``runs`` (one of ``schema.TIMELINE_TABLES``) writes that
+        table's rows of the sweep instead, every column as stored (file ``<sweep_id>-<table>.<fmt>``).
         """
         if fmt not in ("csv", "parquet"):
             raise ResultsError(f"export format is {fmt!r}; expected 'csv' or 'parquet'")
+        if table != "runs" and (table not in schema.TIMELINE_TABLES or schema.FORMAT_VERSION < schema.TIMELINE_SINCE):
+            raise ResultsError(f"export table is {table!r}; expected one of runs, {', '.join(schema.TIMELINE_TABLES)}")
         if self.con.execute("SELECT 1 FROM sweeps WHERE sweep_id = ?", [sweep_id]).fetchone() is None:
             self.sweep(sweep_id)  # raises with the candidates
         out = Path(out)
         if out.is_dir():
-            out = out / f"{sweep_id}.{fmt}"
+            out = out / (f"{sweep_id}.{fmt}" if table == "runs" else f"{sweep_id}-{table}.{fmt}")
         out.parent.mkdir(parents=True, exist_ok=True)
+        options = "FORMAT csv, HEADER true" if fmt == "csv" else "FORMAT parquet"
+        if table != "runs":
+            order = 't."index"' if table == "events" else "t.position"
+            cols = ", ".join(
+                f"CAST(t.{_ident(n)} AS VARCHAR) AS {_ident(n)}" if _base_type(ty) == "JSON" else f"t.{_ident(n)}"
+                for n, ty in schema.timeline_columns(table))
+            query = (f"SELECT {cols} FROM {table} t LEFT JOIN runs r ON r.sweep_id = t.sweep_id AND r.run_id = t.run_id "
+                     f"WHERE t.sweep_id = {_sql_str(sweep_id)} ORDER BY r.run_index, r.repeat, t.run_id, {order}")
+            try:
+                self.con.execute(f"COPY ({query}) TO {_sql_str(str(out))} ({options})")
+            except duckdb.Error as e:
+                raise ResultsError(f"export of {sweep_id} ({table}) to {out} failed: {e}") from None
+            return out
 
         select = ["sweep_id", "run_id", "run_index", "scenario"]
         used: set[str] = set(schema.run_columns())
@@ -685,7 +887,6 @@ class Store:
             f"SELECT {', '.join(select)} FROM runs WHERE sweep_id = {_sql_str(sweep_id)} "
             "ORDER BY run_index, repeat, run_id"
         )
-        options = "FORMAT csv, HEADER true" if fmt == "csv" else "FORMAT parquet"
         try:
             self.con.execute(f"COPY ({query}) TO {_sql_str(str(out))} ({options})")
         except duckdb.Error as e:
