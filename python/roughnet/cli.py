@@ -295,6 +295,18 @@ def _print_summary(store, sweep_id: str) -> None:
         for row in prows:
             pt.add_row(*[escape(str(row[c])) for c in pcols])
         console.print(pt)
+    from .report import recovery_lines, workload_rows
+
+    wrows = workload_rows(store, sweep_id)  # runs with several workloads (docs/timelines.md)
+    if wrows:
+        wt = Table(title="workloads")
+        for c in wrows[0]:
+            wt.add_column(c)
+        for row in wrows:
+            wt.add_row(*[escape(str(v)) for v in row.values()])
+        console.print(wt)
+    for line, broken in recovery_lines(store, sweep_id):  # one per fault: outage, recovery, loss, promise
+        console.print(f"[red]{escape(line)}[/]" if broken else escape(line), highlight=False)
 
 
 @app.command("results")
@@ -351,16 +363,24 @@ def export(
     sweep: str = typer.Argument(..., help="A sweep id, prefix or scenario name."),
     fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output file (default <sweep>.<format>)."),
+    table: str = typer.Option("runs", "--table", help="runs, or a timeline table: workloads, flows, series, "
+                              "events, recovery (default file <sweep>-<table>.<format>)."),
     results: Optional[Path] = ResultsOpt,
 ) -> None:
-    """Export one row per run (parameters and metrics) to CSV or Parquet."""
+    """Export one row per run (parameters and metrics), or a timeline table's rows, to CSV or Parquet."""
+    from .results.schema import TIMELINE_TABLES
+
     if fmt not in ("csv", "parquet"):
         err.print(f"[red]error:[/] --format must be csv or parquet (got {fmt!r})")
+        raise typer.Exit(2)
+    if table not in ("runs", *TIMELINE_TABLES):
+        err.print(f"[red]error:[/] --table must be runs or one of {', '.join(TIMELINE_TABLES)} (got {table!r})")
         raise typer.Exit(2)
     try:
         store = _open_store(results, create=False)
         sid = store.resolve_sweep(sweep)
-        path = store.export(sid, fmt, out or Path(f"{sid}.{fmt}"))
+        default = f"{sid}.{fmt}" if table == "runs" else f"{sid}-{table}.{fmt}"
+        path = store.export(sid, fmt, out or Path(default), table=table)
         console.print(f"wrote {path}")
         store.close()
     except RoughnetError as e:

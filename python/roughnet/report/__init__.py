@@ -17,8 +17,14 @@ Public API (reads a ``results.Store``; writes only under the report folder):
   when no point has more than one run (see ``points`` and docs/statistics.md).
 - ``perftest_lines(store, sweep_id) -> list[str]``: RTI Perftest-style summary
   lines per run (see ``perftest``).
+- ``workload_rows(store, sweep_id) -> list[dict[str, str]]``: one row per workload
+  of every run with more than one (``#``, workload, protocol, senders → receivers,
+  key metrics, validity); ``[]`` when no run has several.
+- ``recovery_lines(store, sweep_id) -> list[tuple[str, bool]]``: one compact line
+  per fault of every timeline run (worst outage and recovery over its flows, totals,
+  promise kept or broken) and whether a promise was broken (see ``timeline``).
 
-Modules: ``shaping`` (rows -> series/panels/tables), ``points`` (repeats -> intervals, flags), ``plots`` (PNG),
+Modules: ``timeline`` (timeline runs: plot, workloads, events, recovery), ``shaping`` (rows -> series/panels/tables), ``points`` (repeats -> intervals, flags), ``plots`` (PNG),
 ``html`` (page), ``perftest`` (text lines), ``fmt`` (units for people).
 """
 
@@ -28,11 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roughnet.report import html, perftest, points, shaping
+from roughnet.report import timeline as timeline_report
 
 if TYPE_CHECKING:
     from roughnet.results import Store
 
-__all__ = ["build_report", "perftest_lines", "point_rows", "summary_rows"]
+__all__ = ["build_report", "perftest_lines", "point_rows", "recovery_lines", "summary_rows", "workload_rows"]
 
 REPORTS_DIR = "reports"
 
@@ -44,7 +51,7 @@ def build_report(store: Store, sweep_id: str, out_dir: Path | None = None) -> Pa
     histograms = store.histograms(sweep_id)
     if out_dir is None:
         out_dir = store.root / REPORTS_DIR / sweep_id
-    return html.render(sweep, runs, histograms, Path(out_dir))
+    return html.render(sweep, runs, histograms, Path(out_dir), timelines=store.timelines(sweep_id))
 
 
 def summary_rows(store: Store, sweep_id: str) -> list[dict[str, str]]:
@@ -73,3 +80,23 @@ def perftest_lines(store: Store, sweep_id: str) -> list[str]:
     """RTI Perftest-style summary lines of every run of ``sweep_id``."""
     store.sweep(sweep_id)  # a clear error for an unknown sweep
     return perftest.lines_for_runs(store.runs(sweep_id))
+
+
+def workload_rows(store: Store, sweep_id: str) -> list[dict[str, str]]:
+    """Rows of the CLI's per-workload block (see the module docstring); [] when no run has several workloads."""
+    return timeline_report.workload_rows(store.runs(sweep_id), _light_timelines(store, sweep_id))
+
+
+def recovery_lines(store: Store, sweep_id: str) -> list[tuple[str, bool]]:
+    """(line, promise broken) per fault of every timeline run of ``sweep_id`` (see the module docstring)."""
+    return timeline_report.recovery_lines(store.runs(sweep_id), _light_timelines(store, sweep_id))
+
+
+def _light_timelines(store: Store, sweep_id: str) -> dict[str, dict[str, list[dict]]]:
+    """run id -> workloads, events, recovery (not the series, which the summary does not need)."""
+    out: dict[str, dict[str, list[dict]]] = {}
+    for table, rows in (("workloads", store.workloads(sweep_id)), ("events", store.events(sweep_id)),
+                        ("recovery", store.recovery(sweep_id))):
+        for row in rows:
+            out.setdefault(row["run_id"], {}).setdefault(table, []).append(row)
+    return out

@@ -2,7 +2,8 @@
 
 Owns page layout: header (scenario, sweep id, description, date, machine,
 versions, engines, run counts), one figure per metric, the sync figures
-(``sync``), latency CDFs, ramp plots, with repeats the points table (intervals, flags: ``points``), the list
+(``sync``), latency CDFs, ramp plots, a timeline section per run with a time series, events or several
+workloads (``report.timeline``: plot, workloads, events, recovery), with repeats the points table (intervals, flags: ``points``), the list
 of failed and of suspect/invalid runs with reasons, the table of every run and the scenario file; ``points.json``
 beside the PNGs.  Images are embedded as base64 data URIs
 and CSS is inline, so index.html opens offline on its own; the PNGs are also
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from roughnet.report import efficiency, fanout, fmt, packets, payload, plots, points, shaping, sync
+from roughnet.report import timeline as timeline_report
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ tr.suspect td { background: #fff8e1; } tr.invalid td, tr.failed td { background:
 pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
 .reasons { white-space: normal; color: #8a4b00; }
 .spread { color: #777; font-size: 0.85em; }
+.broken { color: #b00020; font-weight: bold; }
 """
 
 
@@ -176,8 +179,11 @@ def render(
     runs: list[dict[str, Any]],
     histograms: list[dict[str, Any]],
     out_dir: Path,
+    timelines: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
 ) -> Path:
-    """Write ``out_dir/index.html`` and the PNGs; returns the HTML path."""
+    """Write ``out_dir/index.html`` and the PNGs; returns the HTML path.
+
+    ``timelines``: ``Store.timelines(sweep_id)`` (run id -> workloads, flows, series, events, recovery)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_pngs(out_dir)
     axes = shaping.axis_values(sweep.get("axes") or {}, runs)
@@ -228,8 +234,9 @@ def render(
                + (f", one panel per {group}" if group and len(ramps) > 1 else ""))
     if figures:
         sections.append("<h2>Plots</h2>" + "".join(figures))
-    elif runs:
+    elif runs and not timelines:
         sections.append("<p>No sweep axis to plot against; see the table below.</p>")
+    sections.append(timeline_report.section(runs, timelines or {}, list(axes), out_dir, _img))
     payload_html, payload_png = payload.section(axes, runs, roles.x)  # payload axis: best range, delay/drop table + plot
     if payload_html:
         figures.clear()
@@ -274,6 +281,7 @@ def _remove_stale_pngs(out_dir: Path) -> None:
 
     for name in (*METRIC_NAMES, "latency_cdf", "ramp", "payload", *sync.PNG_NAMES):
         (out_dir / f"{name}.png").unlink(missing_ok=True)
+    timeline_report.remove_stale_pngs(out_dir)
 
 
 def _single_run_metrics(run: dict[str, Any]) -> str:
