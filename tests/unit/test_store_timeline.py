@@ -242,3 +242,35 @@ def test_export_cli_table_option(tmp_path):
     assert len((tmp_path / "s.csv").read_text().splitlines()) == 61
     bad = CliRunner().invoke(app, ["export", SWEEP, "--results", str(tmp_path / "res"), "--table", "nope"])
     assert bad.exit_code == 2
+
+
+def test_rows_made_by_the_timeline_analysis_are_stored_as_they_are(tmp_path):
+    # series and recovery rows as roughnet.timeline makes them from traces (numpy-derived values), 10 ms
+    # intervals: a long series goes in through Arrow in one piece
+    import numpy as np
+
+    from roughnet.timeline import recovery as rec_mod
+    from roughnet.timeline import series as series_mod
+    from roughnet.timeline.traces import Rx, Tx
+
+    t0 = 1_000_000_000
+    seq = np.arange(3000)
+    sent = t0 + seq * 1_000_000  # 1000 msg/s for 3 s
+    keep = (sent < t0 + 1_000_000_000) | (sent >= t0 + 1_500_000_000)  # 0.5 s outage
+    tx = Tx.from_arrays(seq, sent)
+    rx = Rx.from_arrays(seq[keep], sent[keep], sent[keep] + 300_000)
+    flow = series_mod.prepare(tx, rx)
+    key = {"workload": "control", "sender": "a", "receiver": "b"}
+    series = [{**key, **r} for r in series_mod.flow_series(flow, None, t0, t0 + 3_000_000_000, 10_000_000, 100)]
+    rec_row = rec_mod.recovery(flow, None, t0, t0 + 1_000_000_000, t0 + 1_500_000_000,
+                               promise={"name": "TCP", "no_loss": True, "no_duplicates": True},
+                               interval_ns=100_000_000)
+    rec = record(SWEEP, "aaaaaaaaaaaa", single=True)
+    rec["series"], rec["recovery"] = series, [{"event": 0, **key, **rec_row}]
+    with _stored(tmp_path, rec) as store:
+        have = store.series(SWEEP)
+        assert len(have) == 300
+        assert [{k: v for k, v in r.items() if k not in ("sweep_id", "run_id")} for r in have] == _plain(series)
+        (r,) = store.recovery(SWEEP)
+        assert r["verdict"] == "broken" and r["lost"] == 500 and r["evidence"] == rec_row["evidence"]
+        assert r["outage_s"] == pytest.approx(rec_row["outage_s"])
