@@ -479,7 +479,14 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
     record["flows"] = flow_rows
     record["events"] = tl.events
     record["t0_ns"] = tl.t0_ns
-    record["series"], record["recovery"] = analyse(run, tl, run.series_interval_ns)
+    try:
+        record["series"], record["recovery"] = analyse(run, tl, run.series_interval_ns)
+    except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the run's results
+        log.exception("time series of run %s", run.run_id)
+        record["series"], record["recovery"] = [], []
+        record["validity_reasons"].append(f"no time series: internal error {type(e).__name__}: {e}")
+        if record["validity"] == "valid":
+            record["validity"] = "suspect"
     record["status"] = "ok"
 
 
@@ -493,7 +500,7 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tu
     recovery: list[dict] = []
     faults = rec_mod.fault_windows(tl.events, (tl.end_ns - tl.t0_ns) / 1e9) if tl.events else []
     for f in tl.flows:
-        if not f.traced:
+        if not f.traced or "trace_path" not in f.specs[-1].config:
             continue
         tx_path = Path(f.specs[-1].config["trace_path"])
         tx = traces.read_tx(tx_path)
