@@ -3,10 +3,14 @@
 //! Owns the shape of the object described in docs/agent-protocol.md, defaults,
 //! and every check that needs no driver (roles fit the pattern, sizes, counts).
 //! Protocol knobs (`options`) are checked by the driver named in `protocol`
-//! (drivers::create), because only it knows them.  Nothing here touches a socket.
+//! (drivers::create), because only it knows them.  Nothing here touches a socket;
+//! the one file touched is the stream pattern's trace (`trace_path`), created by
+//! `Config::parse` so that one that cannot be created is a configuration error.
 
 use serde::Deserialize;
+use std::fs::File;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use thiserror::Error;
 
 use crate::message::HEADER_LEN;
@@ -162,6 +166,9 @@ struct RawConfig {
     window: Option<u64>,
     #[serde(default)]
     peer_topic: Option<String>,
+    // --- stream pattern: per-message trace file (crate::trace); null / absent = none ---
+    #[serde(default)]
+    trace_path: Option<String>,
 }
 
 /// The sync pattern's settings (docs/agent-protocol.md, "sync").
@@ -218,6 +225,10 @@ pub struct Config {
     /// sync: the pattern's settings (None for the other patterns).  A syncer's `role`
     /// is `Receiver` (it binds `listen`) and it also has `peers` (its one peer).
     pub sync: Option<SyncConfig>,
+    /// stream: where this role writes its per-message trace (crate::trace), or None.
+    pub trace_path: Option<String>,
+    /// stream: that file, created (truncated) by `Config::parse`; None before and without one.
+    pub trace_file: Option<Arc<File>>,
     /// CLOCK_MONOTONIC when the configuration was read: `timeout_ms` counts from here.
     pub start_ns: u64,
 }
@@ -238,10 +249,28 @@ fn parse_addr(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
 }
 
 impl Config {
-    /// Parse and check a JSON object.
+    /// Parse and check a JSON object, and create the trace file if there is one.
     pub fn parse(text: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig = serde_json::from_str(text)?;
-        Self::check(raw)
+        let mut cfg = Self::check(raw)?;
+        cfg.create_trace()?;
+        Ok(cfg)
+    }
+
+    /// Create (or truncate) `trace_path`: done at the start, so that a path that cannot
+    /// be written is a configuration error before a receiver says `ready`.
+    fn create_trace(&mut self) -> Result<(), ConfigError> {
+        if let Some(path) = &self.trace_path {
+            let file = File::create(path).map_err(|e| {
+                ConfigError::invalid(
+                    "trace_path",
+                    format!("{path:?}"),
+                    format!("a file this agent can create ({e})"),
+                )
+            })?;
+            self.trace_file = Some(Arc::new(file));
+        }
+        Ok(())
     }
 
     fn check(raw: RawConfig) -> Result<Config, ConfigError> {
@@ -499,6 +528,26 @@ impl Config {
             }
         }
         let sync = check_sync(&raw, pattern)?;
+        let trace_path = match raw.trace_path.as_deref() {
+            Some(p) if pattern != Pattern::Stream => {
+                return Err(ConfigError::invalid(
+                    "trace_path",
+                    format!("{p:?}"),
+                    format!(
+                        "null for pattern {} (only stream writes traces)",
+                        raw.pattern
+                    ),
+                ))
+            }
+            Some("") => {
+                return Err(ConfigError::invalid(
+                    "trace_path",
+                    "\"\"",
+                    "a file path, or null for no trace",
+                ))
+            }
+            p => p.map(str::to_owned),
+        };
         if raw.timeout_ms == 0 {
             return Err(ConfigError::invalid("timeout_ms", 0, "at least 1 ms"));
         }
@@ -529,6 +578,8 @@ impl Config {
             topic: raw.topic.filter(|t| !t.is_empty()),
             peer_topic: raw.peer_topic.filter(|t| !t.is_empty()),
             sync,
+            trace_path,
+            trace_file: None,
             start_ns: crate::clock::now_ns(),
         })
     }
@@ -787,6 +838,42 @@ mod tests {
         let mut b = base();
         b["window"] = 4.into();
         assert!(err_of(b).contains("only sync has it"));
+    }
+
+    #[test]
+    fn trace_path_is_for_stream_and_its_file_is_created_at_parse() {
+        let dir = std::env::temp_dir().join(format!("roughnet-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.tx");
+        std::fs::write(&path, b"old").unwrap();
+        let mut v = base();
+        v["trace_path"] = path.to_str().unwrap().into();
+        let c = Config::parse(&v.to_string()).unwrap();
+        assert_eq!(c.trace_path.as_deref(), path.to_str());
+        assert!(c.trace_file.is_some());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "truncated");
+        // Absent or null: no trace.
+        assert!(Config::parse(&base().to_string())
+            .unwrap()
+            .trace_file
+            .is_none());
+        v["trace_path"] = serde_json::Value::Null;
+        assert!(Config::parse(&v.to_string()).unwrap().trace_file.is_none());
+        // A file that cannot be created is a configuration error naming the key.
+        v["trace_path"] = dir.join("missing/t.tx").to_str().unwrap().into();
+        let e = err_of(v.clone());
+        assert!(
+            e.contains("`trace_path`") && e.contains("a file this agent can create"),
+            "{e}"
+        );
+        v["trace_path"] = "".into();
+        assert!(err_of(v).contains("a file path, or null"));
+        // Other patterns take none.
+        let mut p = serde_json::json!({"v":1,"role":"pinger","protocol":"udp","pattern":"ping",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10});
+        p["trace_path"] = path.to_str().unwrap().into();
+        assert!(err_of(p).contains("only stream writes traces"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! `patterns` run stream / ping / ramp / bulk against that trait; `message`,
 //! `schedule`, `accounting` and `hist` are the measurement pieces (header,
 //! open-loop schedule, sequence accounting, HDR histograms); `clock`,
-//! `signals` and `output` are the process's edges (time, SIGTERM, stdout).
+//! `signals` and `output` are the process's edges (time, SIGTERM, stdout);
+//! `trace` writes the stream pattern's per-message trace files.
 
 pub mod accounting;
 pub mod clock;
@@ -18,6 +19,7 @@ pub mod output;
 pub mod patterns;
 pub mod schedule;
 pub mod signals;
+pub mod trace;
 
 /// The agent's version, as `roughnet-agent version` prints it.
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");

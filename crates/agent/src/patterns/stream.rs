@@ -5,6 +5,7 @@
 //! (from the schedule) and actual send time; a late sender sends at once and the
 //! lag goes into its `schedule` stats.  The receiver counts by sequence number and
 //! records latency from both stamps (coordinated omission corrected and not).
+//! With `trace_path` both sides also write a record per message (crate::trace).
 
 use serde_json::json;
 
@@ -18,6 +19,7 @@ use crate::message::{fill_payload, Header, FLAG_END, FLAG_WARMUP, HEADER_LEN};
 use crate::output::{self, Intervals};
 use crate::schedule::{Schedule, ScheduleStats};
 use crate::signals::stop_requested;
+use crate::trace::{rx_record, tx_record, TraceWriter};
 
 pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let mut tx = driver.open_sender(cfg)?;
@@ -30,6 +32,7 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let give_up = cfg.give_up_ns();
     let mut stats = ScheduleStats::default();
     let mut intervals = Intervals::new("sender", t0, cfg.report_interval_ns);
+    let mut trace = TraceWriter::from_file(cfg.trace_file.as_deref(), t0);
     let (mut sent, mut warmup_sent, mut bytes, mut send_errors) = (0u64, 0u64, 0u64, 0u64);
     let (mut first, mut last) = (None, None);
     let mut reason = EndReason::Complete;
@@ -50,6 +53,9 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
             }
         }
         if let Some(t) = intended {
+            if let Some(tr) = trace.as_mut() {
+                tr.before_sleep(now_ns(), t);
+            }
             sleep_until_ns(t, &stop_requested);
             if stop_requested() {
                 reason = EndReason::Signal;
@@ -92,9 +98,15 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
             bytes += buf.len() as u64;
             first.get_or_insert(actual);
             last = Some(actual);
+            if let Some(tr) = trace.as_mut() {
+                tr.write(&tx_record(i, h.intended_ns, actual));
+            }
         }
         intervals.add(1, buf.len() as u64);
         intervals.tick(actual);
+        if let Some(tr) = trace.as_mut() {
+            tr.tick(free_at);
+        }
         i += 1;
     }
     let mut end = [0u8; HEADER_LEN];
@@ -123,6 +135,9 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     });
     if let Some(o) = result.as_object_mut() {
         o.extend(tx.extra_results());
+        if let Some(tr) = trace.as_mut() {
+            o.extend(tr.finish());
+        }
     }
     output::emit("result", result);
     Ok(())
@@ -145,6 +160,7 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let start = now_ns();
     let give_up = cfg.give_up_ns();
     let mut intervals = Intervals::new("receiver", start, cfg.report_interval_ns);
+    let mut trace = TraceWriter::from_file(cfg.trace_file.as_deref(), start);
     let (mut bytes, mut bad) = (0u64, 0u64);
     let (mut first, mut last) = (None, None);
     let mut end_seen: Option<u64> = None;
@@ -184,7 +200,16 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
                     }
                     continue;
                 }
-                match tracker.record(h.seq, h.is_warmup()) {
+                let arrival = tracker.record(h.seq, h.is_warmup());
+                if matches!(
+                    arrival,
+                    Arrival::New | Arrival::Reordered | Arrival::Duplicate
+                ) {
+                    if let Some(tr) = trace.as_mut() {
+                        tr.write(&rx_record(h.seq, h.intended_ns, h.actual_ns, rt));
+                    }
+                }
+                match arrival {
                     Arrival::New | Arrival::Reordered => {
                         lat_intended.record(rt as i64 - h.intended_ns as i64);
                         lat_actual.record(rt as i64 - h.actual_ns as i64);
@@ -198,22 +223,27 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
                 }
             }
         }
-        intervals.tick(now_ns());
+        let now = now_ns();
+        intervals.tick(now);
+        if let Some(tr) = trace.as_mut() {
+            tr.tick(now);
+        }
     };
     let (duration_s, throughput_bps) = span_and_rate(first, last, bytes);
     let complete = expected.is_some_and(|e| tracker.complete(e));
-    output::emit(
-        "result",
-        json!({
-            "role": "receiver", "pattern": "stream", "protocol": driver.name(),
-            "expected": expected, "received": tracker.received, "lost": tracker.lost(expected),
-            "duplicates": tracker.duplicates, "reordered": tracker.reordered,
-            "warmup_received": tracker.warmup_received, "bad_messages": bad, "bytes": bytes,
-            "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
-            "end_reason": reason.as_str(), "complete": complete,
-            "latency_intended": lat_intended.to_json(), "latency_actual": lat_actual.to_json(),
-            "cpu": cpu_json(),
-        }),
-    );
+    let mut result = json!({
+        "role": "receiver", "pattern": "stream", "protocol": driver.name(),
+        "expected": expected, "received": tracker.received, "lost": tracker.lost(expected),
+        "duplicates": tracker.duplicates, "reordered": tracker.reordered,
+        "warmup_received": tracker.warmup_received, "bad_messages": bad, "bytes": bytes,
+        "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
+        "end_reason": reason.as_str(), "complete": complete,
+        "latency_intended": lat_intended.to_json(), "latency_actual": lat_actual.to_json(),
+        "cpu": cpu_json(),
+    });
+    if let (Some(o), Some(tr)) = (result.as_object_mut(), trace.as_mut()) {
+        o.extend(tr.finish());
+    }
+    output::emit("result", result);
     Ok(())
 }
