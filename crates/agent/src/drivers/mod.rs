@@ -204,6 +204,12 @@ pub trait Receiver {
     fn peers_closed(&self) -> bool {
         false
     }
+
+    /// Extra fields for the receiver's result line, read at the end of the run (mqtt,
+    /// nats, kafka with `reconnect`: `reconnects`, `disconnected_s`).  Default: none.
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 }
 
 /// The pinger side of request/reply.

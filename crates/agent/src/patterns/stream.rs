@@ -241,8 +241,11 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         "latency_intended": lat_intended.to_json(), "latency_actual": lat_actual.to_json(),
         "cpu": cpu_json(),
     });
-    if let (Some(o), Some(tr)) = (result.as_object_mut(), trace.as_mut()) {
-        o.extend(tr.finish());
+    if let Some(o) = result.as_object_mut() {
+        o.extend(rx.extra_results());
+        if let Some(tr) = trace.as_mut() {
+            o.extend(tr.finish());
+        }
     }
     output::emit("result", result);
     Ok(())
