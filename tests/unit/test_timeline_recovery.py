@@ -112,6 +112,19 @@ def test_recovery_needs_two_good_intervals_in_a_row():
     assert r["lost"] == 600
 
 
+def test_a_sender_that_stops_soon_after_the_fault_is_judged_on_the_intervals_it_had():
+    # the stream ends 1.5 s after the link came back: one whole interval, at full rate, is the recovery
+    tx, rx = flow(seconds=16.5, fate=lambda q, s: [] if 10.0 <= s < 15.0 else None)
+    r = rec.recovery(tx, rx, T0, at(10), at(15), interval_ns=S)
+    assert r["recover_s"] == 0.0 and r["lost"] == 500
+    # half rate in that one interval: not recovered
+    tx, rx = flow(seconds=16.5, fate=lambda q, s: [] if 10.0 <= s < 15.0 or (s >= 15.0 and q % 2) else None)
+    assert rec.recovery(tx, rx, T0, at(10), at(15), interval_ns=S)["recover_s"] is None
+    # ended before a whole interval after the fault: nothing to judge
+    tx, rx = flow(seconds=15.5, fate=lambda q, s: [] if 10.0 <= s < 15.0 else None)
+    assert rec.recovery(tx, rx, T0, at(10), at(15), interval_ns=S)["recover_s"] is None
+
+
 def test_reordering_during_the_fault():
     # around 12 s, seqs 1200 and 1201 swap; the fault is a link "set" that changed nothing else
     def fate(q, s):

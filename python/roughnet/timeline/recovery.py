@@ -28,7 +28,8 @@ duplicates, reordered and lost as in ``series``), every time in seconds after t0
   nothing (a flow that started during the fault): then there is nothing to recover to.
 - ``recover_s``: the fault's end is followed by intervals of ``interval_ns`` (aligned to the
   fault's end); recovery is the start of the first interval from which ``hold`` (2) consecutive
-  intervals each delivered at least ``threshold`` (90 %) of the pre-fault rate, in seconds after
+  intervals (fewer when the sender stopped sooner: the whole intervals it had, at least one) each
+  delivered at least ``threshold`` (90 %) of the pre-fault rate, in seconds after
   the fault's end: 0 when the rate never dropped (or came back at once), None when it never came
   back while the sender was still sending (only intervals ending by the flow's last send count,
   since after it the rate falls by itself).
@@ -154,13 +155,15 @@ def recovery(tx: Tx | Flow, rx: Rx | None, t0_ns: int, fault_start_ns: int, faul
     recover_ns = None
     if pre_rate is not None and f.sent_ns.size:
         k_max = (int(f.sent_ns[-1]) - fe) // interval_ns  # whole intervals ending by the last send
-        if k_max >= hold:
+        need = min(hold, k_max)  # a sender that stopped sooner: every whole interval it had (at least one)
+        if need >= 1:
             b = (first_ns[(first_ns >= fe) & (first_ns < fe + k_max * interval_ns)] - fe) // interval_ns
             counts = np.bincount(b, minlength=k_max)
             good = counts >= threshold * pre_rate * interval_ns / 1e9
-            held = np.convolve(good.astype(np.int64), np.ones(hold, dtype=np.int64), mode="valid") == hold
+            held = np.convolve(good.astype(np.int64), np.ones(need, dtype=np.int64), mode="valid") == need
             if held.any():
                 recover_ns = int(np.argmax(held)) * interval_ns
+        hold = max(need, 1)
 
     # the fault's window: loss, duplicates, reordering, backlog
     arrived_before = r_ns < fs
