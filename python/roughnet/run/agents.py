@@ -173,6 +173,7 @@ class AgentProcess:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     intervals: list[dict[str, Any]] = field(default_factory=list)
+    started_ns: int = 0  # CLOCK_MONOTONIC just before the process was started (its interval lines count from about then)
     bad_lines: list[str] = field(default_factory=list)
     _reader: threading.Thread | None = None
 
@@ -260,6 +261,7 @@ def start_agent(topo, agent_path: Path, spec: AgentSpec, artifacts: Path) -> Age
     cfg_path.write_text(json.dumps(spec.config, indent=1))
     err_path = artifacts / f"{base}.stderr"
     err = err_path.open("w")
+    started_ns = time.monotonic_ns()
     try:
         proc = topo.popen(
             spec.host,
@@ -272,7 +274,7 @@ def start_agent(topo, agent_path: Path, spec: AgentSpec, artifacts: Path) -> Age
         )
     finally:
         err.close()
-    agent = AgentProcess(spec, proc, artifacts / f"{base}.jsonl", err_path)
+    agent = AgentProcess(spec, proc, artifacts / f"{base}.jsonl", err_path, started_ns=started_ns)
     agent.start_reader()
     log.debug("started %s pid %d", agent.name, proc.pid)
     return agent

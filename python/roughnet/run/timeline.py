@@ -101,6 +101,8 @@ def plan_flows(run: Run, address_of, broker_of, extra, artifacts: Path) -> list[
                     name = (f"trace-{w.name}-{sender}.tx" if sp.role == "sender"
                             else f"trace-{w.name}-{sender}-{sp.host}.rx")
                     cfg["trace_path"] = str(artifacts / name)
+                else:  # no trace: the series comes from the agents' interval lines, one per series interval
+                    cfg["report_interval_ms"] = max(10, run.series_interval_ns // 1_000_000)
             flows.append(Flow(index, fw, w.name, sender, specs))
     return flows
 
@@ -500,7 +502,11 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tu
     recovery: list[dict] = []
     faults = rec_mod.fault_windows(tl.events, (tl.end_ns - tl.t0_ns) / 1e9) if tl.events else []
     for f in tl.flows:
-        if not f.traced or "trace_path" not in f.specs[-1].config:
+        if not f.traced:
+            for a in f.receivers:
+                series.extend(interval_rows(f, a, tl, interval_ns))
+            continue
+        if "trace_path" not in f.specs[-1].config:
             continue
         tx_path = Path(f.specs[-1].config["trace_path"])
         tx = traces.read_tx(tx_path)
@@ -518,3 +524,28 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tu
                                        interval_ns=interval_ns)
                 recovery.append({"event": fault["event"], **key, **row})
     return series, recovery
+
+
+def interval_rows(f: Flow, a: AgentProcess, tl: Timeline, interval_ns: int) -> list[dict[str, Any]]:
+    """Series rows of an untraced flow (bulk) from its receiver's interval lines: bytes and throughput per
+    interval, placed on the nearest interval of the run's grid (the agent counts from its own start, a few
+    milliseconds after ``started_ns``); message counts, loss and latency are not known there (None)."""
+    rows: dict[float, dict[str, Any]] = {}
+    step = int(a.spec.config.get("report_interval_ms") or 1000) * 1_000_000
+    for line in a.intervals:
+        t_ms = line.get("t_ms")
+        if not isinstance(t_ms, (int, float)):
+            continue
+        start = a.started_ns + int(t_ms * 1_000_000) - step
+        k = round((start - tl.t0_ns) / interval_ns)
+        if k < 0 or tl.t0_ns + k * interval_ns >= tl.end_ns:
+            continue
+        t_s = round(k * interval_ns / 1e9, 6)
+        row = rows.setdefault(t_s, {"workload": f.name, "sender": f.sender, "receiver": a.spec.host, "t_s": t_s,
+                                    "interval_s": interval_ns / 1e9, "sent": None, "delivered": None, "bytes": 0,
+                                    "throughput_bps": 0.0, "lost": None, "duplicates": None, "reordered": None,
+                                    "lat_p50_us": None, "lat_p90_us": None, "lat_p99_us": None,
+                                    "lat_max_us": None})  # fmt: skip
+        row["bytes"] += int(line.get("bytes") or 0)
+        row["throughput_bps"] = round(row["bytes"] * 8 / (interval_ns / 1e9), 3)
+    return [rows[t] for t in sorted(rows)]
