@@ -173,6 +173,10 @@ class MqttKnobs(Knobs):
         "3.1.1 cannot announce and past which mosquitto refuses messages silently (docs/protocols.md).", None)
     tls: kinds.boolean().type() = field(
         'Connect over TLS (default false); needs `tls = true` on the "mosquitto" service.', None)
+    reconnect: kinds.boolean().type() = field(
+        "Survive a lost broker connection (default false: it ends the run with an error): reconnect with a "
+        "100 ms to 1 s backoff, subscribe again when the broker forgot the session; results gain `reconnects`, "
+        "`disconnected_s` and `abandoned` (docs/protocols.md, Reconnecting).", None)
 
 
 class KafkaKnobs(Knobs):

@@ -11,7 +11,17 @@
 //! Topics: stream and bulk publish on `<topic>`; ping and ramp send requests on
 //! `<topic>/ping` and replies on `<topic>/pong`.  Receivers are ready after the
 //! broker's SUBACK.  Knobs: `version`, `qos`, `clean_session`, `keep_alive`,
-//! `inflight`, `tls` (+ `tls_ca`, the CA certificate the runner passes).
+//! `inflight`, `tls` (+ `tls_ca`, the CA certificate the runner passes), `reconnect`.
+//!
+//! A lost connection ends the run with an error, unless `reconnect` is on: then,
+//! once the endpoint is open, the connection thread keeps polling after an error
+//! (rumqttc connects again on the next poll) with a backoff of 100 ms doubling up
+//! to 1 s.  A reconnect that starts a new session (CONNACK without session present:
+//! clean session, or a broker that lost its state) subscribes again, and the
+//! publications rumqttc held for the old session are dropped (counted as
+//! `abandoned`); a resumed session gets them again.  While disconnected `send`
+//! blocks (rumqttc's request queue fills) until the run's give-up time.  Senders
+//! and receivers report `reconnects`, `disconnected_s` and `abandoned`.
 //!
 //! The publisher's window never exceeds what the broker accepts.  A broker holds
 //! each incoming QoS 2 message until its PUBREL and refuses more than its receive
@@ -23,7 +33,7 @@
 
 use bytes::Bytes;
 use serde::Deserialize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{
     sync_channel, Receiver as ChanRx, RecvTimeoutError, SyncSender, TryRecvError,
 };
@@ -39,7 +49,7 @@ use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, MAX_MESSAGE_BYTES};
 use crate::signals::stop_requested;
 
-const KNOBS: [&str; 7] = [
+const KNOBS: [&str; 8] = [
     "version",
     "qos",
     "clean_session",
@@ -47,6 +57,7 @@ const KNOBS: [&str; 7] = [
     "inflight",
     "tls",
     "tls_ca",
+    "reconnect",
 ];
 /// Requests the client queues before `send` waits (rumqttc's request channel).
 const REQUEST_CAPACITY: usize = 64;
@@ -64,6 +75,10 @@ const END_COPIES_QOS0: usize = 3;
 const FINISH_WAIT_NS: u64 = 10_000_000_000;
 /// Receive maximum of an MQTT 5 CONNACK that names none (MQTT 5, 3.2.2.3.3).
 const DEFAULT_RECEIVE_MAXIMUM: u16 = 65_535;
+/// With `reconnect`: the first pause after a connection error, doubled per failed attempt up to
+/// [`RECONNECT_MAX`].
+const RECONNECT_FIRST: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(1);
 
 fn default_version() -> String {
     "3.1.1".into()
@@ -95,6 +110,9 @@ pub struct MqttOptions {
     #[serde(default)]
     pub tls: bool,
     pub tls_ca: Option<String>,
+    /// Survive a lost connection: reconnect (and subscribe again) instead of ending the run.
+    #[serde(default)]
+    pub reconnect: bool,
 }
 
 pub struct Mqtt {
@@ -222,11 +240,110 @@ enum Event {
 /// Publications written to the socket, acknowledged (QoS 1: PUBACK, 2: PUBCOMP),
 /// and refused by the broker (MQTT 5 only: a PUBACK or PUBREC with a failure
 /// reason code; such a publication is never completed).
+///
+/// With `reconnect`, also what the connection thread learns across reconnects.
 #[derive(Default)]
 struct Counters {
     written: AtomicU64,
     completed: AtomicU64,
     refused: AtomicU64,
+    /// Publications rumqttc held for a session the broker no longer had (dropped at the
+    /// reconnect: never acknowledged, never sent again).
+    abandoned: AtomicU64,
+    /// Set once the endpoint is open with `reconnect`: from then on connection errors are
+    /// survived (module docs).
+    resilient: AtomicBool,
+    /// Set when the endpoint closes: the next error ends the connection thread.
+    closing: AtomicBool,
+    reconnects: AtomicU64,
+    /// Time spent disconnected in finished outages, and the start of the current one (0: none).
+    down_ns: AtomicU64,
+    down_since: AtomicU64,
+    /// Publications in rumqttc's pending queue at the last error (dropped at a new session).
+    pending_publishes: AtomicU64,
+}
+
+impl Counters {
+    /// After a connection error: true to keep polling (reconnect), false to end.
+    fn survive(&self, error: &str, pending_publishes: usize, backoff: &mut Duration) -> bool {
+        if !self.resilient.load(Ordering::Acquire) || self.closing.load(Ordering::Acquire) {
+            return false;
+        }
+        let now = now_ns().max(1);
+        if self
+            .down_since
+            .compare_exchange(0, now, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            tracing::warn!("mqtt: connection lost ({error}); reconnecting");
+        } else {
+            tracing::debug!("mqtt: reconnecting failed ({error})");
+        }
+        self.pending_publishes
+            .store(pending_publishes as u64, Ordering::Release);
+        // In slices, so that closing ends the wait.
+        let until = now_ns() + backoff.as_nanos() as u64;
+        while now_ns() < until && !self.closing.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(20).min(*backoff));
+        }
+        *backoff = (*backoff * 2).min(RECONNECT_MAX);
+        true
+    }
+
+    /// A CONNACK after a lost connection: count the outage; true when the session is new
+    /// (the broker forgot the subscription and rumqttc dropped its pending publications).
+    fn reconnected(&self, session_present: bool, backoff: &mut Duration) -> bool {
+        *backoff = RECONNECT_FIRST;
+        let since = self.down_since.swap(0, Ordering::AcqRel);
+        if since == 0 {
+            return false;
+        }
+        let down = now_ns().saturating_sub(since);
+        self.down_ns.fetch_add(down, Ordering::AcqRel);
+        self.reconnects.fetch_add(1, Ordering::AcqRel);
+        let dropped = if session_present {
+            0
+        } else {
+            self.pending_publishes.swap(0, Ordering::AcqRel)
+        };
+        self.abandoned.fetch_add(dropped, Ordering::AcqRel);
+        tracing::warn!(
+            "mqtt: reconnected after {:.3} s ({} session{})",
+            down as f64 / 1e9,
+            if session_present { "resumed" } else { "new" },
+            if dropped > 0 {
+                format!(", {dropped} pending publications dropped")
+            } else {
+                String::new()
+            }
+        );
+        !session_present
+    }
+
+    /// `reconnects`, `disconnected_s` (the current outage included) and `abandoned`.
+    fn reconnect_results(&self) -> serde_json::Map<String, serde_json::Value> {
+        let since = self.down_since.load(Ordering::Acquire);
+        let ongoing = if since == 0 {
+            0
+        } else {
+            now_ns().saturating_sub(since)
+        };
+        let down = self.down_ns.load(Ordering::Acquire) + ongoing;
+        let mut m = serde_json::Map::new();
+        m.insert(
+            "reconnects".into(),
+            self.reconnects.load(Ordering::Acquire).into(),
+        );
+        m.insert(
+            "disconnected_s".into(),
+            crate::clock::round6(down as f64 / 1e9).into(),
+        );
+        m.insert(
+            "abandoned".into(),
+            self.abandoned.load(Ordering::Acquire).into(),
+        );
+        m
+    }
 }
 
 enum Client {
@@ -289,12 +406,41 @@ fn tls_transport(ca_path: &str) -> Result<rumqttc::Transport, DriverError> {
     ))
 }
 
-/// Drive a 3.1.1 connection until it ends; report what the endpoint needs.
-fn pump_v4(mut conn: rumqttc::Connection, tx: SyncSender<Event>, n: Arc<Counters>) {
-    use rumqttc::{ConnectReturnCode, Event as E, Outgoing, Packet, SubscribeReasonCode};
-    for ev in conn.iter() {
+/// Drive a 3.1.1 connection until it ends; report what the endpoint needs.  `subscription`:
+/// what to subscribe to again after a reconnect that starts a new session.
+fn pump_v4(
+    mut conn: rumqttc::Connection,
+    tx: SyncSender<Event>,
+    n: Arc<Counters>,
+    subscription: Option<(String, u8)>,
+) {
+    use rumqttc::{ConnectReturnCode, Event as E, Outgoing, Packet, Request, SubscribeReasonCode};
+    let mut backoff = RECONNECT_FIRST;
+    while let Ok(ev) = conn.recv() {
         let out = match ev {
             Ok(E::Incoming(Packet::Publish(p))) => Event::Message(p.payload),
+            Ok(E::Incoming(Packet::ConnAck(a))) if n.resilient.load(Ordering::Acquire) => {
+                if n.reconnected(a.session_present, &mut backoff) {
+                    if let Some((t, q)) = &subscription {
+                        let s = rumqttc::Subscribe::new(t.clone(), qos4(*q));
+                        conn.eventloop.pending.push_front(Request::Subscribe(s));
+                    }
+                }
+                continue;
+            }
+            Ok(E::Incoming(Packet::SubAck(s))) if n.resilient.load(Ordering::Acquire) => {
+                if !s
+                    .return_codes
+                    .iter()
+                    .all(|c| matches!(c, SubscribeReasonCode::Success(_)))
+                {
+                    tracing::warn!(
+                        "mqtt: the broker refused the subscription after a reconnect: {:?}",
+                        s.return_codes
+                    );
+                }
+                continue;
+            }
             Ok(E::Incoming(Packet::ConnAck(a))) => Event::ConnAck(match a.code {
                 ConnectReturnCode::Success => Ok(()),
                 c => Err(format!("the broker refused the connection: {c:?}")),
@@ -322,10 +468,21 @@ fn pump_v4(mut conn: rumqttc::Connection, tx: SyncSender<Event>, n: Arc<Counters
             }
             Ok(E::Outgoing(Outgoing::Disconnect)) => return,
             Ok(_) => continue,
-            Err(e) => Event::Ended {
-                refused: refused4(&e),
-                error: e.to_string(),
-            },
+            Err(e) => {
+                let pending = conn
+                    .eventloop
+                    .pending
+                    .iter()
+                    .filter(|r| matches!(r, Request::Publish(_)))
+                    .count();
+                if n.survive(&e.to_string(), pending, &mut backoff) {
+                    continue;
+                }
+                Event::Ended {
+                    refused: refused4(&e),
+                    error: e.to_string(),
+                }
+            }
         };
         let ended = matches!(out, Event::Ended { .. });
         if tx.send(out).is_err() || ended {
@@ -339,13 +496,41 @@ fn refused4(e: &rumqttc::ConnectionError) -> bool {
 }
 
 /// Drive an MQTT 5 connection until it ends (as [`pump_v4`]).
-fn pump_v5(mut conn: m5::Connection, tx: SyncSender<Event>, n: Arc<Counters>) {
-    use m5::mqttbytes::v5::{ConnectReturnCode, Packet, SubscribeReasonCode};
-    use m5::Event as E;
+fn pump_v5(
+    mut conn: m5::Connection,
+    tx: SyncSender<Event>,
+    n: Arc<Counters>,
+    subscription: Option<(String, u8)>,
+) {
+    use m5::mqttbytes::v5::{ConnectReturnCode, Filter, Packet, Subscribe, SubscribeReasonCode};
+    use m5::{Event as E, Request};
     use rumqttc::Outgoing;
-    for ev in conn.iter() {
+    let mut backoff = RECONNECT_FIRST;
+    while let Ok(ev) = conn.recv() {
         let out = match ev {
             Ok(E::Incoming(Packet::Publish(p))) => Event::Message(p.payload),
+            Ok(E::Incoming(Packet::ConnAck(a))) if n.resilient.load(Ordering::Acquire) => {
+                if n.reconnected(a.session_present, &mut backoff) {
+                    if let Some((t, q)) = &subscription {
+                        let s = Subscribe::new(Filter::new(t.clone(), qos5(*q)), None);
+                        conn.eventloop.pending.push_front(Request::Subscribe(s));
+                    }
+                }
+                continue;
+            }
+            Ok(E::Incoming(Packet::SubAck(s))) if n.resilient.load(Ordering::Acquire) => {
+                if !s
+                    .return_codes
+                    .iter()
+                    .all(|c| matches!(c, SubscribeReasonCode::Success(_)))
+                {
+                    tracing::warn!(
+                        "mqtt: the broker refused the subscription after a reconnect: {:?}",
+                        s.return_codes
+                    );
+                }
+                continue;
+            }
             Ok(E::Incoming(Packet::ConnAck(a))) => Event::ConnAck(match a.code {
                 ConnectReturnCode::Success => Ok(()),
                 c => Err(format!("the broker refused the connection: {c:?}")),
@@ -391,10 +576,21 @@ fn pump_v5(mut conn: m5::Connection, tx: SyncSender<Event>, n: Arc<Counters>) {
             }
             Ok(E::Outgoing(Outgoing::Disconnect)) => return,
             Ok(_) => continue,
-            Err(e) => Event::Ended {
-                refused: matches!(&e, m5::ConnectionError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused),
-                error: e.to_string(),
-            },
+            Err(e) => {
+                let pending = conn
+                    .eventloop
+                    .pending
+                    .iter()
+                    .filter(|r| matches!(r, Request::Publish(_)))
+                    .count();
+                if n.survive(&e.to_string(), pending, &mut backoff) {
+                    continue;
+                }
+                Event::Ended {
+                    refused: matches!(&e, m5::ConnectionError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused),
+                    error: e.to_string(),
+                }
+            }
         };
         let ended = matches!(out, Event::Ended { .. });
         if tx.send(out).is_err() || ended {
@@ -543,6 +739,8 @@ pub struct MqttEndpoint {
     publish_topic: String,
     qos: u8,
     published: u64,
+    /// The `reconnect` knob: report reconnects and disconnected time.
+    reconnect: bool,
     broker: String,
     cfg: Config,
 }
@@ -584,6 +782,7 @@ impl MqttEndpoint {
                 transport.clone(),
                 &broker,
                 publish_topic.clone(),
+                subscribe.clone(),
                 inflight,
             )?;
             match ep.wait_for(cfg, "the CONNACK of the MQTT broker", |e| match e {
@@ -610,6 +809,11 @@ impl MqttEndpoint {
             tracing::debug!("mqtt: subscribed to {t} at {broker}");
         }
         ep.qos = d.opts.qos;
+        ep.reconnect = d.opts.reconnect;
+        // From here on a lost connection is survived (module docs).
+        ep.counters
+            .resilient
+            .store(d.opts.reconnect, Ordering::Release);
         Ok(ep)
     }
 
@@ -620,8 +824,10 @@ impl MqttEndpoint {
         transport: Option<rumqttc::Transport>,
         broker: &str,
         publish_topic: String,
+        subscribe: Option<String>,
         inflight: u32,
     ) -> Result<MqttEndpoint, DriverError> {
+        let subscription = subscribe.map(|t| (t, d.opts.qos));
         let max_packet = MAX_MESSAGE_BYTES as usize + 64 * 1024;
         let keep_alive = Duration::from_nanos(d.opts.keep_alive);
         let counters = Arc::new(Counters::default());
@@ -647,7 +853,7 @@ impl MqttEndpoint {
             let (c, conn) = m5::Client::new(o, REQUEST_CAPACITY);
             let th = std::thread::Builder::new()
                 .name("mqtt-conn".into())
-                .spawn(move || pump_v5(conn, tx, n))
+                .spawn(move || pump_v5(conn, tx, n, subscription))
                 .map_err(|e| DriverError::io("spawn the MQTT connection thread for", broker, e))?;
             (Client::V5(c), th)
         } else {
@@ -666,7 +872,7 @@ impl MqttEndpoint {
             conn.eventloop.set_network_options(net);
             let th = std::thread::Builder::new()
                 .name("mqtt-conn".into())
-                .spawn(move || pump_v4(conn, tx, n))
+                .spawn(move || pump_v4(conn, tx, n, subscription))
                 .map_err(|e| DriverError::io("spawn the MQTT connection thread for", broker, e))?;
             (Client::V4(c), th)
         };
@@ -678,6 +884,7 @@ impl MqttEndpoint {
             publish_topic,
             qos: 0,
             published: 0,
+            reconnect: false,
             broker: broker.to_string(),
             cfg: cfg.clone(),
         })
@@ -787,11 +994,12 @@ impl MqttEndpoint {
             self.cfg.give_up_ns()
         };
         let done = |n: &Counters| {
-            if self.qos == 0 {
-                n.written.load(Ordering::Acquire)
-            } else {
-                n.completed.load(Ordering::Acquire) + n.refused.load(Ordering::Acquire)
-            }
+            n.abandoned.load(Ordering::Acquire)
+                + if self.qos == 0 {
+                    n.written.load(Ordering::Acquire)
+                } else {
+                    n.completed.load(Ordering::Acquire) + n.refused.load(Ordering::Acquire)
+                }
         };
         while done(&self.counters) < self.published {
             if stop_requested()
@@ -811,7 +1019,17 @@ impl MqttEndpoint {
         Ok(())
     }
 
+    /// With `reconnect`: `reconnects`, `disconnected_s`, `abandoned`.
+    fn reconnect_results(&self) -> serde_json::Map<String, serde_json::Value> {
+        if self.reconnect {
+            self.counters.reconnect_results()
+        } else {
+            serde_json::Map::new()
+        }
+    }
+
     fn shutdown(&mut self) {
+        self.counters.closing.store(true, Ordering::Release);
         self.client.disconnect();
         if let Some(t) = self.thread.take() {
             let limit = now_ns() + 1_000_000_000;
@@ -866,6 +1084,10 @@ impl Sender for MqttEndpoint {
     fn peers(&self) -> usize {
         1
     }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        self.reconnect_results()
+    }
 }
 
 impl Receiver for MqttEndpoint {
@@ -875,6 +1097,10 @@ impl Receiver for MqttEndpoint {
 
     fn local_addr(&self) -> String {
         self.broker.clone()
+    }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        self.reconnect_results()
     }
 }
 
@@ -946,10 +1172,47 @@ mod tests {
             .contains("whole number of seconds"));
         assert!(err(serde_json::json!({"inflight":0})).contains("options.inflight"));
         assert!(err(serde_json::json!({"tls":true})).contains("options.tls_ca"));
+        assert!(!d.opts.reconnect);
+        let d = Mqtt::from_config(&cfg(serde_json::json!({"reconnect":true}))).unwrap();
+        assert!(d.opts.reconnect);
+        assert!(err(serde_json::json!({"reconnect":"yes"})).contains("invalid type"));
         let e = err(serde_json::json!({"acks":"all"}));
         assert!(
-            e.contains("protocol mqtt") && e.contains("acks") && e.contains("keep_alive"),
+            e.contains("protocol mqtt") && e.contains("acks") && e.contains("reconnect"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn reconnects_are_counted_only_once_open_with_the_knob() {
+        let n = Counters::default();
+        let mut backoff = RECONNECT_FIRST;
+        // Before the endpoint is open (or without the knob) an error ends the connection.
+        assert!(!n.survive("refused", 0, &mut backoff));
+        n.resilient.store(true, Ordering::Release);
+        // Each failed attempt doubles the pause, up to the cap.
+        assert!(n.survive("reset", 3, &mut backoff));
+        assert_eq!(backoff, RECONNECT_FIRST * 2);
+        for _ in 0..5 {
+            backoff = (backoff * 2).min(RECONNECT_MAX);
+        }
+        assert_eq!(backoff, RECONNECT_MAX);
+        assert!(n.down_since.load(Ordering::Acquire) > 0);
+        // A new session: resubscribe, and the 3 pending publications are gone.
+        assert!(n.reconnected(false, &mut backoff));
+        assert_eq!(backoff, RECONNECT_FIRST);
+        let r = n.reconnect_results();
+        assert_eq!(r["reconnects"], 1);
+        assert_eq!(r["abandoned"], 3);
+        assert!(r["disconnected_s"].as_f64().unwrap() >= 0.09, "{r:?}");
+        // A resumed session keeps them; a CONNACK while connected is no reconnect.
+        assert!(n.survive("reset", 2, &mut backoff));
+        assert!(!n.reconnected(true, &mut backoff));
+        assert!(!n.reconnected(true, &mut backoff));
+        let r = n.reconnect_results();
+        assert_eq!((r["reconnects"].as_u64(), r["abandoned"].as_u64()), (Some(2), Some(3)));
+        // Closing: the next error ends the connection thread.
+        n.closing.store(true, Ordering::Release);
+        assert!(!n.survive("reset", 0, &mut backoff));
     }
 }
