@@ -204,10 +204,15 @@ class KafkaKnobs(Knobs):
 
 
 class NatsKnobs(Knobs):
-    """``[workload.nats]``: NATS has no knobs yet (core publish/subscribe; request/reply for ping and ramp)."""
+    """``[workload.nats]``: NATS client settings (core publish/subscribe; request/reply for ping and ramp)."""
 
     protocol: ClassVar[str] = "nats"
-    key_owner: ClassVar[str] = 'protocol "nats" (it has none yet)'
+    key_owner: ClassVar[str] = 'protocol "nats"'
+
+    reconnect: kinds.boolean().type() = field(
+        "Survive a lost server connection (default false: it ends the run with an error): async-nats reconnects "
+        "with a 100 ms to 1 s backoff and subscribes again; results gain `reconnects` and `disconnected_s` "
+        "(docs/protocols.md, Reconnecting).", None)
 
 
 #: Knob table per protocol: the key under [workload] is the protocol's name.

@@ -19,13 +19,17 @@
 //! client's buffer into the socket: a sender that exited after it, with messages
 //! still in its socket on a slow link, had them discarded when the server's next
 //! bytes reached the closed socket (the kernel answers those with a reset).
-//! A lost connection ends the run with an error rather than a silent reconnect.
+//! A lost connection ends the run with an error rather than a silent reconnect,
+//! unless the `reconnect` knob is on: then async-nats's own reconnecting (pauses of
+//! 100 ms doubling up to 1 s; it subscribes again and sends what was queued meanwhile)
+//! carries the endpoint over a server restart, `send` blocks while the client's queue
+//! is full, and senders and receivers report `reconnects` and `disconnected_s`.
 
 use async_nats::{Client, ConnectOptions, Subject, Subscriber};
 use bytes::Bytes;
 use futures::{FutureExt as _, StreamExt as _};
 use serde::Deserialize;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,7 +39,7 @@ use crate::clock::now_ns;
 use crate::config::{Config, ConfigError};
 use crate::signals::stop_requested;
 
-const KNOBS: [&str; 0] = [];
+const KNOBS: [&str; 1] = ["reconnect"];
 /// nats-server's default `max_payload` (1 MiB); a bigger message needs a server configured for it.
 pub const MAX_PAYLOAD: usize = 1 << 20;
 /// Messages a subscription buffers before the client reports a slow consumer (drops).
@@ -43,20 +47,103 @@ const SUBSCRIPTION_CAPACITY: usize = 65_536;
 /// Slice of a blocking wait between looks at signals and the timeout.
 const SLICE: Duration = Duration::from_millis(50);
 const CONNECT_RETRY: Duration = Duration::from_millis(50);
+/// With `reconnect`: the pause before a reconnect attempt, doubled per failed attempt up to
+/// [`RECONNECT_MAX`].
+const RECONNECT_FIRST: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(1);
 
-/// No knobs yet: core NATS has nothing a scenario sets per run.
+/// Knobs (docs/protocols.md).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NatsOptions {}
+pub struct NatsOptions {
+    /// Survive a lost connection (async-nats reconnects) instead of ending the run.
+    #[serde(default)]
+    pub reconnect: bool,
+}
 
 pub struct Nats {
     broker: String,
     topic: String,
+    opts: NatsOptions,
+}
+
+/// The pause before reconnect attempt `attempts` (1 for the first) with `reconnect`.
+fn reconnect_delay(attempts: usize) -> Duration {
+    let doublings = attempts.saturating_sub(1).min(16) as u32;
+    (RECONNECT_FIRST * 2u32.pow(doublings)).min(RECONNECT_MAX)
+}
+
+/// What the connection's event callback saw.
+#[derive(Default)]
+struct Link {
+    /// The connection is gone for good (closed; or disconnected, without `reconnect`).
+    lost: AtomicBool,
+    reconnect: bool,
+    reconnects: AtomicU64,
+    /// Time disconnected in finished outages, and the start of the current one (0: none).
+    down_ns: AtomicU64,
+    down_since: AtomicU64,
+}
+
+impl Link {
+    fn event(&self, ev: &async_nats::Event) {
+        match ev {
+            async_nats::Event::Disconnected if self.reconnect => {
+                let _ = self.down_since.compare_exchange(
+                    0,
+                    now_ns().max(1),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                tracing::warn!("nats: disconnected; reconnecting");
+            }
+            async_nats::Event::Disconnected | async_nats::Event::Closed => {
+                self.lost.store(true, Ordering::Release);
+                tracing::warn!("nats: {ev}");
+            }
+            async_nats::Event::Connected => {
+                let since = self.down_since.swap(0, Ordering::AcqRel);
+                if since == 0 {
+                    tracing::debug!("nats: connected");
+                } else {
+                    let down = now_ns().saturating_sub(since);
+                    self.down_ns.fetch_add(down, Ordering::AcqRel);
+                    self.reconnects.fetch_add(1, Ordering::AcqRel);
+                    tracing::warn!("nats: reconnected after {:.3} s", down as f64 / 1e9);
+                }
+            }
+            other => tracing::warn!("nats: {other}"),
+        }
+    }
+
+    /// With `reconnect`: `reconnects` and `disconnected_s` (a current outage included).
+    fn results(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        if !self.reconnect {
+            return m;
+        }
+        let since = self.down_since.load(Ordering::Acquire);
+        let ongoing = if since == 0 {
+            0
+        } else {
+            now_ns().saturating_sub(since)
+        };
+        let down = self.down_ns.load(Ordering::Acquire) + ongoing;
+        m.insert(
+            "reconnects".into(),
+            self.reconnects.load(Ordering::Acquire).into(),
+        );
+        m.insert(
+            "disconnected_s".into(),
+            crate::clock::round6(down as f64 / 1e9).into(),
+        );
+        m
+    }
 }
 
 impl Nats {
     pub fn from_config(cfg: &Config) -> Result<Nats, ConfigError> {
-        let _: NatsOptions = brokered::parse_options(cfg, "nats", &KNOBS)?;
+        let opts: NatsOptions = brokered::parse_options(cfg, "nats", &KNOBS)?;
         let (host, port) = brokered::broker_addr(cfg, "nats")?;
         let topic = brokered::topic(cfg);
         if topic.contains(|c: char| c.is_whitespace() || c == '*' || c == '>')
@@ -75,7 +162,11 @@ impl Nats {
         } else {
             format!("{host}:{port}")
         };
-        Ok(Nats { broker, topic })
+        Ok(Nats {
+            broker,
+            topic,
+            opts,
+        })
     }
 }
 
@@ -125,7 +216,7 @@ pub struct NatsEndpoint {
     /// Responder: the reply subject of the last request.
     last_reply: Option<Subject>,
     role: Role,
-    lost: Arc<AtomicBool>,
+    link: Arc<Link>,
     broker: String,
     cfg: Config,
 }
@@ -138,8 +229,11 @@ impl NatsEndpoint {
             .enable_all()
             .build()
             .map_err(|e| DriverError::io("start a tokio runtime for", &d.broker, e))?;
-        let lost = Arc::new(AtomicBool::new(false));
-        let client = Self::connect(&rt, d, cfg, lost.clone())?;
+        let link = Arc::new(Link {
+            reconnect: d.opts.reconnect,
+            ..Link::default()
+        });
+        let client = Self::connect(&rt, d, cfg, link.clone())?;
         let stream = Subject::from(d.topic.as_str());
         let ping = Subject::from(format!("{}.ping", d.topic));
         let perr = |e: &dyn std::fmt::Display| protocol_error(&d.broker, e);
@@ -177,7 +271,7 @@ impl NatsEndpoint {
             inbox,
             last_reply: None,
             role,
-            lost,
+            link,
             broker: d.broker.clone(),
             cfg: cfg.clone(),
         };
@@ -222,10 +316,10 @@ impl NatsEndpoint {
         rt: &tokio::runtime::Runtime,
         d: &Nats,
         cfg: &Config,
-        lost: Arc<AtomicBool>,
+        link: Arc<Link>,
     ) -> Result<Client, DriverError> {
         loop {
-            let flag = lost.clone();
+            let link = link.clone();
             let opts = ConnectOptions::new()
                 .name(brokered::client_id("nats", cfg))
                 .subscription_capacity(SUBSCRIPTION_CAPACITY)
@@ -236,18 +330,10 @@ impl NatsEndpoint {
                 // INFO/CONNECT exchange takes longer than any fixed bound; a new attempt would
                 // only start it over.  A refused attempt returns at once and is retried.
                 .connection_timeout(until(cfg.give_up_ns()).max(Duration::from_secs(1)))
+                .reconnect_delay_callback(reconnect_delay)
                 .event_callback(move |ev| {
-                    let flag = flag.clone();
-                    async move {
-                        match ev {
-                            async_nats::Event::Disconnected | async_nats::Event::Closed => {
-                                flag.store(true, Ordering::Release);
-                                tracing::warn!("nats: {ev}");
-                            }
-                            async_nats::Event::Connected => tracing::debug!("nats: connected"),
-                            other => tracing::warn!("nats: {other}"),
-                        }
-                    }
+                    let link = link.clone();
+                    async move { link.event(&ev) }
                 });
             let addr = format!("nats://{}", d.broker);
             match rt.block_on(opts.connect(addr.as_str())) {
@@ -283,7 +369,7 @@ impl NatsEndpoint {
     }
 
     fn check_connected(&self) -> Result<(), DriverError> {
-        if self.lost.load(Ordering::Acquire) {
+        if self.link.lost.load(Ordering::Acquire) {
             return Err(protocol_error(
                 &self.broker,
                 "the connection to nats-server was lost",
@@ -410,6 +496,10 @@ impl Sender for NatsEndpoint {
     fn peers(&self) -> usize {
         1
     }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        self.link.results()
+    }
 }
 
 impl Receiver for NatsEndpoint {
@@ -419,6 +509,10 @@ impl Receiver for NatsEndpoint {
 
     fn local_addr(&self) -> String {
         self.broker.clone()
+    }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        self.link.results()
     }
 }
 
@@ -492,5 +586,34 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("NATS subject"), "{e}");
+        let d = Nats::from_config(&cfg(serde_json::json!({"options":{"reconnect":true}}))).unwrap();
+        assert!(d.opts.reconnect);
+        assert!(!Nats::from_config(&cfg(serde_json::json!({}))).unwrap().opts.reconnect);
+    }
+
+    #[test]
+    fn reconnects_are_counted_with_the_knob() {
+        assert_eq!(reconnect_delay(1), RECONNECT_FIRST);
+        assert_eq!(reconnect_delay(2), RECONNECT_FIRST * 2);
+        assert_eq!(reconnect_delay(100), RECONNECT_MAX);
+        // Without the knob a disconnect is the end, and nothing extra is reported.
+        let off = Link::default();
+        off.event(&async_nats::Event::Disconnected);
+        assert!(off.lost.load(Ordering::Acquire) && off.results().is_empty());
+        let on = Link {
+            reconnect: true,
+            ..Link::default()
+        };
+        on.event(&async_nats::Event::Connected); // the first connection is no reconnect
+        on.event(&async_nats::Event::Disconnected);
+        assert!(!on.lost.load(Ordering::Acquire));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(on.results()["disconnected_s"].as_f64().unwrap() >= 0.02); // still down
+        on.event(&async_nats::Event::Connected);
+        let r = on.results();
+        assert_eq!(r["reconnects"], 1);
+        assert!(r["disconnected_s"].as_f64().unwrap() >= 0.02, "{r:?}");
+        on.event(&async_nats::Event::Closed);
+        assert!(on.lost.load(Ordering::Acquire));
     }
 }
