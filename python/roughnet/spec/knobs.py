@@ -201,6 +201,10 @@ class KafkaKnobs(Knobs):
         "Consumer fetch.min.bytes: " + kinds.SIZE + ", 1 B to 100 MB; default 1 B.", None)
     fetch_max_wait: kinds.bounded_duration(0, 300 * SECOND_NS, ("10 ms", "500 ms")).type() = field(
         "Consumer fetch.wait.max.ms: " + kinds.DURATION + ", 0 to 5 min; default 500 ms.", None)
+    reconnect: kinds.boolean().type() = field(
+        "Survive the broker going away and coming back (default false: it ends the run with an error): librdkafka "
+        "reconnects (100 ms to 1 s backoff) and retries what it queued; results gain `reconnects` and "
+        "`disconnected_s` (docs/protocols.md, Reconnecting).", None)
 
 
 class NatsKnobs(Knobs):

@@ -15,6 +15,15 @@
 //! once the group coordinator assigned it partitions.  The sender records the
 //! produce (acknowledgement) latency from each delivery report into `ack_latency`.
 //! The end marker goes to every partition, so a receiver sees it after the data.
+//!
+//! A broker that went away (librdkafka reports the transport failure, or an idle
+//! receiver finds nothing listening) ends the run with an error, unless the
+//! `reconnect` knob is on: librdkafka reconnects by itself and retries what it has
+//! queued (`message.timeout.ms` is 0), so the endpoint just goes on; the outage
+//! starts at the first such report and ends at the first delivery report (sender)
+//! or message (receiver) after it, which counts as a reconnect (librdkafka reports
+//! no reconnection).  Senders and receivers then report `reconnects` and
+//! `disconnected_s`.
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
@@ -25,6 +34,7 @@ use rdkafka::message::{DeliveryResult, Message as _};
 use rdkafka::producer::{BaseRecord, Producer as _, ProducerContext, ThreadedProducer};
 use serde::Deserialize;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -35,7 +45,7 @@ use crate::config::{Config, ConfigError};
 use crate::hist::Latency;
 use crate::signals::stop_requested;
 
-const KNOBS: [&str; 8] = [
+const KNOBS: [&str; 9] = [
     "acks",
     "linger",
     "batch_size",
@@ -44,6 +54,7 @@ const KNOBS: [&str; 8] = [
     "partitions",
     "fetch_min_bytes",
     "fetch_max_wait",
+    "reconnect",
 ];
 /// Largest message: 8 MiB (SEEDS S0 sends 1024 KB, past Kafka's default limit of
 /// 1048588 bytes for a record batch); the broker roughnet starts allows batches of
@@ -100,6 +111,9 @@ pub struct KafkaOptions {
     pub fetch_min_bytes: u64,
     #[serde(default = "default_fetch_wait")]
     pub fetch_max_wait: u64,
+    /// Survive the broker going away and coming back (module docs).
+    #[serde(default)]
+    pub reconnect: bool,
 }
 
 fn one_u64() -> u64 {
@@ -219,7 +233,17 @@ impl Kafka {
             // timeout bounds the flush at the end, and what is left then is `unacked`.
             .set("message.timeout.ms", "0")
             .set("log_level", "4");
+        self.reconnect_backoff(&mut c);
         c
+    }
+
+    /// With `reconnect`: librdkafka's pause between connection attempts, 100 ms doubling up
+    /// to 1 s (its default maximum is 10 s), as the other brokered drivers.
+    fn reconnect_backoff(&self, c: &mut ClientConfig) {
+        if self.opts.reconnect {
+            c.set("reconnect.backoff.ms", "100")
+                .set("reconnect.backoff.max.ms", "1000");
+        }
     }
 
     fn consumer_config(&self, cfg: &Config) -> ClientConfig {
@@ -237,6 +261,7 @@ impl Kafka {
                 (o.fetch_max_wait / 1_000_000).to_string(),
             )
             .set("log_level", "4");
+        self.reconnect_backoff(&mut c);
         c
     }
 
@@ -281,7 +306,10 @@ impl Kafka {
     fn producer(&self, cfg: &Config, topic: &str) -> Result<ProducerSide, DriverError> {
         let p: ThreadedProducer<AckContext> = self
             .producer_config(cfg)
-            .create_with_context(AckContext::default())
+            .create_with_context(AckContext {
+                down: BrokersDown::new(self.opts.reconnect),
+                ..AckContext::default()
+            })
             .map_err(|e| self.kerr(e))?;
         // The topic exists once its listener said ready; wait for its partitions.
         let partitions = loop {
@@ -313,7 +341,9 @@ impl Kafka {
     fn consumer(&self, cfg: &Config, topic: &str) -> Result<ConsumerSide, DriverError> {
         let c: BaseConsumer<WatchContext> = self
             .consumer_config(cfg)
-            .create_with_context(WatchContext::default())
+            .create_with_context(WatchContext {
+                down: BrokersDown::new(self.opts.reconnect),
+            })
             .map_err(|e| self.kerr(e))?;
         c.subscribe(&[topic]).map_err(|e| self.kerr(e))?;
         // Ready only once the group coordinator assigned us partitions.
@@ -414,13 +444,40 @@ impl ClientContext for AckContext {
     }
 }
 
-/// Set once librdkafka reports the broker gone: the run cannot go on.
+/// Set once librdkafka reports the broker gone: the run cannot go on.  With `reconnect`,
+/// the outages instead (module docs).
 #[derive(Default)]
-struct BrokersDown(Mutex<Option<String>>);
+struct BrokersDown {
+    gone: Mutex<Option<String>>,
+    reconnect: bool,
+    reconnects: AtomicU64,
+    /// Time without the broker in finished outages, and the start of the current one (0: none).
+    down_ns: AtomicU64,
+    down_since: AtomicU64,
+}
 
 impl BrokersDown {
+    fn new(reconnect: bool) -> Self {
+        BrokersDown {
+            reconnect,
+            ..BrokersDown::default()
+        }
+    }
+
     fn note(&self, error: KafkaError, reason: &str) {
         tracing::warn!("kafka: {error}: {reason}");
+        if self.reconnect {
+            // Any transport failure starts an outage; librdkafka reconnects by itself.
+            if matches!(
+                &error,
+                KafkaError::Global(
+                    RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure
+                )
+            ) {
+                self.went_down();
+            }
+            return;
+        }
         // librdkafka reports a broker that went away as a transport failure on each
         // reconnect; a refused connection means no broker listens there any more (a
         // live broker never refuses, an impaired link times out instead).
@@ -432,16 +489,68 @@ impl BrokersDown {
             _ => false,
         };
         if gone {
-            *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{error}: {reason}"));
+            *self.gone.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(format!("{error}: {reason}"));
         }
     }
 
+    /// With `reconnect`: an outage starts (if none is going on).
+    fn went_down(&self) {
+        if self
+            .down_since
+            .compare_exchange(0, now_ns().max(1), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            tracing::warn!("kafka: the broker is gone; waiting for librdkafka to reconnect");
+        }
+    }
+
+    /// Data moved (a delivery report, a message): an outage going on has ended.
+    fn data_moved(&self) {
+        if self.down_since.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let since = self.down_since.swap(0, Ordering::AcqRel);
+        if since != 0 {
+            let down = now_ns().saturating_sub(since);
+            self.down_ns.fetch_add(down, Ordering::AcqRel);
+            self.reconnects.fetch_add(1, Ordering::AcqRel);
+            tracing::warn!("kafka: data moves again after {:.3} s", down as f64 / 1e9);
+        }
+    }
+
+    /// Gone for good, or (with `reconnect`) gone at the moment.
     fn is_set(&self) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.gone.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+            || self.down_since.load(Ordering::Acquire) != 0
+    }
+
+    /// With `reconnect`: `reconnects` and `disconnected_s` (a current outage included).
+    fn results(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        if !self.reconnect {
+            return m;
+        }
+        let since = self.down_since.load(Ordering::Acquire);
+        let ongoing = if since == 0 {
+            0
+        } else {
+            now_ns().saturating_sub(since)
+        };
+        let down = self.down_ns.load(Ordering::Acquire) + ongoing;
+        m.insert(
+            "reconnects".into(),
+            self.reconnects.load(Ordering::Acquire).into(),
+        );
+        m.insert(
+            "disconnected_s".into(),
+            crate::clock::round6(down as f64 / 1e9).into(),
+        );
+        m
     }
 
     fn check(&self, broker: &str) -> Result<(), DriverError> {
-        match &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+        match &*self.gone.lock().unwrap_or_else(|p| p.into_inner()) {
             Some(m) => Err(protocol_error(
                 broker,
                 format!("lost the Kafka broker ({m})"),
@@ -472,7 +581,10 @@ impl ProducerContext for AckContext {
         let now = now_ns();
         let mut a = self.acks.lock().unwrap_or_else(|p| p.into_inner());
         match r {
-            Ok(_) => a.latency.record(now.saturating_sub(sent_ns as u64) as i64),
+            Ok(_) => {
+                a.latency.record(now.saturating_sub(sent_ns as u64) as i64);
+                self.down.data_moved();
+            }
             Err((e, _)) => {
                 a.failed += 1;
                 a.last_error = Some(e.to_string());
@@ -572,7 +684,11 @@ impl KafkaEndpoint {
                     c.last_probe_ns = now;
                     if let Ok(addr) = self.broker.parse::<std::net::SocketAddr>() {
                         if let Err(e) = std::net::TcpStream::connect_timeout(&addr, SLICE) {
-                            if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                            let down = &c.consumer.context().down;
+                            if e.kind() == std::io::ErrorKind::ConnectionRefused && down.reconnect
+                            {
+                                down.went_down();
+                            } else if e.kind() == std::io::ErrorKind::ConnectionRefused {
                                 self.lost = true;
                                 return Err(protocol_error(
                                     &self.broker,
@@ -588,6 +704,7 @@ impl KafkaEndpoint {
             }
             Some(Ok(m)) => {
                 c.last_probe_ns = now_ns();
+                c.consumer.context().down.data_moved();
                 copy_into(buf, m.payload().unwrap_or_default()).map(Some)
             }
             // Transient consumer errors (a rebalance, a retried fetch) are logged, not fatal.
@@ -721,6 +838,7 @@ impl Sender for KafkaEndpoint {
                 "acks".into(),
                 (if self.acks_zero { "0" } else { "broker" }).into(),
             );
+            m.extend(p.producer.context().down.results());
         }
         m
     }
@@ -733,6 +851,13 @@ impl Receiver for KafkaEndpoint {
 
     fn local_addr(&self) -> String {
         self.broker.clone()
+    }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        self.consumer
+            .as_ref()
+            .map(|c| c.consumer.context().down.results())
+            .unwrap_or_default()
     }
 }
 
@@ -817,5 +942,37 @@ mod tests {
             "{e}"
         );
         assert_eq!(kafka_topic("a/b c:d"), "a-b_c_d");
+        assert!(!default.opts.reconnect);
+        assert_eq!(pc.get("reconnect.backoff.max.ms"), None);
+        let d = Kafka::from_config(&cfg(serde_json::json!({"reconnect":true}))).unwrap();
+        assert!(d.opts.reconnect);
+        let c = d.consumer_config(&cfg(serde_json::json!({})));
+        assert_eq!(c.get("reconnect.backoff.max.ms"), Some("1000"));
+    }
+
+    #[test]
+    fn a_vanished_broker_is_fatal_only_without_reconnect() {
+        let refused = || {
+            (
+                KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure),
+                "127.0.0.1:9092/1: Connect to ipv4#127.0.0.1:9092 failed: Connection refused",
+            )
+        };
+        let off = BrokersDown::new(false);
+        let (e, r) = refused();
+        off.note(e, r);
+        assert!(off.check("b").is_err() && off.results().is_empty());
+        let on = BrokersDown::new(true);
+        on.data_moved(); // data before any outage is no reconnect
+        let (e, r) = refused();
+        on.note(e, r);
+        assert!(on.check("b").is_ok() && on.is_set());
+        std::thread::sleep(Duration::from_millis(20));
+        on.note(KafkaError::Global(RDKafkaErrorCode::AllBrokersDown), "1/1 brokers are down");
+        on.data_moved();
+        assert!(!on.is_set());
+        let r = on.results();
+        assert_eq!(r["reconnects"], 1);
+        assert!(r["disconnected_s"].as_f64().unwrap() >= 0.02, "{r:?}");
     }
 }
