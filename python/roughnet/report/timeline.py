@@ -57,7 +57,7 @@ def _flow(r: Mapping[str, Any]) -> str:
 def _event_label(e: Mapping[str, Any] | None, index: Any) -> str:
     if e is None:
         return f"#{index}"
-    return f"#{index} {e.get('action') or ''} {e.get('kind') or ''} {e.get('target') or ''}".replace("  ", " ").strip()
+    return f"#{index} {e.get('action') or ''} {_target(e)}".replace("  ", " ").strip()
 
 
 def _params(run: Mapping[str, Any], param_keys: Sequence[str]) -> str:
@@ -102,6 +102,12 @@ def _cells_html(headers: Sequence[str], rows: Sequence[dict[str, Any]], numeric:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _target(e: dict[str, Any]) -> str:
+    """"service mosquitto", "link 0", "host sub", "agent w1@sub" (targets of links, hosts and agents name their kind)."""
+    kind, target = str(e.get("kind") or ""), str(e.get("target") or "")
+    return target if not kind or target.startswith(kind) else f"{kind} {target}".strip()
+
+
 EVENT_HEADERS = ["#", "at", "action", "target", "detail", "took effect at", "error"]
 
 
@@ -117,7 +123,7 @@ def event_rows(events: Rows) -> Rows:
         if e.get("started_s") is None and e.get("took_effect_s") is None:
             took = "not run"
         rows.append({"#": str(e.get("index")), "at": _at(at), "action": str(e.get("action") or ""),
-                     "target": f"{e.get('kind') or ''} {e.get('target') or ''}".strip(),
+                     "target": _target(e),
                      "detail": "" if e.get("detail") is None else str(e["detail"]),
                      "took effect at": took, "error": e.get("error") or ""})  # fmt: skip
     return rows

@@ -25,6 +25,7 @@ from .lifecycle import (
     kafka_topic,
     missing_for,
     preflight,
+    start_again,
     start_services,
     stop_services,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "kafka_topic",
     "missing_for",
     "preflight",
+    "start_again",
     "start_services",
     "stop_services",
 ]
