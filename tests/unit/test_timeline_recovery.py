@@ -125,6 +125,19 @@ def test_a_sender_that_stops_soon_after_the_fault_is_judged_on_the_intervals_it_
     assert rec.recovery(tx, rx, T0, at(10), at(15), interval_ns=S)["recover_s"] is None
 
 
+def test_a_backlog_before_the_fault_does_not_raise_the_rate_to_recover_to():
+    # an earlier outage 1-4.5 s whose held messages all arrive at 4.5 s (200 of them sent before the
+    # 5 s window 3-8 s that measures the rate), then the fault at 8-9 s
+    def fate(q, s):
+        if 1.0 <= s < 4.5:
+            return [4.5]
+        return [] if 8.0 <= s < 9.0 else None
+    tx, rx = flow(seconds=20, fate=fate)
+    r = rec.recovery(tx, rx, T0, at(8), at(9), interval_ns=S)
+    assert r["pre_rate_msgs_s"] == 100.0  # not (500 + 200) / 5 s = 140
+    assert r["recover_s"] == 0.0
+
+
 def test_reordering_during_the_fault():
     # around 12 s, seqs 1200 and 1201 swap; the fault is a link "set" that changed nothing else
     def fate(q, s):

@@ -24,7 +24,8 @@ duplicates, reordered and lost as in ``series``), every time in seconds after t0
   arrival.  ``outage_s`` = first_after - last_before (>= 0): the silence the application saw;
   None when either is missing (the flow never recovered, or had delivered nothing before).
 - ``pre_rate_msgs_s``: first arrivals per second over the ``pre_window_ns`` (5 s) before the fault,
-  or from the flow's first send when that is later.  None when that window is empty or delivered
+  or from the flow's first send when that is later, at most the messages sent in that window per
+  second (a backlog delivered there after an earlier fault would set a rate the sender never had).  None when that window is empty or delivered
   nothing (a flow that started during the fault): then there is nothing to recover to.
 - ``recover_s``: the fault's end is followed by intervals of ``interval_ns`` (aligned to the
   fault's end); recovery is the start of the first interval from which ``hold`` (2) consecutive
@@ -151,6 +152,9 @@ def recovery(tx: Tx | Flow, rx: Rx | None, t0_ns: int, fault_start_ns: int, faul
     pre_rate = None
     if pre_from < fs:
         n_pre = _count((first_ns >= pre_from) & (first_ns < fs))
+        # a backlog delivered in the window (the end of an earlier fault) is no rate to recover to: at most
+        # what was sent in it
+        n_pre = min(n_pre, _count((f.sent_ns >= pre_from) & (f.sent_ns < fs)))
         pre_rate = n_pre / ((fs - pre_from) / 1e9) if n_pre else None
     recover_ns = None
     if pre_rate is not None and f.sent_ns.size:
