@@ -253,3 +253,17 @@ def test_kafka_survives_a_broker_kill(tmp_path: Path) -> None:
     # acks = "all" and librdkafka's endless retries: nothing is lost (duplicates are allowed).
     assert tx["unacked"] == 0 and tx["delivery_errors"] == 0, tx
     assert rx["lost"] == 0 and rx["complete"], rx
+
+
+@pytest.mark.skipif(NATS_SERVER is None, reason="nats-server is not installed (apt-get install nats-server)")
+def test_nats_jetstream_loses_nothing_across_a_server_kill(tmp_path: Path) -> None:
+    """jetstream = true on a server with JetStream (-js, a store dir, as the nats service's
+    jetstream = true starts it): the stream and the durable consumer outlive the restart."""
+    port = free_port()
+    server = Broker([NATS_SERVER or "nats-server", "-a", "127.0.0.1", "-p", str(port), "-js", "-sd",
+                     str(tmp_path / "js")], port, tmp_path / "log")
+    with running(server):
+        tx, rx, records, back = outage(server, "nats", "rn.reconnect.js", {"jetstream": True}, tmp_path)
+    check_survived(tx, rx, records, back)
+    assert tx["js_unacked"] == 0, tx
+    assert rx["lost"] == 0 and rx["complete"], rx

@@ -217,6 +217,11 @@ class NatsKnobs(Knobs):
         "Survive a lost server connection (default false: it ends the run with an error): async-nats reconnects "
         "with a 100 ms to 1 s backoff and subscribes again; results gain `reconnects` and `disconnected_s` "
         "(docs/protocols.md, Reconnecting).", None)
+    jetstream: kinds.boolean().type() = field(
+        "Carry stream and bulk messages through a JetStream stream (default false: core NATS): the receiver "
+        "creates the stream and a durable consumer and acknowledges each message, the sender publishes with "
+        "PubAcks and message ids and sends again what is not acknowledged; needs `jetstream = true` on the "
+        '"nats" service. With `reconnect`, nothing is lost across a server restart.', None)
 
 
 #: Knob table per protocol: the key under [workload] is the protocol's name.

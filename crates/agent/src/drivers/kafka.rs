@@ -521,7 +521,10 @@ impl BrokersDown {
 
     /// Gone for good, or (with `reconnect`) gone at the moment.
     fn is_set(&self) -> bool {
-        self.gone.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.gone
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
             || self.down_since.load(Ordering::Acquire) != 0
     }
 
@@ -685,8 +688,7 @@ impl KafkaEndpoint {
                     if let Ok(addr) = self.broker.parse::<std::net::SocketAddr>() {
                         if let Err(e) = std::net::TcpStream::connect_timeout(&addr, SLICE) {
                             let down = &c.consumer.context().down;
-                            if e.kind() == std::io::ErrorKind::ConnectionRefused && down.reconnect
-                            {
+                            if e.kind() == std::io::ErrorKind::ConnectionRefused && down.reconnect {
                                 down.went_down();
                             } else if e.kind() == std::io::ErrorKind::ConnectionRefused {
                                 self.lost = true;
@@ -968,7 +970,10 @@ mod tests {
         on.note(e, r);
         assert!(on.check("b").is_ok() && on.is_set());
         std::thread::sleep(Duration::from_millis(20));
-        on.note(KafkaError::Global(RDKafkaErrorCode::AllBrokersDown), "1/1 brokers are down");
+        on.note(
+            KafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
+            "1/1 brokers are down",
+        );
         on.data_moved();
         assert!(!on.is_set());
         let r = on.results();

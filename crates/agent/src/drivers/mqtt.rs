@@ -780,7 +780,6 @@ impl MqttEndpoint {
                 cfg,
                 &id,
                 transport.clone(),
-                &broker,
                 publish_topic.clone(),
                 subscribe.clone(),
                 inflight,
@@ -822,11 +821,11 @@ impl MqttEndpoint {
         cfg: &Config,
         id: &str,
         transport: Option<rumqttc::Transport>,
-        broker: &str,
         publish_topic: String,
         subscribe: Option<String>,
         inflight: u32,
     ) -> Result<MqttEndpoint, DriverError> {
+        let broker = &format!("{}:{}", d.host, d.port);
         let subscription = subscribe.map(|t| (t, d.opts.qos));
         let max_packet = MAX_MESSAGE_BYTES as usize + 64 * 1024;
         let keep_alive = Duration::from_nanos(d.opts.keep_alive);
@@ -1210,7 +1209,10 @@ mod tests {
         assert!(!n.reconnected(true, &mut backoff));
         assert!(!n.reconnected(true, &mut backoff));
         let r = n.reconnect_results();
-        assert_eq!((r["reconnects"].as_u64(), r["abandoned"].as_u64()), (Some(2), Some(3)));
+        assert_eq!(
+            (r["reconnects"].as_u64(), r["abandoned"].as_u64()),
+            (Some(2), Some(3))
+        );
         // Closing: the next error ends the connection thread.
         n.closing.store(true, Ordering::Release);
         assert!(!n.survive("reset", 0, &mut backoff));

@@ -24,11 +24,23 @@
 //! 100 ms doubling up to 1 s; it subscribes again and sends what was queued meanwhile)
 //! carries the endpoint over a server restart, `send` blocks while the client's queue
 //! is full, and senders and receivers report `reconnects` and `disconnected_s`.
+//!
+//! With the `jetstream` knob (stream and bulk; the server needs JetStream: the nats
+//! service's `jetstream = true`) messages go through a JetStream stream, spoken
+//! over core NATS with the JetStream API subjects (no extra client code): the
+//! receiver creates the stream `RN_<topic>` (file storage, on `<topic>`) and its own
+//! durable push consumer (explicit acks, delivered to an inbox it subscribed to
+//! first) and acknowledges each message; the sender publishes each message with a
+//! reply subject for the server's PubAck and a `Nats-Msg-Id` (so a message sent
+//! again is stored once), keeps up to [`JS_WINDOW`] unacknowledged, sends again
+//! what has no PubAck after [`JS_RESEND`], and closes once everything is
+//! acknowledged.  Together with `reconnect` nothing is lost across a server restart.
 
-use async_nats::{Client, ConnectOptions, Subject, Subscriber};
+use async_nats::{Client, ConnectOptions, HeaderMap, Subject, Subscriber};
 use bytes::Bytes;
 use futures::{FutureExt as _, StreamExt as _};
 use serde::Deserialize;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,10 +48,19 @@ use std::time::Duration;
 use super::brokered::{self, check_send, copy_into, protocol_error, until};
 use super::{Driver, DriverError, Receiver, Requester, Responder, Sender};
 use crate::clock::now_ns;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Pattern};
 use crate::signals::stop_requested;
 
-const KNOBS: [&str; 1] = ["reconnect"];
+const KNOBS: [&str; 2] = ["reconnect", "jetstream"];
+/// JetStream: messages a sender keeps unacknowledged before `send` waits.
+const JS_WINDOW: usize = 4096;
+/// JetStream: a message without a PubAck this long is published again (deduplicated by id).
+const JS_RESEND: Duration = Duration::from_secs(2);
+/// JetStream: the consumer's ack wait (a delivered message not acknowledged this long
+/// is delivered again, e.g. one lost in a server crash).
+const JS_ACK_WAIT_NS: u64 = 5_000_000_000;
+/// JetStream: how long one API request waits for the server's answer.
+const JS_API_WAIT: Duration = Duration::from_secs(5);
 /// nats-server's default `max_payload` (1 MiB); a bigger message needs a server configured for it.
 pub const MAX_PAYLOAD: usize = 1 << 20;
 /// Messages a subscription buffers before the client reports a slow consumer (drops).
@@ -59,6 +80,25 @@ pub struct NatsOptions {
     /// Survive a lost connection (async-nats reconnects) instead of ending the run.
     #[serde(default)]
     pub reconnect: bool,
+    /// Carry messages through a JetStream stream (module docs).
+    #[serde(default)]
+    pub jetstream: bool,
+}
+
+/// The JetStream stream of a run topic: `RN_` and the topic with every character
+/// other than `[A-Za-z0-9_-]` as `_` (stream names cannot hold `.`, `*`, `>`, spaces).
+pub fn js_stream_name(topic: &str) -> String {
+    let t: String = topic
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("RN_{t}")
 }
 
 pub struct Nats {
@@ -144,6 +184,16 @@ impl Link {
 impl Nats {
     pub fn from_config(cfg: &Config) -> Result<Nats, ConfigError> {
         let opts: NatsOptions = brokered::parse_options(cfg, "nats", &KNOBS)?;
+        if opts.jetstream && !matches!(cfg.pattern, Pattern::Stream | Pattern::Bulk) {
+            return Err(ConfigError::invalid(
+                "options.jetstream",
+                "true",
+                format!(
+                    "false for pattern {} (JetStream carries stream and bulk)",
+                    cfg.pattern.as_str()
+                ),
+            ));
+        }
         let (host, port) = brokered::broker_addr(cfg, "nats")?;
         let topic = brokered::topic(cfg);
         if topic.contains(|c: char| c.is_whitespace() || c == '*' || c == '>')
@@ -217,8 +267,27 @@ pub struct NatsEndpoint {
     last_reply: Option<Subject>,
     role: Role,
     link: Arc<Link>,
+    /// JetStream sender: PubAcks, ids, what is unacknowledged.
+    js: Option<JsPublisher>,
+    /// JetStream receiver: acknowledge each message.
+    js_ack: bool,
     broker: String,
     cfg: Config,
+}
+
+/// A JetStream publisher's bookkeeping (module docs).
+struct JsPublisher {
+    /// PubAcks arrive on `<inbox>.<n>`.
+    acks: Subscriber,
+    inbox: String,
+    /// `Nats-Msg-Id` prefix (unique per endpoint).
+    id: String,
+    next: u64,
+    /// Unacknowledged messages by number, and the order they were (last) published in.
+    unacked: HashMap<u64, Bytes>,
+    order: VecDeque<(u64, u64)>,
+    resent: u64,
+    refused_acks: u64,
 }
 
 impl NatsEndpoint {
@@ -237,8 +306,18 @@ impl NatsEndpoint {
         let stream = Subject::from(d.topic.as_str());
         let ping = Subject::from(format!("{}.ping", d.topic));
         let perr = |e: &dyn std::fmt::Display| protocol_error(&d.broker, e);
+        let js_on = d.opts.jetstream;
         let (sub, subject, inbox) = match role {
             Role::Publisher => (None, stream, None),
+            Role::Subscriber if js_on => {
+                // Our own inbox first, then the consumer that delivers to it.
+                let deliver = Subject::from(client.new_inbox());
+                let s = rt
+                    .block_on(client.subscribe(deliver.clone()))
+                    .map_err(|e| perr(&e))?;
+                js_setup_consumer(&rt, &client, d, cfg, &deliver)?;
+                (Some(s), stream, None)
+            }
             Role::Subscriber => (
                 Some(
                     rt.block_on(client.subscribe(stream.clone()))
@@ -263,6 +342,26 @@ impl NatsEndpoint {
                 (Some(s), ping, Some(inbox))
             }
         };
+        let js = if js_on && role == Role::Publisher {
+            js_wait_for_stream(&rt, &client, d, cfg)?;
+            let inbox = client.new_inbox();
+            let acks = rt
+                .block_on(client.subscribe(format!("{inbox}.*")))
+                .map_err(|e| perr(&e))?;
+            Some(JsPublisher {
+                acks,
+                inbox,
+                id: brokered::client_id("nats", cfg),
+                next: 0,
+                unacked: HashMap::with_capacity(JS_WINDOW),
+                order: VecDeque::with_capacity(JS_WINDOW),
+                resent: 0,
+                refused_acks: 0,
+            })
+        } else {
+            None
+        };
+        let needs_round_trip = sub.is_some() || js.is_some();
         let e = NatsEndpoint {
             rt,
             client,
@@ -272,10 +371,12 @@ impl NatsEndpoint {
             last_reply: None,
             role,
             link,
+            js,
+            js_ack: js_on && role == Role::Subscriber,
             broker: d.broker.clone(),
             cfg: cfg.clone(),
         };
-        if e.sub.is_some() && !e.server_round_trip(until(cfg.give_up_ns()))? {
+        if needs_round_trip && !e.server_round_trip(until(cfg.give_up_ns()))? {
             return Err(DriverError::GaveUp {
                 what: format!("nats-server {} confirming the subscription", d.broker),
                 timeout_ms: cfg.timeout_ns / 1_000_000,
@@ -440,6 +541,16 @@ impl NatsEndpoint {
             }
         };
         match msg {
+            Some(m) if self.js_ack => {
+                if m.status.is_some() && m.payload.is_empty() {
+                    return Ok(None); // a JetStream status message (none are asked for)
+                }
+                let n = copy_into(buf, &m.payload)?;
+                if let Some(reply) = m.reply {
+                    self.publish_to(&reply, None, b"")?;
+                }
+                Ok(Some(n))
+            }
             Some(m) => {
                 if self.role == Role::Responder {
                     self.last_reply = m.reply;
@@ -459,6 +570,14 @@ impl NatsEndpoint {
     /// consumer) loses messages, the end marker included.  So the marker is sent
     /// END_COPIES times, END_GAP apart, as over UDP; receivers count it once.
     fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        if self.js.is_some() {
+            self.js_publish(end)?;
+            while self.js.as_ref().is_some_and(|j| !j.unacked.is_empty()) {
+                check_send(&self.cfg, "waiting for JetStream's PubAcks at the end")?;
+                self.js_service(SLICE)?;
+            }
+            return Ok(());
+        }
         const END_COPIES: usize = 5;
         const END_GAP: Duration = Duration::from_millis(10);
         let reply = self.inbox.clone();
@@ -483,8 +602,249 @@ impl NatsEndpoint {
     }
 }
 
+impl NatsEndpoint {
+    /// JetStream: publish one message (waiting while the window is full).
+    fn js_publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        while self
+            .js
+            .as_ref()
+            .is_some_and(|j| j.unacked.len() >= JS_WINDOW)
+        {
+            check_send(
+                &self.cfg,
+                "publishing to JetStream (the PubAck window stayed full)",
+            )?;
+            self.js_service(SLICE)?;
+        }
+        self.js_service(Duration::ZERO)?;
+        let j = self.js.as_mut().expect("a JetStream publisher");
+        let n = j.next;
+        j.next += 1;
+        let payload = Bytes::copy_from_slice(msg);
+        j.unacked.insert(n, payload.clone());
+        j.order.push_back((n, now_ns()));
+        self.js_send(n, payload)
+    }
+
+    fn js_send(&self, n: u64, payload: Bytes) -> Result<(), DriverError> {
+        let j = self.js.as_ref().expect("a JetStream publisher");
+        let mut h = HeaderMap::new();
+        h.insert("Nats-Msg-Id", format!("{}-{n}", j.id));
+        let reply = format!("{}.{n}", j.inbox);
+        let c = &self.client;
+        let subject = self.subject.clone();
+        let send = || {
+            c.publish_with_reply_and_headers(
+                subject.clone(),
+                reply.clone(),
+                h.clone(),
+                payload.clone(),
+            )
+        };
+        let res = match send().now_or_never() {
+            Some(r) => r,
+            None => loop {
+                check_send(&self.cfg, "publishing to JetStream")?;
+                self.check_connected()?;
+                if let Ok(r) = self
+                    .rt
+                    .block_on(async { tokio::time::timeout(SLICE, send()).await })
+                {
+                    break r;
+                }
+            },
+        };
+        res.map_err(|e| protocol_error(&self.broker, e))
+    }
+
+    /// JetStream: take the PubAcks that arrived (waiting up to `wait` for one when none
+    /// has), and publish again what waited longer than JS_RESEND.
+    fn js_service(&mut self, wait: Duration) -> Result<(), DriverError> {
+        self.check_connected()?;
+        let Some(j) = self.js.as_mut() else {
+            return Ok(());
+        };
+        let mut first = true;
+        loop {
+            let m = match j.acks.next().now_or_never() {
+                Some(m) => m,
+                None if first && !wait.is_zero() => self
+                    .rt
+                    .block_on(async { tokio::time::timeout(wait, j.acks.next()).await })
+                    .unwrap_or_default(),
+                None => None,
+            };
+            first = false;
+            let Some(m) = m else { break };
+            let n = m
+                .subject
+                .rsplit('.')
+                .next()
+                .and_then(|x| x.parse::<u64>().ok());
+            // A PubAck is {"stream":..,"seq":..}; an error reply has "error" (sent again later).
+            let ok = !m.payload.is_empty()
+                && serde_json::from_slice::<serde_json::Value>(&m.payload)
+                    .is_ok_and(|v| v.get("error").is_none() && v.get("seq").is_some());
+            match n {
+                Some(n) if ok => {
+                    j.unacked.remove(&n);
+                }
+                _ => {
+                    j.refused_acks += 1;
+                    tracing::debug!(
+                        "nats: JetStream answered {}: {}",
+                        m.subject,
+                        String::from_utf8_lossy(&m.payload)
+                    );
+                }
+            }
+        }
+        // Forget the acknowledged at the front; resend the overdue.
+        let now = now_ns();
+        let mut again = Vec::new();
+        while let Some(&(n, at)) = j.order.front() {
+            if !j.unacked.contains_key(&n) {
+                j.order.pop_front();
+                continue;
+            }
+            if now.saturating_sub(at) < JS_RESEND.as_nanos() as u64 {
+                break;
+            }
+            j.order.pop_front();
+            again.push(n);
+        }
+        for n in again {
+            let j = self.js.as_mut().expect("a JetStream publisher");
+            let Some(p) = j.unacked.get(&n).cloned() else {
+                continue;
+            };
+            j.order.push_back((n, now_ns()));
+            j.resent += 1;
+            self.js_send(n, p)?;
+        }
+        Ok(())
+    }
+
+    fn js_results(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        if let Some(j) = &self.js {
+            m.insert("js_resent".into(), j.resent.into());
+            m.insert("js_unacked".into(), j.unacked.len().into());
+        }
+        m
+    }
+}
+
+/// Send a JetStream API request (core request/reply) and return its JSON answer.
+fn js_api(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    d: &Nats,
+    subject: String,
+    body: serde_json::Value,
+) -> Result<serde_json::Value, DriverError> {
+    let perr = |e: &dyn std::fmt::Display| protocol_error(&d.broker, e);
+    let answer = rt
+        .block_on(async {
+            tokio::time::timeout(
+                JS_API_WAIT,
+                client.request(subject.clone(), Bytes::from(body.to_string())),
+            )
+            .await
+        })
+        .map_err(|_| perr(&format!("no answer to {subject} (is JetStream enabled?)")))?;
+    let m = answer.map_err(|e| {
+        perr(&format!(
+            "{subject}: {e} (JetStream needs `jetstream = true` on the nats service)"
+        ))
+    })?;
+    serde_json::from_slice(&m.payload).map_err(|e| perr(&format!("{subject}: bad answer: {e}")))
+}
+
+/// The receiver's side: the stream (created when missing) and a durable push consumer
+/// delivering to `deliver`.
+fn js_setup_consumer(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    d: &Nats,
+    cfg: &Config,
+    deliver: &Subject,
+) -> Result<(), DriverError> {
+    let name = js_stream_name(&d.topic);
+    let created = js_api(
+        rt,
+        client,
+        d,
+        format!("$JS.API.STREAM.CREATE.{name}"),
+        serde_json::json!({"name": name, "subjects": [d.topic], "storage": "file",
+            "retention": "limits", "duplicate_window": 120_000_000_000u64}),
+    )?;
+    if let Some(e) = created.get("error") {
+        // 10058: a stream of that name exists (another receiver made it): fine.
+        if e.get("err_code").and_then(|c| c.as_u64()) != Some(10058) {
+            return Err(protocol_error(
+                &d.broker,
+                format!("creating JetStream stream {name}: {e}"),
+            ));
+        }
+    }
+    let durable: String = brokered::client_id("nats-rx", cfg)
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let consumer = js_api(
+        rt,
+        client,
+        d,
+        format!("$JS.API.CONSUMER.DURABLE.CREATE.{name}.{durable}"),
+        serde_json::json!({"stream_name": name, "config": {
+            "durable_name": durable, "deliver_subject": deliver.as_str(),
+            "deliver_policy": "all", "ack_policy": "explicit", "ack_wait": JS_ACK_WAIT_NS,
+            "max_ack_pending": 65_536, "replay_policy": "instant"}}),
+    )?;
+    if let Some(e) = consumer.get("error") {
+        return Err(protocol_error(
+            &d.broker,
+            format!("creating JetStream consumer {durable} on {name}: {e}"),
+        ));
+    }
+    tracing::debug!("nats: JetStream consumer {durable} on stream {name}");
+    Ok(())
+}
+
+/// The sender's side: wait (until the run's timeout) for the receiver's stream.
+fn js_wait_for_stream(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    d: &Nats,
+    cfg: &Config,
+) -> Result<(), DriverError> {
+    let name = js_stream_name(&d.topic);
+    loop {
+        check_send(
+            cfg,
+            &format!("JetStream stream {name} (its receiver creates it)"),
+        )?;
+        let info = js_api(
+            rt,
+            client,
+            d,
+            format!("$JS.API.STREAM.INFO.{name}"),
+            serde_json::json!({}),
+        )?;
+        if info.get("error").is_none() {
+            return Ok(());
+        }
+        std::thread::sleep(CONNECT_RETRY);
+    }
+}
+
 impl Sender for NatsEndpoint {
     fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        if self.js.is_some() {
+            self.js_publish(msg)?;
+            return Ok(0);
+        }
         self.publish_to(&self.subject, None, msg)?;
         Ok(0)
     }
@@ -498,7 +858,9 @@ impl Sender for NatsEndpoint {
     }
 
     fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
-        self.link.results()
+        let mut m = self.link.results();
+        m.extend(self.js_results());
+        m
     }
 }
 
@@ -587,8 +949,24 @@ mod tests {
             .to_string();
         assert!(e.contains("NATS subject"), "{e}");
         let d = Nats::from_config(&cfg(serde_json::json!({"options":{"reconnect":true}}))).unwrap();
-        assert!(d.opts.reconnect);
-        assert!(!Nats::from_config(&cfg(serde_json::json!({}))).unwrap().opts.reconnect);
+        assert!(d.opts.reconnect && !d.opts.jetstream);
+        let js = serde_json::json!({"options":{"jetstream":true}});
+        assert!(Nats::from_config(&cfg(js.clone())).unwrap().opts.jetstream);
+        let mut ping = js;
+        ping["pattern"] = "ping".into();
+        ping["role"] = "ponger".into();
+        let e = Nats::from_config(&cfg(ping)).err().unwrap().to_string();
+        assert!(
+            e.contains("options.jetstream") && e.contains("pattern ping"),
+            "{e}"
+        );
+        assert_eq!(js_stream_name("roughnet/0123.a b"), "RN_roughnet_0123_a_b");
+        assert!(
+            !Nats::from_config(&cfg(serde_json::json!({})))
+                .unwrap()
+                .opts
+                .reconnect
+        );
     }
 
     #[test]
