@@ -138,6 +138,15 @@ def test_a_backlog_before_the_fault_does_not_raise_the_rate_to_recover_to():
     assert r["recover_s"] == 0.0
 
 
+def test_recovery_is_judged_before_the_next_fault():
+    # back at full rate for 1.5 s after the first fault, then the next one begins at 16.5 s
+    tx, rx = flow(fate=lambda q, s: [] if 10.0 <= s < 15.0 or 16.5 <= s < 20.0 else None)
+    # without the horizon [16, 17) is half empty and the stream is back only after the next fault
+    assert rec.recovery(tx, rx, T0, at(10), at(15), interval_ns=S)["recover_s"] == 5.0
+    r = rec.recovery(tx, rx, T0, at(10), at(15), interval_ns=S, horizon_ns=at(16.5))
+    assert r["recover_s"] == 0.0
+
+
 def test_reordering_during_the_fault():
     # around 12 s, seqs 1200 and 1201 swap; the fault is a link "set" that changed nothing else
     def fate(q, s):

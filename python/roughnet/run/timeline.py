@@ -517,11 +517,13 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tu
             key = {"workload": f.name, "sender": f.sender, "receiver": a.spec.host}
             for row in series_mod.flow_series(flow, None, tl.t0_ns, tl.end_ns, interval_ns, f.workload.payload_bytes):
                 series.append({**key, **row})
-            for fault in faults:
+            for n, fault in enumerate(faults):
                 start_ns = tl.t0_ns + int(fault["start_s"] * 1e9)
                 end_ns = tl.t0_ns + int(fault["end_s"] * 1e9)
+                later = [g["start_s"] for g in faults[n + 1:] if g["start_s"] >= fault["end_s"]]
+                horizon = tl.t0_ns + int(min(later) * 1e9) if later else None  # judged before the next fault
                 row = rec_mod.recovery(flow, None, tl.t0_ns, start_ns, end_ns, promise=promise,
-                                       interval_ns=interval_ns)
+                                       interval_ns=interval_ns, horizon_ns=horizon)
                 recovery.append({"event": fault["event"], **key, **row})
     return series, recovery
 

@@ -29,7 +29,8 @@ duplicates, reordered and lost as in ``series``), every time in seconds after t0
   nothing (a flow that started during the fault): then there is nothing to recover to.
 - ``recover_s``: the fault's end is followed by intervals of ``interval_ns`` (aligned to the
   fault's end); recovery is the start of the first interval from which ``hold`` (2) consecutive
-  intervals (fewer when the sender stopped sooner: the whole intervals it had, at least one) each
+  intervals (fewer when the sender stopped, or ``horizon_ns`` (the next fault) came, sooner: the whole
+  intervals it had, at least one) each
   delivered at least ``threshold`` (90 %) of the pre-fault rate, in seconds after
   the fault's end: 0 when the rate never dropped (or came back at once), None when it never came
   back while the sender was still sending (only intervals ending by the flow's last send count,
@@ -125,7 +126,7 @@ def _count(mask: np.ndarray) -> int:
 def recovery(tx: Tx | Flow, rx: Rx | None, t0_ns: int, fault_start_ns: int, fault_end_ns: int,
              promise: Mapping[str, Any] | None = None, interval_ns: int = 1_000_000_000, *,
              pre_window_ns: int = PRE_WINDOW_NS, threshold: float = THRESHOLD,
-             hold: int = HOLD_INTERVALS) -> dict[str, Any]:
+             hold: int = HOLD_INTERVALS, horizon_ns: int | None = None) -> dict[str, Any]:
     """What one fault did to one flow: the ``RECOVERY_KEYS`` (definitions in the module's docstring).
 
     ``tx`` may be a ``Flow`` from ``series.prepare`` (then ``rx`` is ignored), so that several faults
@@ -158,7 +159,8 @@ def recovery(tx: Tx | Flow, rx: Rx | None, t0_ns: int, fault_start_ns: int, faul
         pre_rate = n_pre / ((fs - pre_from) / 1e9) if n_pre else None
     recover_ns = None
     if pre_rate is not None and f.sent_ns.size:
-        k_max = (int(f.sent_ns[-1]) - fe) // interval_ns  # whole intervals ending by the last send
+        last = int(f.sent_ns[-1]) if horizon_ns is None else min(int(f.sent_ns[-1]), int(horizon_ns))
+        k_max = (last - fe) // interval_ns  # whole intervals ending by the last send (or the next fault)
         need = min(hold, k_max)  # a sender that stopped sooner: every whole interval it had (at least one)
         if need >= 1:
             b = (first_ns[(first_ns >= fe) & (first_ns < fe + k_max * interval_ns)] - fe) // interval_ns
