@@ -151,3 +151,31 @@ def test_cli_exits_2_naming_the_event_and_creates_nothing(tmp_path: Path):
     assert out.returncode == 2, out.stderr
     assert "event[0].host" in out.stderr + out.stdout and "ghost" in out.stderr + out.stdout
     assert not (tmp_path / "res").exists()
+
+
+def test_jetstream_needs_a_jetstream_server():
+    text = """
+[scenario]
+name = "js"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+between = ["a", "b"]
+[[service]]
+kind = "nats"
+host = "b"
+[workload]
+pattern = "stream"
+protocol = "nats"
+from = "a"
+to = "b"
+messages = 10
+payload = "64 B"
+[workload.nats]
+jetstream = true
+"""
+    got = paths(text)
+    assert "runs without it" in got["workload.nats.jetstream"]
+    assert plan_text(text.replace('host = "b"\n[workload]', 'host = "b"\njetstream = true\n[workload]')).runs

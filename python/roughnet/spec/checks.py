@@ -449,6 +449,12 @@ def _check_services(s: Scenario, hosts: set[str] | None, problems: list[Problem]
         problems.append(Problem("workload.mqtt.tls", f"TLS asked, but the mosquitto service (service[{i}]) "
                                 "listens without TLS", f"tls = true in service[{i}] too (or no tls here)",
                                 True))  # fmt: skip
+    nats = w.nats
+    if w.protocol == "nats" and nats is not None and nats.jetstream is True and _concrete(svc.jetstream) \
+            and svc.jetstream is not True:
+        problems.append(Problem("workload.nats.jetstream", f"JetStream asked, but the nats service (service[{i}]) "
+                                "runs without it", f"jetstream = true in service[{i}] too (or no jetstream here)",
+                                True))  # fmt: skip
     if hosts is None or not _concrete(svc.host, w.from_, w.to) or svc.host not in hosts:
         return
     if not all(_concrete(link.between) for link in s.link):

@@ -295,7 +295,7 @@ class WorkloadTable(_Table):
     dds: DdsKnobs | None = Field(None, description="DDS knobs; only with protocol = \"dds\" (or swept).")
     mqtt: MqttKnobs | None = Field(None, description="MQTT knobs; only with protocol = \"mqtt\" (or swept).")
     kafka: KafkaKnobs | None = Field(None, description="Kafka knobs; only with protocol = \"kafka\" (or swept).")
-    nats: NatsKnobs | None = Field(None, description="NATS knobs (none yet); only with protocol = \"nats\" (or "
+    nats: NatsKnobs | None = Field(None, description="NATS knobs; only with protocol = \"nats\" (or "
                                    "swept).")  # fmt: skip
     sync: SyncTable | None = Field(None, description="Pattern sync only: the bundle stores (for sync, `payload` is "
                                    "each bundle's manifest and `duration` the fixed window).")  # fmt: skip
