@@ -147,6 +147,19 @@ def test_recovery_is_judged_before_the_next_fault():
     assert r["recover_s"] == 0.0
 
 
+def test_deliveries_just_after_the_fault_began_do_not_end_the_outage():
+    # the isolation took 12 ms to take effect: messages sent at 10.000 and 10.010 still arrive (10.005,
+    # 10.011), then nothing until the backlog at 17.0 (broker-outage's Zenoh run: an outage of 10 ms before)
+    def fate(q, s):
+        if 10.0 <= s < 10.012:
+            return [s + 0.001]
+        return [17.0] if 10.012 <= s < 17.0 else None
+    tx, rx = flow(seconds=25, fate=fate)
+    r = rec.recovery(tx, rx, T0, at(10), at(15), interval_ns=S)
+    assert r["last_before_s"] == 10.011 and r["first_after_s"] == 17.0
+    assert r["outage_s"] == pytest.approx(6.989)
+
+
 def test_reordering_during_the_fault():
     # around 12 s, seqs 1200 and 1201 swap; the fault is a link "set" that changed nothing else
     def fate(q, s):

@@ -14,15 +14,13 @@ fault lasts to the run's end).
 ``recovery`` measures one fault on one flow (definitions of sent, arrivals, first arrivals,
 duplicates, reordered and lost as in ``series``), every time in seconds after t0:
 
-- ``first_after_s``: the first arrival after the outage began: the earliest arrival at or after
-  the fault's start of a message *sent* at or after it, or of any message received at or after the
-  fault's end (a backlog held by a broker or a retransmitting TCP).  Messages already in flight when
-  the fault began that arrive during it (the last packets past a link before it went down) are not
-  the end of the outage: they are its beginning.
-- ``last_before_s``: the last arrival before ``first_after_s`` (so it includes those in-flight
-  arrivals: the application heard its last message then); with nothing after, the flow's last
-  arrival.  ``outage_s`` = first_after - last_before (>= 0): the silence the application saw;
-  None when either is missing (the flow never recovered, or had delivered nothing before).
+- ``last_before_s``, ``first_after_s``: the ends of the longest silence the application saw that
+  overlaps the fault: of the gaps between consecutive arrivals (any arrival, duplicates included)
+  that begin before the fault's end and end after its start, the longest.  So messages still in
+  flight when the fault began, or sent in the moment before it took effect (an nftables table
+  takes ~10 ms to load), and delivered during it are the beginning of the silence, not its end.
+  ``outage_s`` = first_after - last_before: None when nothing arrived after the fault's start
+  (``last_before_s`` is then the flow's last arrival) or nothing before it.
 - ``pre_rate_msgs_s``: first arrivals per second over the ``pre_window_ns`` (5 s) before the fault,
   or from the flow's first send when that is later, at most the messages sent in that window per
   second (a backlog delivered there after an earlier fault would set a rate the sender never had).  None when that window is empty or delivered
@@ -138,11 +136,21 @@ def recovery(tx: Tx | Flow, rx: Rx | None, t0_ns: int, fault_start_ns: int, faul
     fs, fe = int(fault_start_ns), max(int(fault_end_ns), int(fault_start_ns))
     r_ns, r_act, first = f.recv_ns, f.recv_actual_ns, f.first
 
-    # the outage the application saw
-    after = (r_ns >= fs) & ((r_act >= fs) | (r_ns >= fe))
-    first_after = int(r_ns[after].min()) if after.any() else None
-    before = r_ns < (first_after if first_after is not None else _NEVER)
-    last_before = int(r_ns[before].max()) if before.any() else None
+    # the outage the application saw: the longest gap between arrivals that overlaps [fs, fe]
+    n = int(r_ns.size)
+    i0 = int(np.searchsorted(r_ns, fs, side="right")) - 1  # the last arrival at or before the start (-1: none)
+    i1 = int(np.searchsorted(r_ns, fe, side="left"))  # the first arrival at or after the end (n: none)
+    first_after = last_before = None
+    if n == 0:
+        pass
+    elif i0 < 0:  # nothing before the fault (a flow that started during it): only where deliveries began
+        first_after = int(r_ns[0])
+    elif i1 >= n:  # nothing after the fault's end: silent from the last arrival on, never back
+        last_before = int(r_ns[n - 1])
+    else:  # gaps (r[i], r[i + 1]) for i0 <= i < i1: each begins before the end and ends after the start
+        gaps = np.diff(r_ns[i0:i1 + 1])
+        k = int(np.argmax(gaps))
+        last_before, first_after = int(r_ns[i0 + k]), int(r_ns[i0 + k + 1])
     outage = None
     if first_after is not None and last_before is not None:
         outage = max(0.0, round((first_after - last_before) / 1e9, 6))
