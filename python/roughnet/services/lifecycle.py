@@ -347,34 +347,13 @@ def start_service(svc: Service, run: Run, topology, artifacts: Path) -> ServiceH
                            topic=prep.topic, ports=dict(prep.ports), started_by=run.run_id,
                            reprobe=prep.reprobe or (lambda _run, deadline: prep.probe(deadline)),
                            argv=list(prep.argv), probe_once=prep.probe)
-    deadline = t_start + READY_TIMEOUT_S[svc.kind]
-    last = "no attempt finished"
     try:
-        while True:
-            if proc.poll() is not None:
-                raise ServiceError(f"{svc.kind} on host {svc.host} exited with code {proc.returncode} before it "
-                                   f"was ready (last probe: {last}); its log ({prep.log_path}):\n"
-                                   f"{handle.log_tail(LOG_LINES)}")
-            try:
-                handle.probe = prep.probe(deadline)
-                break
-            except probes.ProbeFatal as e:
-                raise ServiceError(f"{svc.kind} on host {svc.host}: {e}") from e
-            except (OSError, ServiceError) as e:
-                last = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
-            if time.monotonic() > deadline:
-                raise ServiceError(f"{svc.kind} on host {svc.host} was not ready within "
-                                   f"{READY_TIMEOUT_S[svc.kind]:g} s (last probe: {last}); its log "
-                                   f"({prep.log_path}):\n{handle.log_tail(LOG_LINES)}")
-            time.sleep(PROBE_INTERVAL_S)
+        handle.probe = _wait_ready(handle, prep.probe, t_start + READY_TIMEOUT_S[svc.kind], "before it was ready", "")
     except BaseException:
         handle.stop()
         raise
     handle.ready_s = time.monotonic() - t_start
-    # A service in a pod (backends.kubernetes) is sampled through the pod's /proc.
-    sampler_for = getattr(topology, "usage_sampler", None)
-    handle.sampler = sampler_for(proc) if sampler_for else UsageSampler(proc.pid)
-    handle.sampler.start()
+    _start_sampler(handle)
     log.info("%s ready in %.2f s (setup %.2f s): %s", handle.describe(), handle.ready_s, handle.setup_s,
              handle.probe)
     return handle
@@ -393,28 +372,40 @@ def start_again(handle: ServiceHandle) -> str:
                                      stderr=subprocess.STDOUT)  # fmt: skip
     handle.proc = proc
     handle.restarts += 1
-    deadline = time.monotonic() + READY_TIMEOUT_S[handle.kind]
+    assert handle.probe_once is not None
+    handle.probe = _wait_ready(handle, handle.probe_once, time.monotonic() + READY_TIMEOUT_S[handle.kind],
+                               "when started again", " of starting again")
+    _start_sampler(handle)
+    return handle.probe
+
+
+def _wait_ready(handle: ServiceHandle, probe: Callable[[float], str], deadline: float, exited: str,
+                within: str) -> str:
+    """Probe ``handle``'s process until ``probe`` succeeds (its description) or the deadline; ServiceError naming
+    the last probe and the log's tail when the process exits, the probe is fatal or time runs out."""
+    kind, host, proc = handle.kind, handle.host, handle.proc
     last = "no attempt finished"
     while True:
         if proc.poll() is not None:
-            raise ServiceError(f"{handle.kind} on host {handle.host} exited with code {proc.returncode} when "
-                               f"started again (last probe: {last}); its log:\n{handle.log_tail(LOG_LINES)}")
+            raise ServiceError(f"{kind} on host {host} exited with code {proc.returncode} {exited} (last probe: "
+                               f"{last}); its log ({handle.log_path}):\n{handle.log_tail(LOG_LINES)}")
         try:
-            assert handle.probe_once is not None
-            handle.probe = handle.probe_once(deadline)
-            break
+            return probe(deadline)
         except probes.ProbeFatal as e:
-            raise ServiceError(f"{handle.kind} on host {handle.host}: {e}") from e
+            raise ServiceError(f"{kind} on host {host}: {e}") from e
         except (OSError, ServiceError) as e:
             last = f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e)
         if time.monotonic() > deadline:
-            raise ServiceError(f"{handle.kind} on host {handle.host} was not ready within "
-                               f"{READY_TIMEOUT_S[handle.kind]:g} s of starting again (last probe: {last})")
+            raise ServiceError(f"{kind} on host {host} was not ready within {READY_TIMEOUT_S[kind]:g} s{within} "
+                               f"(last probe: {last}); its log ({handle.log_path}):\n{handle.log_tail(LOG_LINES)}")
         time.sleep(PROBE_INTERVAL_S)
+
+
+def _start_sampler(handle: ServiceHandle) -> None:
+    """CPU and RSS sampling of the service's process (in a pod, backends.kubernetes, through the pod's /proc)."""
     sampler_for = getattr(handle.topology, "usage_sampler", None)
-    handle.sampler = sampler_for(proc) if sampler_for else UsageSampler(proc.pid)
+    handle.sampler = sampler_for(handle.proc) if sampler_for else UsageSampler(handle.proc.pid)
     handle.sampler.start()
-    return handle.probe
 
 
 def start_services(run: Run, topology, artifacts: Path) -> list[ServiceHandle]:
