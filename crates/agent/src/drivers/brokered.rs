@@ -156,3 +156,24 @@ mod tests {
         ));
     }
 }
+
+/// The `reconnect` knob's result fields: `reconnects` and `disconnected_s`, the outage still under way
+/// (`down_since_ns`, 0 when connected) included.
+pub fn outage_results(
+    reconnects: u64,
+    down_ns: u64,
+    down_since_ns: u64,
+) -> serde_json::Map<String, serde_json::Value> {
+    let ongoing = if down_since_ns == 0 {
+        0
+    } else {
+        now_ns().saturating_sub(down_since_ns)
+    };
+    let mut m = serde_json::Map::new();
+    m.insert("reconnects".into(), reconnects.into());
+    m.insert(
+        "disconnected_s".into(),
+        crate::clock::round6((down_ns + ongoing) as f64 / 1e9).into(),
+    );
+    m
+}

@@ -530,26 +530,14 @@ impl BrokersDown {
 
     /// With `reconnect`: `reconnects` and `disconnected_s` (a current outage included).
     fn results(&self) -> serde_json::Map<String, serde_json::Value> {
-        let mut m = serde_json::Map::new();
         if !self.reconnect {
-            return m;
+            return serde_json::Map::new();
         }
-        let since = self.down_since.load(Ordering::Acquire);
-        let ongoing = if since == 0 {
-            0
-        } else {
-            now_ns().saturating_sub(since)
-        };
-        let down = self.down_ns.load(Ordering::Acquire) + ongoing;
-        m.insert(
-            "reconnects".into(),
-            self.reconnects.load(Ordering::Acquire).into(),
-        );
-        m.insert(
-            "disconnected_s".into(),
-            crate::clock::round6(down as f64 / 1e9).into(),
-        );
-        m
+        brokered::outage_results(
+            self.reconnects.load(Ordering::Acquire),
+            self.down_ns.load(Ordering::Acquire),
+            self.down_since.load(Ordering::Acquire),
+        )
     }
 
     fn check(&self, broker: &str) -> Result<(), DriverError> {

@@ -322,21 +322,10 @@ impl Counters {
 
     /// `reconnects`, `disconnected_s` (the current outage included) and `abandoned`.
     fn reconnect_results(&self) -> serde_json::Map<String, serde_json::Value> {
-        let since = self.down_since.load(Ordering::Acquire);
-        let ongoing = if since == 0 {
-            0
-        } else {
-            now_ns().saturating_sub(since)
-        };
-        let down = self.down_ns.load(Ordering::Acquire) + ongoing;
-        let mut m = serde_json::Map::new();
-        m.insert(
-            "reconnects".into(),
-            self.reconnects.load(Ordering::Acquire).into(),
-        );
-        m.insert(
-            "disconnected_s".into(),
-            crate::clock::round6(down as f64 / 1e9).into(),
+        let mut m = brokered::outage_results(
+            self.reconnects.load(Ordering::Acquire),
+            self.down_ns.load(Ordering::Acquire),
+            self.down_since.load(Ordering::Acquire),
         );
         m.insert(
             "abandoned".into(),
