@@ -284,7 +284,7 @@ def start_agent(topo, agent_path: Path, spec: AgentSpec, artifacts: Path) -> Age
 WATCH_PERIOD_S = 0.5
 
 
-def _wait_watching(agent: AgentProcess, budget_s: float, watch) -> bool:
+def wait_watching(agent: AgentProcess, budget_s: float, watch) -> bool:
     """Wait for ``agent`` to finish; every WATCH_PERIOD_S ask ``watch()`` whether the run must stop."""
     deadline = time.monotonic() + budget_s
     while True:
@@ -330,7 +330,7 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
         agents.append(sender)
         budget = w.timeout_ns / 1e9 + DRAIN_GRACE_S
         t0 = time.monotonic()
-        if not _wait_watching(sender, budget, watch):
+        if not wait_watching(sender, budget, watch):
             sender.stop()
         # Receivers end by themselves once they have everything, or after the end marker
         # and their linger, or at their own timeout.  Through a broker over a lossy link the
@@ -342,7 +342,7 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
             budget = min(budget, time.monotonic() - t0 + DRAIN_GRACE_S)
         for a in agents[:-1]:
             left = max(0.5, budget - (time.monotonic() - t0))
-            if not _wait_watching(a, left, watch):
+            if not wait_watching(a, left, watch):
                 a.stop()
         return agents
     finally:

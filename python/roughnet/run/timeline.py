@@ -36,8 +36,8 @@ from typing import Any
 from ..errors import AgentError, ServiceError
 from ..runspec import Event, Run, Workload
 from . import collect
-from .agents import AGENT_PORT, DRAIN_GRACE_S, READY_TIMEOUT_S, AgentProcess, AgentSpec, agent_specs, prepare_specs, \
-    start_agent, topic_of
+from .agents import AGENT_PORT, DRAIN_GRACE_S, READY_TIMEOUT_S, AgentProcess, AgentSpec, wait_watching, agent_specs, \
+    prepare_specs, start_agent, topic_of
 
 log = logging.getLogger(__name__)
 
@@ -367,16 +367,8 @@ def run_timeline(run: Run, agent_path: Path, topology, link_engines: dict[int, A
 
 
 def _wait(agent: AgentProcess, deadline_ns: int, watch) -> bool:
-    while True:
-        left = (deadline_ns - time.monotonic_ns()) / 1e9
-        if left <= 0:
-            return agent.done.is_set()
-        if agent.wait_done(min(left, 0.5)):
-            return True
-        if watch is not None:
-            reason = watch()
-            if reason:
-                raise ServiceError(reason)
+    """``agents.wait_watching`` up to a CLOCK_MONOTONIC deadline; True when the agent ended."""
+    return agent.done.is_set() or wait_watching(agent, (deadline_ns - time.monotonic_ns()) / 1e9, watch)
 
 
 # ----------------------------------------------------------------------------- the record
