@@ -141,17 +141,40 @@ def other_clusters(cluster: str | None) -> list[str]:
     return [n for n in names if n and n != cluster]
 
 
+def _without_shared_dirs(snap: dict[str, object]) -> dict[str, object]:
+    """``snap`` without the host directories any local cluster may make or remove (allowed_empty_dirs)."""
+    from roughnet.cluster.down import allowed_empty_dirs
+
+    shared = allowed_empty_dirs()
+
+    def real(d: str) -> str:  # /var/run is /run
+        return "/run" + d[len("/var/run"):] if d == "/var/run" or d.startswith("/var/run/") else d
+
+    dirs = {}
+    for d, names in dict(snap.get("dirs") or {}).items():
+        if real(d) in shared:
+            continue
+        dirs[d] = None if names is None else [n for n in names if f"{real(d).rstrip('/')}/{n}" not in shared]
+    return {**snap, "dirs": dirs}
+
+
 def snapshot_diff(before: dict[str, object], after: dict[str, object]) -> list[str]:
     """Readable differences between two host snapshots (empty: the same).
 
     The kubelet's host-wide sysctls are restored by the last cluster to go down: when another
-    cluster (another test session's, or yours) came up or went down in between, they are not compared.
+    cluster (another test session's, or yours) came up or went down in between, they are not compared;
+    nor, when the set of other clusters differs, the host directories all clusters share (mount points).
     """
     out = []
     if before.get("other_clusters") != after.get("other_clusters") or after.get("other_clusters"):
         before, after = dict(before), dict(after)
         before.pop("sysctls", None)
         after.pop("sysctls", None)
+    if before.get("other_clusters") != after.get("other_clusters"):
+        # Another cluster (another test session's) came or went meanwhile: the host directories every
+        # cluster shares (mount points such as /var/lib/kubelet, and their parents) were its to make or
+        # remove; the last cluster down removes them. Compare the rest.
+        before, after = _without_shared_dirs(before), _without_shared_dirs(after)
     before = {k: v for k, v in before.items() if k != "other_clusters"}
     for key in before:
         a, b = before[key], after.get(key)
