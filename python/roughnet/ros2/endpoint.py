@@ -1,0 +1,655 @@
+"""roughnet's ROS 2 endpoint: a real rclpy node that speaks roughnet-agent's protocol.
+
+    python -m roughnet.ros2.endpoint version
+    python -m roughnet.ros2.endpoint run --config FILE      (or --config-json '{...}')
+
+The same configuration object in and the same JSON lines out as roughnet-agent
+(docs/agent-protocol.md), protocol ``ros2``, patterns ``stream``, ``ping`` and ``ramp``.  Exit codes:
+0 done (an incomplete receiver included), 1 runtime error, 2 bad configuration; errors are also a
+JSON line.  SIGTERM/SIGINT: print the result so far (``end_reason`` ``signal``) and exit 0.
+
+ROS 2 names under the run's topic (``roughnet/0123ab`` -> ``/roughnet/r0123ab``, the naming of the
+dds driver's ROS 2 mode): ``<base>/data`` (stream), ``<base>/ping`` (requests), ``<base>/pong/<key>``
+(each ponger's replies; ``<key>`` is its listen address as a legal token, ``a198_18_0_2_5201``),
+``<base>/ready`` (``std_msgs/msg/String``, reliable, transient local: a receiver or ponger publishes
+its listen address once it matched the sender's writer, and a sender starts when every peer did;
+a peer that is not roughnet never does, so after 2 s with every reader matched the sender goes
+ahead).  Messages are ``std_msgs/msg/UInt8MultiArray`` (roughnet.ros2.wire says why).
+
+Environment (set here, before rclpy starts the middleware): ``FASTDDS_BUILTIN_TRANSPORTS=UDPv4``
+(Fast DDS's shared-memory transport would carry traffic between namespaces of one machine past the
+emulated link), ``ROS_STATIC_PEERS`` the peers' addresses (sender, pinger: unicast discovery over
+links without multicast routes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import time
+from typing import Any
+
+from . import qos as qosmod
+from . import wire
+
+VERSION = "0.1.0"
+PATTERNS = ("stream", "ping", "ramp")
+ROLES = {"stream": ("sender", "receiver"), "ping": ("pinger", "ponger"), "ramp": ("pinger", "ponger")}
+PAYLOAD_MIN, PAYLOAD_MAX = wire.HEADER_LEN, 64 << 20
+KEYS = {"v", "role", "protocol", "pattern", "listen", "peers", "payload_bytes", "messages", "duration_ms",
+        "rate_msgs_per_s", "interval_ns", "step_bytes", "warmup", "timeout_ms", "reply_timeout_ms", "linger_ms",
+        "report_interval_ms", "seed", "options", "broker", "topic", "trace_path"}  # fmt: skip
+DEFAULT_TOPIC = "roughnet"
+END_COPIES, END_GAP_S = 5, 0.010
+ACK_WAIT_S = 5.0
+HANDSHAKE_GRACE_S = 2.0
+SPIN_S = 0.05
+_ADDR = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){3}):(\d{1,5})$")
+
+
+class ConfigError(Exception):
+    pass
+
+
+class IoError(Exception):
+    pass
+
+
+def now_ns() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps({"v": 1} | obj, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+# ---- names ------------------------------------------------------------------------------------------------
+
+def ros_name(topic: str) -> str:
+    """``roughnet/0123`` -> ``/roughnet/r0123``: tokens of [A-Za-z0-9_], none starting with a digit."""
+    toks = []
+    for t in topic.split("/"):
+        if not t:
+            continue
+        t = re.sub(r"[^A-Za-z0-9_]", "_", t)
+        toks.append("r" + t if t[0].isdigit() else t)
+    return "/" + "/".join(toks)
+
+
+def addr_token(addr: str) -> str:
+    """``198.18.0.2:5201`` -> ``a198_18_0_2_5201`` (a legal ROS 2 name token)."""
+    return "a" + re.sub(r"[^A-Za-z0-9]", "_", addr)
+
+
+# ---- configuration ----------------------------------------------------------------------------------------
+
+def _int(cfg: dict, key: str, lo: int, hi: int | None = None, *, required: bool = False) -> int | None:
+    v = cfg.get(key)
+    if v is None:
+        if required:
+            raise ConfigError(f"{key}: missing; expected an integer")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        raise ConfigError(f"{key}: {v!r}; expected an integer from {lo}" + (f" to {hi}" if hi is not None else ""))
+    return v
+
+
+def _addr(key: str, v: Any) -> str:
+    if not isinstance(v, str) or not _ADDR.match(v):
+        raise ConfigError(f"{key}: {v!r}; expected IP:PORT")
+    return v
+
+
+def check_config(cfg: Any) -> dict[str, Any]:
+    """The configuration with defaults filled in; ConfigError naming the key otherwise."""
+    if not isinstance(cfg, dict):
+        raise ConfigError("configuration: expected one JSON object")
+    unknown = sorted(set(cfg) - KEYS)
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown key; expected one of: {', '.join(sorted(KEYS))}")
+    if cfg.get("v") != 1:
+        raise ConfigError(f"v: {cfg.get('v')!r}; expected 1")
+    if cfg.get("protocol") != "ros2":
+        raise ConfigError(f"protocol: {cfg.get('protocol')!r}; expected \"ros2\" (this is the ROS 2 endpoint)")
+    pattern = cfg.get("pattern")
+    if pattern not in PATTERNS:
+        raise ConfigError(f"pattern: {pattern!r}; protocol \"ros2\" has " + ", ".join(f'"{p}"' for p in PATTERNS))
+    role = cfg.get("role")
+    if role not in ROLES[pattern]:
+        raise ConfigError(f"role: {role!r}; pattern \"{pattern}\" has roles " + " and ".join(ROLES[pattern]))
+    out = dict(cfg)
+    active = role in ("sender", "pinger")
+    if active:
+        peers = cfg.get("peers")
+        if not isinstance(peers, list) or not 1 <= len(peers) <= 1024:
+            raise ConfigError(f"peers: {peers!r}; expected a list of 1 to 1024 IP:PORT addresses")
+        out["peers"] = [_addr(f"peers[{i}]", p) for i, p in enumerate(peers)]
+        if cfg.get("listen") is not None:
+            raise ConfigError(f"listen: not for role {role}")
+    else:
+        out["listen"] = _addr("listen", cfg.get("listen"))
+        if cfg.get("peers") is not None:
+            raise ConfigError(f"peers: not for role {role}")
+    if cfg.get("broker") is not None:
+        raise ConfigError("broker: protocol \"ros2\" has no broker (ROS 2 discovery is peer to peer)")
+    if cfg.get("trace_path") is not None:
+        raise ConfigError("trace_path: protocol \"ros2\" does not write traces yet")
+    out["payload_bytes"] = _int(cfg, "payload_bytes", PAYLOAD_MIN, PAYLOAD_MAX, required=True)
+    out["messages"] = _int(cfg, "messages", 1)
+    out["duration_ms"] = _int(cfg, "duration_ms", 1)
+    if pattern == "stream" and (out["messages"] is None) == (out["duration_ms"] is None):
+        raise ConfigError("messages: stream takes exactly one of messages and duration_ms")
+    if pattern in ("ping", "ramp"):
+        if out["messages"] is None:
+            raise ConfigError(f"messages: missing; pattern \"{pattern}\" needs it")
+        if out["duration_ms"] is not None:
+            raise ConfigError(f"duration_ms: not for pattern \"{pattern}\"")
+    rate = cfg.get("rate_msgs_per_s")
+    if rate is not None and (pattern != "stream" or isinstance(rate, bool) or not isinstance(rate, (int, float))
+                             or rate <= 0):
+        raise ConfigError(f"rate_msgs_per_s: {rate!r}; expected a number > 0, for pattern stream only")
+    out["interval_ns"] = _int(cfg, "interval_ns", 1)
+    if out["interval_ns"] is not None and pattern == "stream":
+        raise ConfigError("interval_ns: for patterns ping and ramp only")
+    out["step_bytes"] = _int(cfg, "step_bytes", 0)
+    if (out["step_bytes"] is None) != (pattern != "ramp"):
+        raise ConfigError("step_bytes: " + ("missing; pattern ramp needs it" if pattern == "ramp" else
+                                            "for pattern ramp only"))
+    if pattern == "ramp":
+        last = out["payload_bytes"] + out["step_bytes"] * (out["messages"] - 1)
+        if last > PAYLOAD_MAX:
+            raise ConfigError(f"step_bytes: the last message would be {last} B; expected at most {PAYLOAD_MAX} B")
+    out["warmup"] = _int(cfg, "warmup", 0) or 0
+    out["timeout_ms"] = _int(cfg, "timeout_ms", 1) or 60000
+    out["reply_timeout_ms"] = _int(cfg, "reply_timeout_ms", 1) or 1000
+    out["linger_ms"] = _int(cfg, "linger_ms", 0)
+    if out["linger_ms"] is None:
+        out["linger_ms"] = 500
+    out["report_interval_ms"] = _int(cfg, "report_interval_ms", 0)
+    if out["report_interval_ms"] is None:
+        out["report_interval_ms"] = 1000
+    options = cfg.get("options") or {}
+    if not isinstance(options, dict):
+        raise ConfigError("options: expected an object of ros2 knobs")
+    try:
+        out["qos"] = qosmod.from_options(options)
+    except qosmod.QosError as e:
+        raise ConfigError(str(e)) from None
+    topic = cfg.get("topic") or DEFAULT_TOPIC
+    if not isinstance(topic, str) or not re.search(r"[A-Za-z0-9_]", topic):
+        raise ConfigError(f"topic: {topic!r}; expected a name with at least one letter, digit or underscore")
+    out["base"] = ros_name(topic)
+    return out
+
+
+# ---- the node ---------------------------------------------------------------------------------------------
+
+_stop = False
+
+
+def _on_signal(signum, frame) -> None:  # noqa: ARG001
+    global _stop
+    _stop = True
+
+
+class Node:
+    """rclpy, its node and executor, the run's QoS; one per process."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        os.environ["FASTDDS_BUILTIN_TRANSPORTS"] = "UDPv4"
+        if cfg.get("peers"):
+            os.environ["ROS_STATIC_PEERS"] = ";".join(p.rsplit(":", 1)[0] for p in cfg["peers"])
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+        from rclpy.signals import SignalHandlerOptions
+        from std_msgs.msg import String, UInt8MultiArray
+
+        self.rclpy = rclpy
+        self.String, self.Bytes = String, UInt8MultiArray
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        name = f"roughnet_{cfg['role']}_{os.getpid()}"
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.qos = qosmod.to_rclpy(cfg["qos"])
+        self.ready_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=64, reliability=ReliabilityPolicy.RELIABLE,
+                                    durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.reliable = cfg["qos"].reliable
+
+    def spin(self, timeout_s: float) -> None:
+        self.executor.spin_once(timeout_sec=max(0.0, timeout_s))
+
+    def close(self) -> None:
+        try:
+            self.executor.shutdown()
+            self.node.destroy_node()
+            self.rclpy.shutdown(context=self.context)
+        except Exception:  # noqa: BLE001 (at exit, the result line is out already)
+            pass
+
+
+class Intervals:
+    """``interval`` lines every ``report_interval_ms``."""
+
+    def __init__(self, role: str, every_ms: int) -> None:
+        self.role, self.every_ns = role, every_ms * 1_000_000
+        self.t0 = now_ns()
+        self.next = self.t0 + self.every_ns
+        self.messages = self.bytes = 0
+
+    def add(self, n_bytes: int) -> None:
+        self.messages += 1
+        self.bytes += n_bytes
+
+    def tick(self, t: int) -> None:
+        if self.every_ns and t >= self.next:
+            span = (t - self.next + self.every_ns) / 1e9
+            emit({"type": "interval", "role": self.role, "t_ms": (t - self.t0) // 1_000_000, "messages": self.messages,
+                  "bytes": self.bytes, "rate_bps": self.bytes * 8 / span if span > 0 else 0.0})
+            self.messages = self.bytes = 0
+            self.next = t + self.every_ns
+
+
+def sleep_until(node: Node | None, t_ns: int) -> None:
+    """Sleep (spinning the node, if given) until ``t_ns``; the last 200 us busy-waiting."""
+    while not _stop:
+        left = t_ns - now_ns()
+        if left <= 0:
+            return
+        if left > 2_000_000 and node is not None:
+            node.spin(min(SPIN_S, (left - 1_000_000) / 1e9))
+        elif left > 200_000:
+            time.sleep((left - 200_000) / 1e9)
+
+
+def _ready_listener(node: Node, seen: set[str]):
+    def cb(msg) -> None:
+        seen.add(msg.data)
+    return node.node.create_subscription(node.String, _ready_topic(node), cb, node.ready_qos)
+
+
+def _ready_topic(node: Node) -> str:
+    return node.base + "/ready"
+
+
+def await_peers(node: Node, cfg: dict[str, Any], matched, seen: set[str], deadline_ns: int) -> None:
+    """Until ``matched()`` (every reader of ours matched) and every peer confirmed on the ready topic;
+    2 s after the match without every confirmation (peers that are not roughnet) go ahead."""
+    peers = len(cfg["peers"])
+    matched_at = None
+    while not _stop:
+        t = now_ns()
+        if matched():
+            matched_at = matched_at or t
+            if len(seen) >= peers or t - matched_at > HANDSHAKE_GRACE_S * 1e9:
+                return
+        if t > deadline_ns:
+            raise IoError(f"waiting for the {peers} peer(s) of {node.base} to match and confirm "
+                          f"({len(seen)} confirmed) until timeout_ms")
+        node.spin(SPIN_S)
+
+
+def send_end(node: Node, pub, cfg: dict[str, Any], seq: int) -> None:
+    """The end marker (``seq`` = messages sent before it): once and wait for acknowledgements when
+    reliable, else END_COPIES copies END_GAP_S apart."""
+    from rclpy.duration import Duration
+
+    t = now_ns()
+    raw = wire.to_cdr(wire.message(wire.FLAG_END, seq, t, t, wire.HEADER_LEN))
+    if node.reliable:
+        pub.publish(raw)
+        pub.wait_for_all_acked(Duration(seconds=ACK_WAIT_S))
+    else:
+        for i in range(END_COPIES):
+            pub.publish(raw)
+            if i + 1 < END_COPIES:
+                time.sleep(END_GAP_S)
+
+
+# ---- stream -----------------------------------------------------------------------------------------------
+
+def run_sender(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
+    deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
+    pub = node.node.create_publisher(node.Bytes, node.base + "/data", node.qos)
+    seen: set[str] = set()
+    _keep = _ready_listener(node, seen)  # noqa: F841
+    await_peers(node, cfg, lambda: pub.get_subscription_count() >= len(cfg["peers"]), seen, deadline)
+    size, warmup = cfg["payload_bytes"], cfg["warmup"]
+    rate = cfg.get("rate_msgs_per_s")
+    period_ns = int(1e9 / rate) if rate else 0
+    total = None if cfg["messages"] is None else cfg["messages"] + warmup
+    stop_at = None if cfg["duration_ms"] is None else None
+    sched = wire.Schedule()
+    iv = Intervals("sender", cfg["report_interval_ms"])
+    buf = bytearray(wire.to_cdr(bytes(size)))
+    off = wire.CDR_OVERHEAD
+    start = now_ns()
+    if cfg["duration_ms"] is not None:
+        stop_at = start + (warmup * period_ns) + cfg["duration_ms"] * 1_000_000
+    seq = sent = 0
+    first = last = None
+    prev_return = start
+    end_reason = "complete"
+    while True:
+        if total is not None and seq >= total:
+            break
+        intended = start + seq * period_ns if period_ns else now_ns()
+        if stop_at is not None and intended >= stop_at and seq >= warmup:
+            break
+        if period_ns:
+            sleep_until(None, intended)
+        if _stop:
+            end_reason = "signal"
+            break
+        actual = now_ns()
+        if actual > deadline:
+            end_reason = "timeout"
+            break
+        counted = seq >= warmup
+        wire.HEADER.pack_into(buf, off, wire.MAGIC, 0 if counted else wire.FLAG_WARMUP, wire.HEADER_LEN, seq,
+                              intended if period_ns else actual, actual)
+        pub.publish(bytes(buf))
+        if counted:
+            sched.record(intended if period_ns else actual, actual, prev_return)
+            sent += 1
+            first = first if first is not None else actual
+            last = actual
+            iv.add(size)
+        prev_return = now_ns()
+        iv.tick(prev_return)
+        seq += 1
+    t_end = now_ns()
+    send_end(node, pub, cfg, seq)
+    finish_s = (now_ns() - t_end) / 1e9
+    dur = (last - first) / 1e9 if first is not None and last is not None and last > first else 0.0
+    return {"type": "result", "role": "sender", "pattern": "stream", "protocol": "ros2", "end_reason": end_reason,
+            "sent": sent, "warmup_sent": min(seq, warmup), "peers": len(cfg["peers"]), "bytes": sent * size,
+            "duration_s": dur, "throughput_bps": sent * size * 8 / dur if dur else 0.0, "finish_s": finish_s,
+            "send_errors": 0, "schedule": sched.result(), "qos": cfg["qos"].describe(), "cpu": wire.cpu()}
+
+
+def run_receiver(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
+    warmup = cfg["warmup"]
+    st = {"received": 0, "dup": 0, "reord": 0, "warm": 0, "bad": 0, "bytes": 0, "max": -1, "first": None,
+          "last": None, "end_at": None, "expected": cfg["messages"]}
+    seqs: set[int] = set()
+    lat_i: list[int] = []
+    lat_a: list[int] = []
+    iv = Intervals("receiver", cfg["report_interval_ms"])
+
+    def cb(raw: bytes) -> None:
+        t = now_ns()
+        data = wire.from_cdr(raw)
+        h = wire.parse(data) if data is not None else None
+        if h is None:
+            st["bad"] += 1
+            return
+        if h.flags & wire.FLAG_END:
+            if st["expected"] is None:
+                st["expected"] = max(0, h.seq - warmup)
+            st["end_at"] = st["end_at"] or t
+            return
+        if h.flags & wire.FLAG_WARMUP:
+            st["warm"] += 1
+            return
+        if h.seq in seqs:
+            st["dup"] += 1
+            return
+        if h.seq < st["max"]:
+            st["reord"] += 1
+        st["max"] = max(st["max"], h.seq)
+        seqs.add(h.seq)
+        st["received"] += 1
+        st["bytes"] += len(data)
+        st["first"] = st["first"] or t
+        st["last"] = t
+        lat_i.append(t - h.intended_ns)
+        lat_a.append(t - h.actual_ns)
+        iv.add(len(data))
+
+    sub = node.node.create_subscription(node.Bytes, node.base + "/data", cb, node.qos, raw=True)
+    ready_pub = node.node.create_publisher(node.String, _ready_topic(node), node.ready_qos)
+    emit({"type": "ready", "role": "receiver", "listen": cfg["listen"]})
+    deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
+    confirmed = 0
+    end_reason = "timeout"
+    while True:
+        t = now_ns()
+        if _stop:
+            end_reason = "signal"
+            break
+        n_pub = sub.get_publisher_count()
+        if n_pub > confirmed:
+            confirmed = n_pub
+            ready_pub.publish(node.String(data=cfg["listen"]))
+        exp = st["expected"]
+        if exp is not None and st["received"] >= exp:
+            end_reason = "complete"
+            break
+        if st["end_at"] is not None and t - st["end_at"] >= cfg["linger_ms"] * 1_000_000:
+            end_reason = "end_marker"
+            break
+        if t >= deadline:
+            break
+        iv.tick(t)
+        node.spin(SPIN_S)
+    exp = st["expected"]
+    rec = st["received"]
+    lost = (exp - rec) if exp is not None else max(0, st["max"] + 1 - warmup - rec)
+    dur = (st["last"] - st["first"]) / 1e9 if st["first"] is not None and st["last"] > st["first"] else 0.0
+    return {"type": "result", "role": "receiver", "pattern": "stream", "protocol": "ros2", "end_reason": end_reason,
+            "expected": exp, "received": rec, "lost": max(0, lost), "duplicates": st["dup"],
+            "reordered": st["reord"], "warmup_received": st["warm"], "bytes": st["bytes"], "duration_s": dur,
+            "throughput_bps": st["bytes"] * 8 / dur if dur else 0.0, "complete": exp is not None and rec >= exp,
+            "latency_intended": wire.latency_object(lat_i), "latency_actual": wire.latency_object(lat_a),
+            "bad_messages": st["bad"], "cpu": wire.cpu()}
+
+
+# ---- ping, ramp -------------------------------------------------------------------------------------------
+
+def run_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
+    pattern = cfg["pattern"]
+    deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
+    peers = cfg["peers"]
+    pub = node.node.create_publisher(node.Bytes, node.base + "/ping", node.qos)
+    seen: set[str] = set()
+    _keep = _ready_listener(node, seen)  # noqa: F841
+    st = {"received": 0, "dup": 0, "reord": 0, "bad": 0}
+    got: dict[int, set[int]] = {}  # seq -> peers that replied
+    maxseq = [-1] * len(peers)
+    rtt_i: list[int] = []
+    rtt_a: list[int] = []
+    points: list[list[float]] = []
+    iv = Intervals("pinger", cfg["report_interval_ms"])
+    warmup = cfg["warmup"]
+
+    def on_reply(k: int):
+        def cb(raw: bytes) -> None:
+            t = now_ns()
+            data = wire.from_cdr(raw)
+            h = wire.parse(data) if data is not None else None
+            if h is None or not h.flags & wire.FLAG_REPLY:
+                st["bad"] += 1
+                return
+            peers_of = got.setdefault(h.seq, set())
+            if k in peers_of:
+                st["dup"] += 1
+                return
+            peers_of.add(k)
+            if h.flags & wire.FLAG_WARMUP:
+                return
+            if h.seq < maxseq[k]:
+                st["reord"] += 1
+            maxseq[k] = max(maxseq[k], h.seq)
+            st["received"] += 1
+            rtt_i.append(t - h.intended_ns)
+            rtt_a.append(t - h.actual_ns)
+            if pattern == "ramp":
+                points.append([len(data), (t - h.actual_ns) / 1e3])
+            iv.add(len(data))
+        return cb
+
+    subs = [node.node.create_subscription(node.Bytes, f"{node.base}/pong/{addr_token(p)}", on_reply(k), node.qos,
+                                          raw=True) for k, p in enumerate(peers)]  # fmt: skip
+    await_peers(node, cfg, lambda: pub.get_subscription_count() >= len(peers)
+                and all(s.get_publisher_count() >= 1 for s in subs), seen, deadline)
+    interval = cfg["interval_ns"]
+    reply_ns = cfg["reply_timeout_ms"] * 1_000_000
+    sched = wire.Schedule()
+    total = warmup + cfg["messages"]
+    start = now_ns()
+    prev_return = start
+    sent = 0
+    end_reason = "complete"
+    for seq in range(total):
+        counted = seq >= warmup
+        size = cfg["payload_bytes"] + (cfg["step_bytes"] * (seq - warmup) if pattern == "ramp" and counted else 0)
+        intended = start + seq * interval if interval else now_ns()
+        if interval:
+            sleep_until(node, intended)
+        if _stop:
+            end_reason = "signal"
+            break
+        actual = now_ns()
+        if actual > deadline:
+            end_reason = "timeout"
+            break
+        msg = wire.message(0 if counted else wire.FLAG_WARMUP, seq, intended if interval else actual, actual, size)
+        pub.publish(wire.to_cdr(msg))
+        if counted:
+            sched.record(intended if interval else actual, actual, prev_return)
+            sent += 1
+        prev_return = now_ns()
+        iv.tick(prev_return)
+        if not interval:  # closed loop: the next request after every reply, or after reply_timeout_ms
+            until = actual + reply_ns
+            while not _stop and len(got.get(seq, ())) < len(peers) and now_ns() < until:
+                node.spin(min(SPIN_S, (until - now_ns()) / 1e9))
+    until = now_ns() + reply_ns
+    while not _stop and now_ns() < until and any(len(got.get(s, ())) < len(peers) for s in range(warmup, total)):
+        node.spin(min(SPIN_S, (until - now_ns()) / 1e9))
+    send_end(node, pub, cfg, total)
+    return {"type": "result", "role": "pinger", "pattern": pattern, "protocol": "ros2", "end_reason": end_reason,
+            "peers": len(peers), "sent": sent, "warmup_sent": min(warmup, total), "received": st["received"],
+            "lost": max(0, sent * len(peers) - st["received"]), "duplicates": st["dup"], "reordered": st["reord"],
+            "bad_messages": st["bad"], "send_errors": 0, "rtt_intended": wire.latency_object(rtt_i),
+            "rtt_actual": wire.latency_object(rtt_a), "schedule": sched.result(), "cpu": wire.cpu(),
+            **({"points": points} if pattern == "ramp" else {})}
+
+
+def run_ponger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
+    st = {"received": 0, "warm": 0, "bytes": 0, "errors": 0, "bad": 0, "end": False}
+    pong = node.node.create_publisher(node.Bytes, f"{node.base}/pong/{addr_token(cfg['listen'])}", node.qos)
+
+    def cb(raw: bytes) -> None:
+        data = wire.from_cdr(raw)
+        h = wire.parse(data) if data is not None else None
+        if h is None or h.flags & wire.FLAG_REPLY:
+            st["bad"] += 1
+            return
+        if h.flags & wire.FLAG_END:
+            st["end"] = True
+            return
+        reply = bytearray(data)
+        wire.HEADER.pack_into(reply, 0, wire.MAGIC, h.flags | wire.FLAG_REPLY, wire.HEADER_LEN, h.seq,
+                              h.intended_ns, h.actual_ns)
+        try:
+            pong.publish(wire.to_cdr(reply))
+        except Exception:  # noqa: BLE001 (counted: an rmw error on one reply does not end the run)
+            st["errors"] += 1
+        if h.flags & wire.FLAG_WARMUP:
+            st["warm"] += 1
+        else:
+            st["received"] += 1
+            st["bytes"] += len(data)
+
+    sub = node.node.create_subscription(node.Bytes, node.base + "/ping", cb, node.qos, raw=True)
+    ready_pub = node.node.create_publisher(node.String, _ready_topic(node), node.ready_qos)
+    emit({"type": "ready", "role": "ponger", "listen": cfg["listen"]})
+    deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
+    confirmed = False
+    end_reason = "timeout"
+    while True:
+        if _stop:
+            end_reason = "signal"
+            break
+        if st["end"]:
+            end_reason = "end_marker"
+            break
+        if not confirmed and sub.get_publisher_count() >= 1 and pong.get_subscription_count() >= 1:
+            confirmed = True
+            ready_pub.publish(node.String(data=cfg["listen"]))
+        if now_ns() >= deadline:
+            break
+        node.spin(SPIN_S)
+    if node.reliable:
+        from rclpy.duration import Duration
+
+        pong.wait_for_all_acked(Duration(seconds=1))
+    return {"type": "result", "role": "ponger", "pattern": cfg["pattern"], "protocol": "ros2",
+            "end_reason": end_reason, "received": st["received"], "warmup_received": st["warm"],
+            "bytes": st["bytes"], "reply_errors": st["errors"], "bad_messages": st["bad"], "cpu": wire.cpu()}
+
+
+ROLE_RUN = {"sender": run_sender, "receiver": run_receiver, "pinger": run_pinger, "ponger": run_ponger}
+
+
+def run(cfg: dict[str, Any]) -> int:
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    node = Node(cfg)
+    node.base = cfg["base"]
+    try:
+        emit(ROLE_RUN[cfg["role"]](node, cfg))
+        return 0
+    except IoError as e:
+        emit({"type": "error", "kind": "io", "message": str(e)})
+        return 1
+    finally:
+        node.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="roughnet-ros2-endpoint", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("version")
+    r = sub.add_parser("run")
+    g = r.add_mutually_exclusive_group(required=True)
+    g.add_argument("--config")
+    g.add_argument("--config-json")
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    if args.command == "version":
+        emit({"type": "version", "agent": f"roughnet-ros2-endpoint {VERSION}", "protocols": ["ros2"],
+              "patterns": list(PATTERNS), "message_type": wire.MSG_TYPE})
+        return 0
+    try:
+        if args.config_json is not None:
+            raw = args.config_json
+        elif args.config == "-":
+            raw = sys.stdin.read()
+        else:
+            with open(args.config, encoding="utf-8") as f:
+                raw = f.read()
+        try:
+            cfg = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"configuration: not JSON ({e})") from None
+        cfg = check_config(cfg)
+    except (ConfigError, OSError) as e:
+        emit({"type": "error", "kind": "config", "message": str(e)})
+        return 2
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
