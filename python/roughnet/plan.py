@@ -61,7 +61,8 @@ _RUN_FIELDS_ADDED = ("services", "workloads", "events")
 #: Workload fields added after run ids were first stored: hashed only when not their default.
 _WORKLOAD_FIELDS_ADDED = {"sync": None, "name": "w1", "also_from": [], "start_ns": 0, "background": False}
 #: Scenario keys added after sweep ids were first stored: hashed only when set.
-_WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync", "name", "start", "background")
+_WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync", "name", "start", "background",
+                        "ros2")
 _SCENARIO_KEYS_ADDED = ("service", "workloads", "event")
 #: Protocol knobs added after sweep ids were first stored: hashed only when set.
 _KNOB_KEYS_ADDED = ("congestion", "reconnect", "jetstream")

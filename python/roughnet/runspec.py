@@ -20,7 +20,7 @@ from typing import Any
 #: Engines a link may ask for.  ``auto`` is resolved by links.choose at preflight.
 ENGINES = ("auto", "kernel", "netem", "wire")
 PATTERNS = ("stream", "ping", "ramp", "bulk", "sync")
-PROTOCOLS = ("tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka", "nats")
+PROTOCOLS = ("tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "ros2")
 #: Managed services (brokers, routers) a scenario may declare in [[service]].
 SERVICE_KINDS = ("mosquitto", "kafka", "nats", "zenoh-router")
 #: How a link carries the hosts' traffic: plain routed, or a VXLAN overlay on top (docs/scenario-format.md).

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AgentError, ServiceError
+from ..ros2 import launch as ros2_launch
 from ..runspec import Run, Workload
 from ..services.tls import zenoh_quic_options
 from .slowlink import zenoh_timing
@@ -260,12 +261,17 @@ def start_agent(topo, agent_path: Path, spec: AgentSpec, artifacts: Path) -> Age
     cfg_path = artifacts / f"{base}.config.json"
     cfg_path.write_text(json.dumps(spec.config, indent=1))
     err_path = artifacts / f"{base}.stderr"
+    argv: list[str] = [str(agent_path), "run", "--config", str(cfg_path)]
+    extra: dict[str, Any] = {}
+    if spec.config.get("protocol") == ros2_launch.PROTOCOL:  # real ROS 2 nodes: the rclpy endpoint, not the agent
+        argv, extra = ros2_launch.argv(cfg_path), {"env": ros2_launch.environment(artifacts)}
     err = err_path.open("w")
     started_ns = time.monotonic_ns()
     try:
         proc = topo.popen(
             spec.host,
-            [str(agent_path), "run", "--config", str(cfg_path)],
+            argv,
+            **extra,
             stdout=subprocess.PIPE,
             stderr=err,
             stdin=subprocess.DEVNULL,

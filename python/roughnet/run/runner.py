@@ -27,6 +27,7 @@ from .. import __version__, capture, links, topo
 from ..binaries import agent_version, require_binary
 from ..errors import PreflightError, RoughnetError, ServiceError
 from ..runspec import Run, Sweep
+from ..ros2 import launch as ros2_launch
 from . import collect
 from .agents import agent_specs, run_agents
 from .counters import CpuSampler, counter_delta, tcp_counters
@@ -76,6 +77,13 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
     engines: dict[str, dict[int, str]] = {}
     for run in sweep.runs:
         w = run.workload
+        if w.protocol == ros2_launch.PROTOCOL:  # endpoints are rclpy nodes (roughnet.ros2), not roughnet-agent
+            if backend.name != "namespace":
+                raise PreflightError(f"run {run.index}: protocol \"ros2\" runs on the namespace backend only so far "
+                                     f"(its endpoints are not in the {backend.name} backend's image)")
+            ros2_launch.preflight()
+            engines[run.run_id] = backend.engines(run, caps)
+            continue
         if w.protocol not in protocols:
             raise PreflightError(
                 f"run {run.index} ({run.params}): this roughnet-agent does not speak protocol {w.protocol!r}; "

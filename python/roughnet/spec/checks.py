@@ -41,7 +41,10 @@ MAX_PAYLOAD: dict[str, tuple[int, str]] = {
     "kafka": (8 << 20, " (the agent's Kafka limit; the broker roughnet starts takes batches of 8 MiB + 64 KiB)"),
     "nats": (1 << 20, " (nats-server's default max_payload)"),
     **{p: (64 << 20, " (the agent's limit)") for p in ("tcp", "mqtt", "zenoh", "zmq", "dds")},
+    "ros2": (64 << 20, " (the ROS 2 endpoint's limit)"),
 }
+#: Patterns of the protocols whose endpoints do not have every pattern yet (roughnet.ros2.endpoint).
+PROTOCOL_PATTERNS: dict[str, tuple[str, ...]] = {"ros2": ("stream", "ping", "ramp")}
 MSS_MIN, MSS_MAX = 88, 65535
 
 
@@ -298,6 +301,10 @@ def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]
                                             name))  # fmt: skip
     if not _concrete(w.pattern):
         return
+    if _concrete(w.protocol) and w.pattern not in PROTOCOL_PATTERNS.get(w.protocol, (w.pattern,)):
+        problems.append(Problem("workload.pattern", f"protocol \"{w.protocol}\" has no pattern \"{w.pattern}\" yet",
+                                "one of " + ", ".join(f'"{p}"' for p in PROTOCOL_PATTERNS[w.protocol]),
+                                w.pattern))  # fmt: skip
     required, forbidden = PATTERN_RULES[w.pattern]
     for req in required:
         options = req.split("|")

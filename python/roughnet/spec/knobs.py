@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from .. import units
+from ..ros2 import qos as ros2_qos
 from . import kinds
 from .table import Table, field
 
@@ -224,9 +225,31 @@ class NatsKnobs(Knobs):
         '"nats" service. With `reconnect`, nothing is lost across a server restart.', None)
 
 
+_ROS2_DEPTH = kinds.integer(0, ros2_qos.DEPTH_MAX, f"an integer from 0 (keep all) to {ros2_qos.DEPTH_MAX}")
+
+
+class Ros2Knobs(Knobs):
+    """``[workload.ros2]``: the QoS of the ROS 2 endpoints' topics (a named rclpy profile refined key by key)."""
+
+    protocol: ClassVar[str] = "ros2"
+    key_owner: ClassVar[str] = 'protocol "ros2"'
+
+    profile: kinds.choice(tuple(ros2_qos.PROFILES)).type() = field(
+        'The rclpy QoS profile the others refine: "default" (reliable, keep last 10, volatile; the default), '
+        '"sensor_data" (best effort, keep last 5, volatile) or "services_default" (reliable, keep last 10, '
+        "volatile).", None)
+    reliability: _RELIABILITY.type() = field('Reliability QoS: "reliable" or "best_effort"; default: the '
+                                             "profile's.", None)  # fmt: skip
+    history_depth: _ROS2_DEPTH.type() = field(
+        "History QoS: keep last this many; 0 = keep all. Default: the profile's.", None)
+    durability: kinds.choice(ros2_qos.DURABILITY).type() = field(
+        'Durability QoS: "volatile" or "transient_local"; default: the profile\'s.', None)
+
+
 #: Knob table per protocol: the key under [workload] is the protocol's name.
 KNOB_TABLES: dict[str, type[Knobs]] = {
-    t.protocol: t for t in (TcpKnobs, UdpKnobs, ZenohKnobs, ZmqKnobs, DdsKnobs, MqttKnobs, KafkaKnobs, NatsKnobs)
+    t.protocol: t for t in (TcpKnobs, UdpKnobs, ZenohKnobs, ZmqKnobs, DdsKnobs, MqttKnobs, KafkaKnobs, NatsKnobs,
+                                     Ros2Knobs)
 }
 
 

@@ -23,6 +23,7 @@ from .knobs import (
     KafkaKnobs,
     MqttKnobs,
     NatsKnobs,
+    Ros2Knobs,
     TcpKnobs,
     UdpKnobs,
     ZenohKnobs,
@@ -297,6 +298,7 @@ class WorkloadTable(_Table):
     kafka: KafkaKnobs | None = Field(None, description="Kafka knobs; only with protocol = \"kafka\" (or swept).")
     nats: NatsKnobs | None = Field(None, description="NATS knobs; only with protocol = \"nats\" (or "
                                    "swept).")  # fmt: skip
+    ros2: Ros2Knobs | None = Field(None, description="ROS 2 knobs; only with protocol = \"ros2\" (or swept).")
     sync: SyncTable | None = Field(None, description="Pattern sync only: the bundle stores (for sync, `payload` is "
                                    "each bundle's manifest and `duration` the fixed window).")  # fmt: skip
 
