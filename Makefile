@@ -22,7 +22,7 @@ system-deps:
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,ros2]'
+	$(PY) -m pip install -q -e '.[test,ros2,sim]'
 	@touch $@
 
 python-deps: $(VENV)/.stamp

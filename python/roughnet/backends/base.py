@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from ..errors import PreflightError
 
 #: Backend names ``roughnet run --backend`` accepts.
-BACKENDS = ("namespace", "kubernetes")
+BACKENDS = ("namespace", "kubernetes", "ns3")
 
 
 class Backend(Protocol):
@@ -55,4 +55,11 @@ def backend_for(name: str, **options: Any) -> Backend:
         from .kubernetes import KubernetesBackend
 
         return KubernetesBackend.from_options(**options)
+    if name == "ns3":
+        from .ns3 import Ns3Backend
+
+        if any(v is not None for v in options.values()):
+            given = ", ".join(f"--{k.replace('_', '-')}" for k, v in options.items() if v is not None)
+            raise PreflightError(f"{given}: only for --backend kubernetes; the ns3 backend takes no such option")
+        return Ns3Backend()
     raise PreflightError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}")

@@ -41,6 +41,10 @@ class ClusterNetwork:
 
 
 def engine_for(name: str) -> LinkEngine:
+    if name == "ns3":  # the ns3 backend's channels, built with its simulation
+        from ..backends.ns3.env import Ns3LinkEngine
+
+        return Ns3LinkEngine()
     if name == "cluster":
         return ClusterNetwork()
     if name == "pod-wire":  # the kubernetes backend's wire inside pods

@@ -40,7 +40,13 @@ def parse_proc_table(text: str) -> dict[str, dict[str, int]]:
 
 
 def tcp_counters(topo, host: str) -> dict[str, int]:
-    """The kept TCP counters of one host's namespace, and its UDP ones (``Udp<name>``)."""
+    """The kept TCP counters of one host's namespace, and its UDP ones (``Udp<name>``).
+
+    An environment that counts by itself (the ns3 backend's simulated nodes) answers with its
+    ``tcp_counters(host)``, under the same names."""
+    own = getattr(topo, "tcp_counters", None)
+    if own is not None:
+        return own(host)
     counters: dict[str, int] = {}
     snmp = topo.run(host, ["cat", "/proc/net/snmp", "/proc/net/netstat"], capture_output=True, text=True)
     tables = parse_proc_table(snmp.stdout)

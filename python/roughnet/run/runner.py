@@ -43,7 +43,7 @@ class Interrupted(BaseException):
 class Preflight:
     """What preflight found: the agent to use, each run's engine per link, and the backend that runs them."""
 
-    agent_path: Path
+    agent_path: Path | None  # None: the backend plays the agents itself (ns3)
     agent: dict[str, Any]
     caps: Any
     engines: dict[str, dict[int, str]]  # run_id -> link index -> engine
@@ -67,11 +67,15 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
 
         backend = NamespaceBackend()
     caps = backend.probe()
-    try:
-        agent_path = require_binary("roughnet-agent")
-    except RoughnetError as e:
-        raise PreflightError(str(e)) from e
-    agent = agent_version(str(agent_path))
+    played = getattr(backend, "plays_agents", None)
+    if played is not None:  # the backend plays the agents itself (ns3: its simulation); its check() refuses
+        agent_path, agent = None, played()  # no program to start: Preflight.agent_path stays None
+    else:
+        try:
+            agent_path = require_binary("roughnet-agent")
+        except RoughnetError as e:
+            raise PreflightError(str(e)) from e
+        agent = agent_version(str(agent_path))
     protocols = set(agent.get("protocols", []))
     patterns = set(agent.get("patterns", []))
     engines: dict[str, dict[int, str]] = {}
@@ -239,7 +243,10 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
                                            broker_of, extra, agents, watch_services)
             else:
                 specs = agent_specs(run, topology.address, broker_of, extra)
-                agents.extend(run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch))
+                if hasattr(topology, "run_agents"):  # agents played by the environment (the ns3 backend's simulation)
+                    agents.extend(topology.run_agents(run, artifacts, specs))
+                else:
+                    agents.extend(run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch))
         finally:
             cpu_stats = cpu.stop()
         if handles:  # (a service an event took down and left down is not a failure)
