@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RoughnetError, TopologyError
 from ..runspec import Link, Run
-from . import naming, overlay
+from . import inns, naming, overlay
 from .ledger import Ledger, process_start_time
-from .system import delete_ns, netns_pids, ns_exec, ns_exists, run_cmd, stop_processes
+from .system import delete_ns, ns_exec, ns_exists, pids_in_namespaces, run_cmd, stop_processes
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,10 @@ OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off", "lro", "off")
 #: are not slowed by this.
 TEARDOWN_GRACE_S = 3.0
 
+#: Commands (one per namespace: `ip -batch`, sysctl, ethtool) run at once while a topology is built: the
+#: processes are short and mostly wait on the kernel, so a few at a time keep two cores busy.
+PARALLEL_COMMANDS = 4
+
 ROLE_A, ROLE_B = "a", "b"  # host ends of a two-host link (hosts[0], hosts[1])
 ROLE_MEMBER, ROLE_PORT = "member", "port"  # shared segment: host end, bridge port
 ROLE_RELAY_A, ROLE_RELAY_B = "relay-a", "relay-b"  # relayed link: ends in the link namespace
@@ -82,6 +88,43 @@ class IfaceInfo:
     address: str | None = None
 
 
+_FAILED_LINE = re.compile(r"Command failed -:(\d+)")
+
+
+def _ip_batch(ns: str, cmds: Sequence[tuple[list[str], str]]) -> None:
+    """``ip -n ns -batch -`` over ``cmds`` ((args, what) in order); stops at the first failing line and raises
+    TopologyError naming its ``what``."""
+    if not cmds:
+        return
+    text = "".join(" ".join(args) + "\n" for args, _ in cmds)
+    proc = run_cmd(["ip", "-n", ns, "-batch", "-"], f"running {len(cmds)} ip commands in {ns}", input=text,
+                   check=False)
+    if proc.returncode == 0:
+        return
+    err = (proc.stderr or proc.stdout).strip()
+    m = _FAILED_LINE.search(err)
+    args, what = cmds[int(m.group(1)) - 1] if m and 0 < int(m.group(1)) <= len(cmds) else cmds[0]
+    msg = "; ".join(ln for ln in err.splitlines() if not _FAILED_LINE.search(ln)) or "(no message)"
+    if not m:
+        what = f"running {len(cmds)} ip commands in {ns} (from {what!r})"
+    raise TopologyError(f"{what} failed: `ip -n {ns} {' '.join(args)}`: {msg}")
+
+
+def _run_all(jobs: Iterable[Callable[[], object]]) -> None:
+    """Run ``jobs`` a few at a time (PARALLEL_COMMANDS); all finish, then the first error (in job order) is raised."""
+    jobs = list(jobs)
+    if len(jobs) <= 1:
+        for job in jobs:
+            job()
+        return
+    with ThreadPoolExecutor(max_workers=PARALLEL_COMMANDS, thread_name_prefix="topo") as pool:
+        futures = [pool.submit(job) for job in jobs]
+        errors = [f.exception() for f in futures]
+    for e in errors:
+        if e is not None:
+            raise e
+
+
 class Topology:
     """Build, use and remove the namespaces and links of one run."""
 
@@ -97,6 +140,15 @@ class Topology:
         self._routes = naming.plan_routes(self._hosts, self._links)
         self._children: dict[int, subprocess.Popen] = {}
         self._built = False
+        #: `ip` commands waiting to run as one `ip -n NS -batch -` per namespace (see _flush).
+        self._queued: dict[str, list[tuple[list[str], str]]] = {}
+        #: ethtool calls and namespaces whose sysctls are to be set, waiting to run (see _flush).
+        self._ethtool: list[tuple[str, str]] = []
+        self._sysctls: list[str] = []
+        #: veth pairs to make (recorded in the ledger already), made together after every link is planned.
+        self._creates: list[Callable[[], object]] = []
+        #: MACs roughnet chose for interfaces it made ((ns, ifname) -> MAC).
+        self._macs: dict[tuple[str, str], str] = {}
         self.teardown_errors: list[str] = []
 
     # ---- names and plan (no I/O) -------------------------------------------------
@@ -214,8 +266,8 @@ class Topology:
             raise TopologyError("this topology is already built; expected build() once per Topology")
         self._built = True
         try:
-            for host in self._hosts:
-                self._add_ns(self.ns(host))
+            self._add_namespaces(self.namespaces())
+            self._set_sysctls()  # before any interface exists: the "default" keys apply to later ones
             for link in self._links:
                 if link.shared and self.relayed(link.index):
                     self._add_relayed_segment(link)
@@ -225,20 +277,25 @@ class Topology:
                     self._add_relayed(link)
                 else:
                     self._add_pair(link)
+            creates, self._creates = self._creates, []
+            _run_all(creates)  # the veth pairs
+            for link in self._links:
                 if naming.has_overlay(link):
                     overlay.add_devices(self, link)
-            for iface in self._ifaces:
-                if iface.address is not None:
-                    self._ip(iface.ns, ["addr", "add", f"{iface.address}/24", "dev", iface.ifname],
-                             f"adding address {iface.address} to {iface.ifname}")
+            self._flush()  # offloads, interfaces up, bridge ports
             for link in self._links:
                 if naming.has_overlay(link):
                     overlay.add_forwarding(self, link)
+            for iface in self._ifaces:
+                if iface.address is not None:
+                    self._ip_later(iface.ns, ["addr", "add", f"{iface.address}/24", "dev", iface.ifname],
+                                   f"adding address {iface.address} to {iface.ifname}")
             self._add_static_neighbours()
             for r in self._routes:
                 hns = self.ns(r.host)
-                self._ip(hns, ["route", "add", str(r.dest), "via", str(r.gateway), "dev", r.ifname],
-                         f"adding route to {r.dest} via {r.gateway} in {hns}")
+                self._ip_later(hns, ["route", "add", str(r.dest), "via", str(r.gateway), "dev", r.ifname],
+                               f"adding route to {r.dest} via {r.gateway} in {hns}")
+            self._flush()  # addresses, neighbours, routes
         except BaseException as e:  # also Ctrl-C: leave nothing behind
             log.debug("build failed (%s); tearing down", e)
             self.teardown()
@@ -251,7 +308,35 @@ class Topology:
     def _ip(self, ns: str, args: Sequence[str], what: str) -> None:
         run_cmd(["ip", "-n", ns, *args], what)
 
+    def _ip_later(self, ns: str, args: Sequence[str], what: str) -> None:
+        """Queue ``ip -n ns args``: it runs at the next ``_flush``, after what was queued before it in ``ns``."""
+        self._queued.setdefault(ns, []).append(([str(a) for a in args], what))
+
+    def _flush(self) -> None:
+        """Run what is queued: the namespaces' sysctls first (the "default" keys must hold before a
+        namespace's interfaces are made), then one ``ip -batch`` per namespace (in queue order) and the
+        offloads of each namespace's interfaces (``topo.inns``, no process), a few at a time; the first
+        failure raises TopologyError naming what failed."""
+        self._set_sysctls()
+        queued, self._queued = self._queued, {}
+        ethtool, self._ethtool = self._ethtool, []
+        offloads: dict[str, list[str]] = {}
+        for ns, ifname in ethtool:
+            offloads.setdefault(ns, []).append(ifname)
+        jobs: list[Callable[[], object]] = [lambda ns=ns, cmds=cmds: _ip_batch(ns, cmds)
+                                            for ns, cmds in queued.items()]
+        jobs += [lambda ns=ns, names=names: inns.in_netns(ns, lambda: inns.offloads_off(names))
+                 for ns, names in offloads.items()]
+        _run_all(jobs)
+
+    def _set_sysctls(self) -> None:
+        """NS_SYSCTLS in the namespaces made since the last call (``topo.inns``: no process)."""
+        sysctls, self._sysctls = self._sysctls, []
+        _run_all([lambda ns=ns: inns.in_netns(ns, lambda: inns.write_sysctls(NS_SYSCTLS)) for ns in sysctls])
+
     def _mac(self, ns: str, ifname: str) -> str:
+        if (ns, ifname) in self._macs:
+            return self._macs[(ns, ifname)]
         out = subprocess.run(["ip", "-n", ns, "-j", "link", "show", "dev", ifname], capture_output=True,
                              text=True, check=False)
         try:
@@ -277,51 +362,65 @@ class Topology:
                 for peer in members:
                     if peer is me:
                         continue
-                    self._ip(me.ns, ["neigh", "replace", peer.address, "lladdr", macs[peer.ifname + "@" + peer.ns],
-                                     "dev", me.ifname, "nud", "permanent"],
-                             f"adding a static neighbour {peer.address} on {me.ns}/{me.ifname}")
+                    self._ip_later(me.ns, ["neigh", "replace", peer.address, "lladdr",
+                                           macs[peer.ifname + "@" + peer.ns], "dev", me.ifname, "nud", "permanent"],
+                                   f"adding a static neighbour {peer.address} on {me.ns}/{me.ifname}")
 
-    def _add_ns(self, ns: str) -> None:
-        if ns_exists(ns):
-            raise TopologyError(f"namespace {ns} already exists; expected it absent (another run with the same "
-                                f"token, or leftovers: run `roughnet clean`)")
-        self.ledger.add("netns", name=ns)
-        run_cmd(["ip", "netns", "add", ns], f"creating namespace {ns}")
-        run_cmd(ns_exec(ns, ["sysctl", "-q", "-e", "-w", *NS_SYSCTLS]), f"setting sysctls in {ns}")
-        self._ip(ns, ["link", "set", "dev", "lo", "up"], f"bringing up lo in {ns}")
+    def _add_namespaces(self, names: Sequence[str]) -> None:
+        """Every namespace of the topology (each recorded in the ledger first); sysctls and lo at the next
+        ``_flush``. The first is made alone: `ip netns add` prepares /run/netns (a shared mount) when it is
+        not yet, and two doing that at once would stack two mounts."""
+        for ns in names:
+            if ns_exists(ns):
+                raise TopologyError(f"namespace {ns} already exists; expected it absent (another run with the "
+                                    f"same token, or leftovers: run `roughnet clean`)")
+        jobs = []
+        for ns in names:
+            self.ledger.add("netns", name=ns)
+            jobs.append(lambda ns=ns: run_cmd(["ip", "netns", "add", ns], f"creating namespace {ns}"))
+            self._sysctls.append(ns)
+            self._ip_later(ns, ["link", "set", "dev", "lo", "up"], f"bringing up lo in {ns}")
+        if jobs:
+            jobs[0]()
+            _run_all(jobs[1:])
 
-    def _add_veth(self, ns_a: str, if_a: str, ns_b: str, if_b: str, link: Link) -> None:
-        """A veth pair made inside ``ns_a`` with its peer placed directly in ``ns_b``."""
+    def _add_veth(self, ns_a: str, if_a: str, ns_b: str, if_b: str, link: Link, pos: int) -> None:
+        """A veth pair made inside ``ns_a`` with its peer placed directly in ``ns_b``, with the link's MTU and
+        MACs of roughnet's choosing (``naming.veth_mac``: no two in a run alike, and known without asking);
+        offloads off and up at the next ``_flush``."""
         self.ledger.add("veth", ns=ns_a, name=if_a, peer_ns=ns_b, peer=if_b, link=link.index)
-        self._ip(ns_a, ["link", "add", if_a, "type", "veth", "peer", "name", if_b, "netns", ns_b],
-                 f"creating veth {ns_a}/{if_a} <-> {ns_b}/{if_b}")
+        mac_a, mac_b = naming.veth_mac(link.index, pos, 0), naming.veth_mac(link.index, pos, 1)
+        argv = ["link", "add", if_a, "mtu", str(link.mtu), "address", mac_a, "type", "veth",
+                "peer", "name", if_b, "mtu", str(link.mtu), "address", mac_b, "netns", ns_b]
+        self._creates.append(lambda: self._ip(ns_a, argv, f"creating veth {ns_a}/{if_a} <-> {ns_b}/{if_b} with MTU {link.mtu}"))
+        self._macs[(ns_a, if_a)], self._macs[(ns_b, if_b)] = mac_a, mac_b
         for ns, ifname in ((ns_a, if_a), (ns_b, if_b)):
-            self._prepare_iface(ns, ifname, link.mtu)
+            self._ethtool.append((ns, ifname))
+            self._ip_later(ns, ["link", "set", "dev", ifname, "up"], f"bringing up {ns}/{ifname}")
 
     def _prepare_iface(self, ns: str, ifname: str, mtu: int) -> None:
+        """MTU now; offloads off and up at the next ``_flush``."""
         self._ip(ns, ["link", "set", "dev", ifname, "mtu", str(mtu)], f"setting MTU {mtu} on {ns}/{ifname}")
-        run_cmd(ns_exec(ns, ["ethtool", "-K", ifname, *OFFLOADS_OFF]), f"turning offloads off on {ns}/{ifname}")
-        self._ip(ns, ["link", "set", "dev", ifname, "up"], f"bringing up {ns}/{ifname}")
+        self._ethtool.append((ns, ifname))
+        self._ip_later(ns, ["link", "set", "dev", ifname, "up"], f"bringing up {ns}/{ifname}")
 
     def _add_pair(self, link: Link) -> None:
         a, b = link.hosts
-        self._add_veth(self.ns(a), naming.host_ifname(link, a), self.ns(b), naming.host_ifname(link, b), link)
+        self._add_veth(self.ns(a), naming.host_ifname(link, a), self.ns(b), naming.host_ifname(link, b), link, 0)
 
     def _add_relayed(self, link: Link) -> None:
         a, b = link.hosts
         lns = naming.link_ns(self.token, link.index)
-        self._add_ns(lns)
         ra, rb = naming.relay_ifnames(link.index)
-        self._add_veth(self.ns(a), naming.host_ifname(link, a), lns, ra, link)
-        self._add_veth(self.ns(b), naming.host_ifname(link, b), lns, rb, link)
+        self._add_veth(self.ns(a), naming.host_ifname(link, a), lns, ra, link, 0)
+        self._add_veth(self.ns(b), naming.host_ifname(link, b), lns, rb, link, 1)
         for ifname in (ra, rb):
             # A relay reads every frame with AF_PACKET; promiscuous mode keeps it
             # independent of destination MACs.
-            self._ip(lns, ["link", "set", "dev", ifname, "promisc", "on"], f"promiscuous mode on {lns}/{ifname}")
+            self._ip_later(lns, ["link", "set", "dev", ifname, "promisc", "on"], f"promiscuous mode on {lns}/{ifname}")
 
     def _add_segment(self, link: Link) -> None:
         sns = naming.segment_ns(self.token, link.index)
-        self._add_ns(sns)
         br = naming.bridge_name(link.index)
         self.ledger.add("bridge", ns=sns, name=br, link=link.index)
         # No STP (a single bridge has no loops) and no forward delay: ports forward at once.
@@ -329,9 +428,9 @@ class Topology:
                        "forward_delay", "0", "mcast_snooping", "0"], f"creating bridge {sns}/{br}")
         for pos, host in enumerate(link.hosts):
             port = naming.port_ifname(link.index, pos)
-            self._add_veth(self.ns(host), naming.host_ifname(link, host), sns, port, link)
-            self._ip(sns, ["link", "set", "dev", port, "master", br], f"attaching {port} to bridge {sns}/{br}")
-        self._ip(sns, ["link", "set", "dev", br, "up"], f"bringing up bridge {sns}/{br}")
+            self._add_veth(self.ns(host), naming.host_ifname(link, host), sns, port, link, pos)
+            self._ip_later(sns, ["link", "set", "dev", port, "master", br], f"attaching {port} to bridge {sns}/{br}")
+        self._ip_later(sns, ["link", "set", "dev", br, "up"], f"bringing up bridge {sns}/{br}")
 
     def _add_relayed_segment(self, link: Link) -> None:
         """A shared segment for the wire: one veth per host into the segment namespace, no bridge.
@@ -340,11 +439,10 @@ class Topology:
         (unicast by destination MAC, broadcast and multicast to every other port).
         """
         sns = naming.segment_ns(self.token, link.index)
-        self._add_ns(sns)
         for pos, host in enumerate(link.hosts):
             port = naming.port_ifname(link.index, pos)
-            self._add_veth(self.ns(host), naming.host_ifname(link, host), sns, port, link)
-            self._ip(sns, ["link", "set", "dev", port, "promisc", "on"], f"promiscuous mode on {sns}/{port}")
+            self._add_veth(self.ns(host), naming.host_ifname(link, host), sns, port, link, pos)
+            self._ip_later(sns, ["link", "set", "dev", port, "promisc", "on"], f"promiscuous mode on {sns}/{port}")
 
     # ---- processes -----------------------------------------------------------------
 
@@ -406,7 +504,7 @@ class Topology:
             stop_processes(procs, grace_s=TEARDOWN_GRACE_S, children=self._children)
             # Anything else still inside our namespaces (a child of an agent, a command
             # whose caller was interrupted) is ours too: it lives in a namespace we made.
-            strays = [(pid, process_start_time(pid)) for ns in all_ns for pid in netns_pids(ns)]
+            strays = [(pid, process_start_time(pid)) for pids in pids_in_namespaces(all_ns).values() for pid in pids]
             if strays:
                 log.warning("stopping %d stray process(es) in namespaces of run %s", len(strays), self.token)
                 stop_processes(strays, children=self._children)
@@ -415,14 +513,19 @@ class Topology:
         for child in self._children.values():
             if child.poll() is None:
                 errors.append(f"process {child.pid} did not exit")
+        ours = []
         for ns in reversed(all_ns):
             if not ns.startswith(f"{naming.NS_PREFIX}{self.token}"):
                 log.warning("ledger names namespace %r outside this run's prefix; left alone", ns)
                 continue
+            ours.append(ns)
+
+        def delete(ns: str) -> None:
             try:
                 delete_ns(ns)
             except Exception as e:  # noqa: BLE001
                 errors.append(str(e))
+        _run_all([lambda ns=ns: delete(ns) for ns in ours])
         if errors:
             self.teardown_errors.extend(errors)
             for msg in errors:

@@ -306,3 +306,16 @@ def address_seen_from(host: str, seen_from: str, hosts: Sequence[str], links: Se
         raise TopologyError(f"host {host!r} cannot be reached from {seen_from!r}: no chain of links joins them")
     _, link = step
     return reach_address(link, link.hosts.index(host))
+
+
+def veth_mac(link_index: int, position: int, side: int) -> str:
+    """The MAC of a veth end roughnet makes: locally administered, unicast, unique within a run.
+
+    ``02:LL:LL:PP:PP:SS``: link index, the host's position on the link (for a two-host relayed
+    link, the end: 0 or 1), and the side (0: the end made first, in the host; 1: its peer).
+    Known without asking the kernel, so static neighbours need no lookups.
+    """
+    if not (0 <= link_index < 1 << 16 and 0 <= position < 1 << 16 and 0 <= side < 256):
+        raise ValueError(f"veth_mac({link_index}, {position}, {side}): out of range")
+    return (f"02:{link_index >> 8:02x}:{link_index & 0xff:02x}:{position >> 8:02x}:{position & 0xff:02x}:"
+            f"{side:02x}")

@@ -73,10 +73,34 @@ def list_namespaces(prefix: str = "") -> list[str]:
 
 def netns_pids(ns: str) -> list[int]:
     """Pids of processes whose network namespace is ``ns`` (empty if it is gone)."""
-    if not ns_exists(ns):
-        return []
-    proc = run_cmd(["ip", "netns", "pids", ns], f"listing processes in {ns}", check=False)
-    return [int(x) for x in proc.stdout.split() if x.isdigit()]
+    return pids_in_namespaces([ns]).get(ns, [])
+
+
+def pids_in_namespaces(names: Iterable[str]) -> dict[str, list[int]]:
+    """Pids of the processes in each of the namespaces ``names`` (as `ip netns pids` finds them: a process
+    whose /proc/<pid>/ns/net is that namespace), from one pass over /proc; gone namespaces map to []."""
+    out: dict[str, list[int]] = {}
+    by_inode: dict[tuple[int, int], str] = {}
+    for name in names:
+        out[name] = []
+        try:
+            st = (NETNS_DIR / name).stat()
+        except OSError:
+            continue
+        by_inode[(st.st_dev, st.st_ino)] = name
+    if not by_inode:
+        return out
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{entry.name}/ns/net")
+        except OSError:  # gone meanwhile, or a kernel thread
+            continue
+        name = by_inode.get((st.st_dev, st.st_ino))
+        if name is not None:
+            out[name].append(int(entry.name))
+    return out
 
 
 def delete_ns(name: str) -> bool:
