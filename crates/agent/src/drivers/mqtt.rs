@@ -67,8 +67,22 @@ const EVENT_CAPACITY: usize = 1024;
 const RETRY: Duration = Duration::from_micros(200);
 const CONNECT_RETRY: Duration = Duration::from_millis(50);
 /// rumqttc gives up on a connect or a flush after this (its default is 5 s, too
-/// short for a large message on a slow, lossy link).
+/// short for a large message on a slow, lossy link), with `reconnect` (a broker that
+/// stopped answering is then noticed after this long, and reconnected to).
 const NETWORK_TIMEOUT_S: u64 = 30;
+/// The same without `reconnect`, where giving up ends the run: TCP itself keeps
+/// retransmitting far longer, and at 25 % loss a run of lost retransmissions can stall a
+/// flush for over 30 s (backoff 0.2 + 0.4 + ... + 12.8 s); the run's own timeout bounds it.
+const NETWORK_TIMEOUT_NO_RECONNECT_S: u64 = 180;
+
+/// rumqttc's connect and flush timeout for these options.
+fn network_timeout_s(opts: &MqttOptions) -> u64 {
+    if opts.reconnect {
+        NETWORK_TIMEOUT_S
+    } else {
+        NETWORK_TIMEOUT_NO_RECONNECT_S
+    }
+}
 /// Copies of the end marker at QoS 0 (a broker may drop QoS 0 under load).
 const END_COPIES_QOS0: usize = 3;
 /// How long `finish` waits for the broker to acknowledge what is in flight.
@@ -650,7 +664,7 @@ fn probe_receive_maximum(
     o.set_keep_alive(Duration::from_secs(30))
         .set_clean_start(true);
     let mut net = rumqttc::NetworkOptions::new();
-    net.set_connection_timeout(NETWORK_TIMEOUT_S);
+    net.set_connection_timeout(network_timeout_s(&d.opts));
     o.set_network_options(net);
     if let Some(t) = transport {
         o.set_transport(t);
@@ -833,7 +847,7 @@ impl MqttEndpoint {
                 o.set_session_expiry_interval(Some(3600));
             }
             let mut net = rumqttc::NetworkOptions::new();
-            net.set_connection_timeout(NETWORK_TIMEOUT_S);
+            net.set_connection_timeout(network_timeout_s(&d.opts));
             o.set_network_options(net);
             if let Some(t) = transport {
                 o.set_transport(t);
@@ -856,7 +870,7 @@ impl MqttEndpoint {
             }
             let (c, mut conn) = rumqttc::Client::new(o, REQUEST_CAPACITY);
             let mut net = rumqttc::NetworkOptions::new();
-            net.set_connection_timeout(NETWORK_TIMEOUT_S);
+            net.set_connection_timeout(network_timeout_s(&d.opts));
             conn.eventloop.set_network_options(net);
             let th = std::thread::Builder::new()
                 .name("mqtt-conn".into())
