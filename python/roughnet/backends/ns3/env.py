@@ -120,7 +120,7 @@ class Ns3Environment:
         raw = sim.simulate(run, specs)
         self._raw = raw
         self._info.update({
-            "simulated_s": round(raw.simulated_s, 6), "wall_s": round(raw.wall_s, 3),
+            "simulated_s": round(raw.simulated_s, 6), "wall_s": round(raw.wall_s, 6),
             "sim_wall_ratio": round(raw.simulated_s / raw.wall_s, 3) if raw.wall_s > 0 else None,
             "model": raw.model,
         })

@@ -42,6 +42,10 @@ _PROC_TCP = Path("/proc/sys/net/ipv4")
 #: figures are the kernel's defaults, used if /proc cannot be read); ns-3 does not autotune (see tcp_model).
 DEFAULT_SND_BUF = 4194304
 DEFAULT_RCV_BUF = 6291456
+#: Neighbour resolution as Linux does it: the ARP request leaves at once (ns-3 waits a random 0-10 ms,
+#: ArpL3Protocol::RequestJitter) and up to 101 packets wait for the answer (net.ipv4.neigh.default.unres_qlen;
+#: ns-3 keeps 3 and drops the rest, which lost the first datagrams of a stream).
+ARP_PENDING_PACKETS = 101
 #: ns-3's own default buffer (ns3::TcpSocket::SndBufSize), the least a simulated sender gets.
 NS3_BUF = 131072
 
@@ -188,6 +192,10 @@ def _simulate(ns: Any, run: Any, specs: list[Any]) -> Raw:
     ns.Config.SetDefault("ns3::TcpSocket::TcpNoDelay", ns.BooleanValue(tcp.nodelay))
     ns.Config.SetDefault("ns3::TcpSocketBase::MinRto", ns.TimeValue(ns.NanoSeconds(tcp.min_rto_ns)))
 
+    ns.Config.SetDefault("ns3::ArpL3Protocol::RequestJitter",
+                         ns.StringValue("ns3::ConstantRandomVariable[Constant=0.0]"))
+    ns.Config.SetDefault("ns3::ArpCache::PendingQueueSize", ns.UintegerValue(ARP_PENDING_PACKETS))
+
     names = run.host_names()
     nodes = ns.NodeContainer()
     nodes.Create(len(names))
@@ -277,7 +285,8 @@ def _simulate(ns: Any, run: Any, specs: list[Any]) -> Raw:
         link_counters={i: _link_counters(run, i, d) for i, d in link_drops.items()},
         simulated_s=simulated, wall_s=wall,
         model={"tcp": tcp.describe() if w.protocol == "tcp" else None, "links": channels,
-               "routing": "ns3::Ipv4GlobalRouting", "queue_disc": "none (device drop-tail queue only)"},
+               "routing": "ns3::Ipv4GlobalRouting", "queue_disc": "none (device drop-tail queue only)",
+               "arp": {"request_jitter_ns": 0, "pending_packets": ARP_PENDING_PACKETS}},
     )
 
 

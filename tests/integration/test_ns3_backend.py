@@ -1,0 +1,193 @@
+"""The ns3 backend against the namespace backend: one small sweep on both, and what must agree.
+
+One scenario (a point-to-point link a-b of 10 Mbit/s and 5 ms, and a three-host segment of 10 Mbit/s
+and 50 us each way) runs a UDP stream below the link rate and a TCP bulk transfer to b and to c,
+through `roughnet run` on each backend.  Properties, not exact numbers: a UDP stream below the link
+rate loses nothing on both; no throughput exceeds the link rate; no latency is below the configured
+one-way delay; on the point-to-point link the two backends' UDP latency and TCP throughput agree.
+Then, on ns3 alone (in this process, so ns-3 is imported once more, not per run): Gilbert-Elliott loss
+is counted by the link as the receiver counts it, and its rate is the chain's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from cli_run import RUNS, fetch, roughnet_run, run_argv
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(importlib.util.find_spec("ns") is None,
+                       reason="ns-3's Python package (ns3) is not installed (make installs it)"),
+]
+
+RATE_BPS = 10_000_000
+#: One-way delay to each receiver: the link's to b; on the segment a frame passes a's forward and c's
+#: reverse direction, 50 us each.
+DELAY_US = {"b": 5000.0, "c": 100.0}
+MESSAGES = 500  # 1 s at 500 msg/s of 1 KiB: 4.1 Mbit/s, well below the link rate
+
+SCENARIO = """
+[scenario]
+name = "ns3-vs-namespace"
+seed = 1
+timeout = "30 s"
+
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "c"
+
+[[link]]
+between = ["a", "b"]
+rate = "10 Mbit/s"
+delay = "5 ms"
+
+[[link]]
+between = ["a", "c", "b"]
+rate = "10 Mbit/s"
+delay = "50 us"
+
+[workload]
+pattern = "${send.pattern}"
+protocol = "${send.protocol}"
+from = "a"
+to = ["${to}"]
+payload = "1 KiB"
+duration = "1 s"
+rate = "${send.rate}"
+
+[sweep]
+to = ["b", "c"]
+send = [
+  { name = "udp", protocol = "udp", pattern = "stream", rate = "500 msg/s" },
+  { name = "tcp", protocol = "tcp", pattern = "bulk", rate = "max" },
+]
+"""
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory) -> dict[str, dict[tuple[str, str], dict]]:
+    """backend -> (to, send) -> the stored run, after one `roughnet run` per backend."""
+    work = tmp_path_factory.mktemp("ns3")
+    path = work / "both.toml"
+    path.write_text(SCENARIO)
+    out: dict[str, dict[tuple[str, str], dict]] = {}
+    for backend in ("namespace", "ns3"):
+        results = work / backend
+        argv = run_argv(path, results) + ["--backend", backend]
+        import subprocess
+
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"{backend}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        got = {}
+        for r in fetch(results, RUNS):
+            params = r["params"] if isinstance(r["params"], dict) else json.loads(r["params"])
+            assert r["status"] == "ok", (backend, params, r["failure_reason"])
+            got[(params["to"], params["send"])] = r
+        assert len(got) == 4
+        out[backend] = got
+    return out
+
+
+def test_each_record_says_which_backend_ran_it(rows):
+    for backend, got in rows.items():
+        for r in got.values():
+            assert r["backend"] == backend
+            info = r["backend_info"] if isinstance(r["backend_info"], dict) else json.loads(r["backend_info"])
+            if backend == "ns3":
+                assert info["ns3_version"].startswith("3.44")
+                assert info["simulated_s"] >= 1.0  # the 1 s workload, in simulated time
+                assert info["wall_s"] > 0 and info["sim_wall_ratio"] == pytest.approx(
+                    info["simulated_s"] / info["wall_s"], rel=0.01)
+                assert r["engine"] == "ns3"
+
+
+def test_udp_stream_below_the_link_rate_loses_nothing_on_both(rows):
+    for backend, got in rows.items():
+        for to in ("b", "c"):
+            r = got[(to, "udp")]
+            assert (r["received"], r["lost"]) == (MESSAGES, 0), (backend, to)
+
+
+def test_throughput_never_exceeds_the_link_rate(rows):
+    for backend, got in rows.items():
+        for key, r in got.items():
+            assert 0 < r["throughput_bps"] <= RATE_BPS, (backend, key, r["throughput_bps"])
+
+
+def test_latency_is_at_least_the_configured_one_way_delay(rows):
+    for backend, got in rows.items():
+        for to in ("b", "c"):
+            r = got[(to, "udp")]
+            assert r["lat_min_us"] >= DELAY_US[to], (backend, to, r["lat_min_us"])
+
+
+def test_backends_agree_on_the_point_to_point_link(rows):
+    """Same link, same workload: the median one-way latency within 0.5 ms (delay 5 ms plus about 0.85 ms to
+    serialise a 1 KiB datagram at 10 Mbit/s), TCP at more than 80 % of the rate on both."""
+    ns3, emu = rows["ns3"], rows["namespace"]
+    assert abs(ns3[("b", "udp")]["lat_p50_us"] - emu[("b", "udp")]["lat_p50_us"]) <= 500.0
+    for got in (ns3, emu):
+        assert got[("b", "tcp")]["throughput_bps"] >= 0.8 * RATE_BPS
+
+
+# ---- ns3 alone, in this process -------------------------------------------------------------------------------
+
+GE = """
+[scenario]
+name = "ns3-gilbert-elliott"
+seed = 7
+timeout = "60 s"
+
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+
+[[link]]
+between = ["a", "b"]
+rate = "10 Mbit/s"
+delay = "1 ms"
+loss_model = { model = "gilbert_elliott", p = "1%", r = "25%" }
+
+[workload]
+pattern = "stream"
+protocol = "udp"
+from = "a"
+to = ["b"]
+payload = "200 B"
+messages = 20000
+rate = "2000 msg/s"
+"""
+
+
+def test_gilbert_elliott_loss_is_the_chains_and_the_links(tmp_path: Path):
+    """20000 datagrams through a Gilbert-Elliott chain (p 1 %, r 25 %: 1/26 = 3.8 % of frames lost in bursts
+    of 4 on average): the loss the receiver counts is what the link's model dropped, at the chain's rate."""
+    from roughnet.backends.ns3 import Ns3Backend
+    from roughnet.plan import plan_sweep
+    from roughnet.run import preflight
+    from roughnet.run.runner import execute_run
+
+    path = tmp_path / "ge.toml"
+    path.write_text(GE)
+    sweep = plan_sweep(path)
+    pf = preflight(sweep, Ns3Backend())
+    (run,) = sweep.runs
+    artifacts = tmp_path / "run"
+    artifacts.mkdir()
+    rec = execute_run(run, pf, artifacts)
+    assert rec["status"] == "ok", rec["failure_reason"]
+    m = rec["metrics"]
+    assert m["received"] + m["lost"] == 20000
+    assert m["link_drops_loss"] == m["lost"]  # the reverse direction carries nothing but ARP
+    assert 0.025 <= m["loss_ratio"] <= 0.055, m["loss_ratio"]
+    assert (artifacts / "agent-b-receiver.jsonl").is_file()
+    assert json.loads((artifacts / "agent-b-receiver.jsonl").read_text())["lost"] == m["lost"]
+    assert rec["backend_info"]["model"]["links"]["0"]["channel"] == "point-to-point"
