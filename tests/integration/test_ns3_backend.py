@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from cli_run import RUNS, fetch, roughnet_run, run_argv
+from cli_run import RUNS, fetch, run_argv
 
 pytestmark = [
     pytest.mark.root,
@@ -81,8 +82,6 @@ def rows(tmp_path_factory) -> dict[str, dict[tuple[str, str], dict]]:
     for backend in ("namespace", "ns3"):
         results = work / backend
         argv = run_argv(path, results) + ["--backend", backend]
-        import subprocess
-
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, f"{backend}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         got = {}

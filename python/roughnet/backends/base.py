@@ -8,7 +8,11 @@ an *environment* (``environment``): an object with ``build()``, ``teardown()``,
 seen_from)``, ``ns(host)``, ``interfaces()``, ``token`` and ``describe()``
 (what the record keeps of where the run happened).  ``topo.Topology`` is the
 namespace backend's environment; ``backends.kubernetes.env.PodEnvironment``
-the Kubernetes one.
+the Kubernetes one.  A backend that plays the agents itself (``ns3``: a
+simulation) has ``plays_agents()`` (what stands for the agent's version line)
+and its environment ``run_agents(run, artifacts, specs)`` and
+``tcp_counters(host)``, which the runner then uses instead of starting
+roughnet-agent and reading /proc.
 """
 
 from __future__ import annotations
