@@ -71,6 +71,8 @@ def test_workload_shapes_it_cannot_play_are_named():
     assert any("pattern 'bulk'" in r for r in reasons(scenario(pattern="bulk", rate="")))  # udp bulk: no pacing
     assert any("with rate max" in r for r in reasons(scenario(rate="")))  # udp stream as fast as possible
     assert any("pattern 'stream'" in r for r in reasons(scenario(protocol="tcp")))  # tcp: bulk only
+    fan_out = scenario(protocol="tcp", pattern="bulk", rate="").replace('to = ["b"]', 'to = ["b", "c"]')
+    assert any("one receiver" in r for r in reasons(fan_out.replace('["a", "b"]', '["a", "b", "c"]')))
     got = reasons(scenario(protocol="tcp", pattern="bulk", rate="", workload='[workload.tcp]\ncongestion = "cdg"'))
     assert any("congestion = 'cdg'" in r for r in got), got
 

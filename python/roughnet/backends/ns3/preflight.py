@@ -61,6 +61,8 @@ def refusals(run: Any) -> list[str]:
                    "as possible'")
     if w.protocol == "tcp" and w.pattern != "bulk":
         out.append(f"pattern {w.pattern!r}: over tcp the ns3 backend runs bulk only")
+    if w.protocol == "tcp" and len(w.receivers) > 1:
+        out.append(f"to = {list(w.receivers)}: over tcp the ns3 backend's bulk sender has one receiver")
     if w.protocol in PROTOCOLS:
         allowed = TCP_OPTIONS if w.protocol == "tcp" else UDP_OPTIONS
         for key in sorted(set(w.options) - set(allowed)):
