@@ -199,27 +199,30 @@ class KernelEngine:
 
     def counters(self, topo: Topology, link: Link) -> dict[str, Any]:
         ifaces = topo.interfaces()
-        nft_by_ns: dict[str, dict[tuple[str, str], int]] = {}
+        snap = stats.Snapshot()
+        egress = {p.ns for direction in DIRECTIONS for p in egress_points(ifaces, link, direction)}
+        ingress = {p.ns for direction in DIRECTIONS for p in ingress_points(ifaces, link, direction)}
+        snap.prefetch(links=egress | ingress, qdiscs=egress,
+                      nft={(ns, "netdev", table_name(link)) for ns in ingress})
         out: dict[str, Any] = {"engine": self.name}
         for direction in DIRECTIONS:
             c = {"drops_loss": 0, "drops_queue": 0, "overlimits": 0, "tx_packets": 0, "tx_bytes": 0,
                  "rx_packets": 0, "rx_bytes": 0, "seen_at_loss_hook": 0}
             for p in egress_points(ifaces, link, direction):
-                q = stats.root_qdisc(p.ns, p.ifname)
+                q = snap.root_qdisc(p.ns, p.ifname)
                 c["drops_queue"] += int(q.get("drops", 0))
                 c["overlimits"] += int(q.get("overlimits", 0))
-                s = stats.iface_stats(p.ns, p.ifname)
+                s = snap.iface_stats(p.ns, p.ifname)
                 c["tx_packets"] += s["tx_packets"]
                 c["tx_bytes"] += s["tx_bytes"]
             for p in ingress_points(ifaces, link, direction):
-                s = stats.iface_stats(p.ns, p.ifname)
+                s = snap.iface_stats(p.ns, p.ifname)
                 c["rx_packets"] += s["rx_packets"]
                 c["rx_bytes"] += s["rx_bytes"]
-                if p.ns not in nft_by_ns:
-                    nft_by_ns[p.ns] = stats.nft_comment_counters(p.ns, "netdev", table_name(link))
+                nft = snap.nft_comment_counters(p.ns, "netdev", table_name(link))
                 name = chain_name(direction, p.ifname)
-                c["drops_loss"] += nft_by_ns[p.ns].get((name, "loss"), 0)
-                c["seen_at_loss_hook"] += nft_by_ns[p.ns].get((name, "seen"), 0)
+                c["drops_loss"] += nft.get((name, "loss"), 0)
+                c["seen_at_loss_hook"] += nft.get((name, "seen"), 0)
             out[direction] = c
         return out
 

@@ -64,3 +64,62 @@ def nft_comment_counters(ns: str, family: str, table: str) -> dict[tuple[str, st
         if packets is not None:
             out[(rule.get("chain", ""), rule.get("comment", ""))] = int(packets)
     return out
+
+
+def _iface_row_stats(row: dict[str, Any]) -> dict[str, int]:
+    s = row.get("stats64", {})
+    rx, tx = s.get("rx", {}), s.get("tx", {})
+    return {"rx_packets": int(rx.get("packets", 0)), "rx_bytes": int(rx.get("bytes", 0)),
+            "tx_packets": int(tx.get("packets", 0)), "tx_bytes": int(tx.get("bytes", 0))}
+
+
+class Snapshot:
+    """The counters of many namespaces read together: one ``ip -s -j link``, one ``tc -s -j qdisc`` and one
+    ``nft -j list table`` per namespace (not per interface), several namespaces at a time (``prefetch``);
+    then ``iface_stats``, ``root_qdisc`` and ``nft_comment_counters`` answer from what was read, as the
+    functions of the same names would."""
+
+    def __init__(self) -> None:
+        self._links: dict[str, dict[str, dict[str, int]]] = {}
+        self._qdiscs: dict[str, dict[str, dict[str, Any]]] = {}
+        self._nft: dict[tuple[str, str, str], dict[tuple[str, str], int]] = {}
+
+    def prefetch(self, links: set[str] = frozenset(), qdiscs: set[str] = frozenset(),
+                 nft: set[tuple[str, str, str]] = frozenset()) -> None:
+        """Read interface stats of the namespaces ``links``, root qdiscs of ``qdiscs`` and the nftables
+        tables ``nft`` ((ns, family, table)), a few at a time."""
+        from ..topo.system import run_all
+
+        jobs = [lambda ns=ns: self._read_links(ns) for ns in sorted(links) if ns not in self._links]
+        jobs += [lambda ns=ns: self._read_qdiscs(ns) for ns in sorted(qdiscs) if ns not in self._qdiscs]
+        jobs += [lambda key=key: self._read_nft(*key) for key in sorted(nft) if key not in self._nft]
+        run_all(jobs)
+
+    def _read_links(self, ns: str) -> None:
+        rows = _json(["ip", "-n", ns, "-s", "-j", "link", "show"], f"reading interface stats in {ns}")
+        self._links[ns] = {row.get("ifname", ""): _iface_row_stats(row) for row in rows}
+
+    def _read_qdiscs(self, ns: str) -> None:
+        rows = _json(["tc", "-n", ns, "-s", "-j", "qdisc", "show"], f"reading qdisc stats in {ns}")
+        self._qdiscs[ns] = {row.get("dev", ""): row for row in rows if row.get("root")}
+
+    def _read_nft(self, ns: str, family: str, table: str) -> None:
+        self._nft[(ns, family, table)] = nft_comment_counters(ns, family, table)
+
+    def iface_stats(self, ns: str, ifname: str) -> dict[str, int]:
+        if ns not in self._links:
+            self._read_links(ns)
+        try:
+            return self._links[ns][ifname]
+        except KeyError:
+            raise LinkError(f"reading stats of {ns}/{ifname}: no such interface in {ns}") from None
+
+    def root_qdisc(self, ns: str, ifname: str) -> dict[str, Any]:
+        if ns not in self._qdiscs:
+            self._read_qdiscs(ns)
+        return self._qdiscs[ns].get(ifname, {})
+
+    def nft_comment_counters(self, ns: str, family: str, table: str) -> dict[tuple[str, str], int]:
+        if (ns, family, table) not in self._nft:
+            self._read_nft(ns, family, table)
+        return self._nft[(ns, family, table)]

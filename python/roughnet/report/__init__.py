@@ -33,7 +33,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roughnet.report import html, perftest, points, shaping
+from roughnet.report import perftest, points, shaping
 from roughnet.report import timeline as timeline_report
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ def build_report(store: Store, sweep_id: str, out_dir: Path | None = None) -> Pa
     histograms = store.histograms(sweep_id)
     if out_dir is None:
         out_dir = store.root / REPORTS_DIR / sweep_id
+    from roughnet.report import html  # matplotlib: only for the report, not for the CLI's summary
+
     return html.render(sweep, runs, histograms, Path(out_dir), timelines=store.timelines(sweep_id))
 
 

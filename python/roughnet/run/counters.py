@@ -48,8 +48,12 @@ def tcp_counters(topo, host: str) -> dict[str, int]:
     if own is not None:
         return own(host)
     counters: dict[str, int] = {}
-    snmp = topo.run(host, ["cat", "/proc/net/snmp", "/proc/net/netstat"], capture_output=True, text=True)
-    tables = parse_proc_table(snmp.stdout)
+    reader = getattr(topo, "proc_net_counters", None)  # the namespace backend reads them without a process
+    if reader is not None:
+        text = reader(host)
+    else:
+        text = topo.run(host, ["cat", "/proc/net/snmp", "/proc/net/netstat"], capture_output=True, text=True).stdout
+    tables = parse_proc_table(text)
     for k in TCP_KEYS:
         counters[k] = tables.get("Tcp", {}).get(k, 0)
     for k in TCPEXT_KEYS:

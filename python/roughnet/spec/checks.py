@@ -16,7 +16,6 @@ left.  Machine-dependent checks (is there sch_netem?) are preflight's, not ours.
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -474,20 +473,24 @@ def _check_services(s: Scenario, hosts: set[str] | None, problems: list[Problem]
 
 
 def _connected(s: Scenario, a: str, b: str) -> bool:
-    neighbours: dict[str, set[str]] = {}
+    """Whether a chain of links joins hosts ``a`` and ``b`` (union-find over the links' members: linear in
+    them, so a 100-host segment checked for each of its receivers stays quick)."""
+    parent: dict[str, str] = {}
+
+    def root(h: str) -> str:
+        parent.setdefault(h, h)
+        while parent[h] != h:
+            parent[h] = parent[parent[h]]
+            h = parent[h]
+        return h
+
     for link in s.link:
-        for h in link.between:
-            neighbours.setdefault(h, set()).update(x for x in link.between if x != h)
-    seen, todo = {a}, deque([a])
-    while todo:
-        h = todo.popleft()
-        if h == b:
-            return True
-        for n in neighbours.get(h, ()):
-            if n not in seen:
-                seen.add(n)
-                todo.append(n)
-    return False
+        members = list(link.between)
+        for h in members[1:]:
+            ra, rb = root(members[0]), root(h)
+            if ra != rb:
+                parent[rb] = ra
+    return a == b or (a in parent and b in parent and root(a) == root(b))
 
 
 def _check_report(s: Scenario, problems: list[Problem]) -> None:

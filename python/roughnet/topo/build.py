@@ -22,8 +22,7 @@ import json
 import logging
 import re
 import subprocess
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +30,7 @@ from ..errors import RoughnetError, TopologyError
 from ..runspec import Link, Run
 from . import inns, naming, overlay
 from .ledger import Ledger, process_start_time
-from .system import delete_ns, ns_exec, ns_exists, pids_in_namespaces, run_cmd, stop_processes
+from .system import delete_ns, ns_exec, ns_exists, pids_in_namespaces, run_all, run_cmd, stop_processes
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +57,6 @@ OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off", "lro", "off")
 #: for up to 2 s after SIGTERM (docs/wire.md, "Stopping: the drain"); other processes exit at once and
 #: are not slowed by this.
 TEARDOWN_GRACE_S = 3.0
-
-#: Commands (one per namespace: `ip -batch`, sysctl, ethtool) run at once while a topology is built: the
-#: processes are short and mostly wait on the kernel, so a few at a time keep two cores busy.
-PARALLEL_COMMANDS = 4
 
 ROLE_A, ROLE_B = "a", "b"  # host ends of a two-host link (hosts[0], hosts[1])
 ROLE_MEMBER, ROLE_PORT = "member", "port"  # shared segment: host end, bridge port
@@ -110,21 +105,6 @@ def _ip_batch(ns: str, cmds: Sequence[tuple[list[str], str]]) -> None:
     raise TopologyError(f"{what} failed: `ip -n {ns} {' '.join(args)}`: {msg}")
 
 
-def _run_all(jobs: Iterable[Callable[[], object]]) -> None:
-    """Run ``jobs`` a few at a time (PARALLEL_COMMANDS); all finish, then the first error (in job order) is raised."""
-    jobs = list(jobs)
-    if len(jobs) <= 1:
-        for job in jobs:
-            job()
-        return
-    with ThreadPoolExecutor(max_workers=PARALLEL_COMMANDS, thread_name_prefix="topo") as pool:
-        futures = [pool.submit(job) for job in jobs]
-        errors = [f.exception() for f in futures]
-    for e in errors:
-        if e is not None:
-            raise e
-
-
 class Topology:
     """Build, use and remove the namespaces and links of one run."""
 
@@ -138,6 +118,7 @@ class Topology:
         naming.check_names(self.token, self._hosts, self._links)
         self._ifaces = self._plan_interfaces()
         self._routes = naming.plan_routes(self._hosts, self._links)
+        self._paths = naming.Paths(self._hosts, self._links)
         self._children: dict[int, subprocess.Popen] = {}
         self._built = False
         #: `ip` commands waiting to run as one `ip -n NS -batch -` per namespace (see _flush).
@@ -147,6 +128,7 @@ class Topology:
         self._sysctls: list[str] = []
         #: veth pairs to make (recorded in the ledger already), made together after every link is planned.
         self._creates: list[Callable[[], object]] = []
+        self._veths: list[dict[str, Any]] = []
         #: MACs roughnet chose for interfaces it made ((ns, ifname) -> MAC).
         self._macs: dict[tuple[str, str], str] = {}
         self.teardown_errors: list[str] = []
@@ -224,7 +206,7 @@ class Topology:
         for h in (host, seen_from):
             if h not in self._hosts:
                 raise TopologyError(f"unknown host {h!r}; expected one of {self._hosts}")
-        return str(naming.address_seen_from(host, seen_from, self._hosts, self._links))
+        return str(naming.address_seen_from(host, seen_from, self._hosts, self._links, self._paths))
 
     def interfaces(self) -> list[IfaceInfo]:
         """Every interface of the topology with its namespace, link and role."""
@@ -278,7 +260,8 @@ class Topology:
                 else:
                     self._add_pair(link)
             creates, self._creates = self._creates, []
-            _run_all(creates)  # the veth pairs
+            self.ledger.add_many(self._veths)  # recorded before any is made
+            run_all(creates)  # the veth pairs
             for link in self._links:
                 if naming.has_overlay(link):
                     overlay.add_devices(self, link)
@@ -327,12 +310,12 @@ class Topology:
                                             for ns, cmds in queued.items()]
         jobs += [lambda ns=ns, names=names: inns.in_netns(ns, lambda: inns.offloads_off(names))
                  for ns, names in offloads.items()]
-        _run_all(jobs)
+        run_all(jobs)
 
     def _set_sysctls(self) -> None:
         """NS_SYSCTLS in the namespaces made since the last call (``topo.inns``: no process)."""
         sysctls, self._sysctls = self._sysctls, []
-        _run_all([lambda ns=ns: inns.in_netns(ns, lambda: inns.write_sysctls(NS_SYSCTLS)) for ns in sysctls])
+        run_all([lambda ns=ns: inns.in_netns(ns, lambda: inns.write_sysctls(NS_SYSCTLS)) for ns in sysctls])
 
     def _mac(self, ns: str, ifname: str) -> str:
         if (ns, ifname) in self._macs:
@@ -375,20 +358,21 @@ class Topology:
                 raise TopologyError(f"namespace {ns} already exists; expected it absent (another run with the "
                                     f"same token, or leftovers: run `roughnet clean`)")
         jobs = []
+        self.ledger.add_many([{"kind": "netns", "name": ns} for ns in names])
         for ns in names:
-            self.ledger.add("netns", name=ns)
             jobs.append(lambda ns=ns: run_cmd(["ip", "netns", "add", ns], f"creating namespace {ns}"))
             self._sysctls.append(ns)
             self._ip_later(ns, ["link", "set", "dev", "lo", "up"], f"bringing up lo in {ns}")
         if jobs:
             jobs[0]()
-            _run_all(jobs[1:])
+            run_all(jobs[1:])
 
     def _add_veth(self, ns_a: str, if_a: str, ns_b: str, if_b: str, link: Link, pos: int) -> None:
         """A veth pair made inside ``ns_a`` with its peer placed directly in ``ns_b``, with the link's MTU and
         MACs of roughnet's choosing (``naming.veth_mac``: no two in a run alike, and known without asking);
         offloads off and up at the next ``_flush``."""
-        self.ledger.add("veth", ns=ns_a, name=if_a, peer_ns=ns_b, peer=if_b, link=link.index)
+        self._veths.append({"kind": "veth", "ns": ns_a, "name": if_a, "peer_ns": ns_b, "peer": if_b,
+                            "link": link.index})
         mac_a, mac_b = naming.veth_mac(link.index, pos, 0), naming.veth_mac(link.index, pos, 1)
         argv = ["link", "add", if_a, "mtu", str(link.mtu), "address", mac_a, "type", "veth",
                 "peer", "name", if_b, "mtu", str(link.mtu), "address", mac_b, "netns", ns_b]
@@ -475,6 +459,19 @@ class Topology:
         kw.setdefault("check", False)
         return subprocess.run(ns_exec(ns, [str(a) for a in argv]), **kw)
 
+    def proc_net_counters(self, host: str) -> str:
+        """/proc/net/snmp and /proc/net/netstat of ``host``'s namespace, as `cat` would print them (read by a
+        thread in the namespace: /proc/thread-self/net is the reading thread's)."""
+        ns = self._own_ns(self.ns(host))
+
+        def read() -> str:
+            parts = []
+            for name in ("snmp", "netstat"):
+                with open(f"/proc/thread-self/net/{name}") as f:
+                    parts.append(f.read())
+            return "".join(parts)
+        return inns.in_netns(ns, read)
+
     def run(self, host: str, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess:
         """Run ``argv`` to completion inside the namespace of ``host``."""
         return self.run_ns(self.ns(host), argv, **kw)
@@ -525,7 +522,7 @@ class Topology:
                 delete_ns(ns)
             except Exception as e:  # noqa: BLE001
                 errors.append(str(e))
-        _run_all([lambda ns=ns: delete(ns) for ns in ours])
+        run_all([lambda ns=ns: delete(ns) for ns in ours])
         if errors:
             self.teardown_errors.extend(errors)
             for msg in errors:

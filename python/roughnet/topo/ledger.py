@@ -126,8 +126,9 @@ class Ledger:
         pid = os.getpid()
         self._write({"kind": "owner", "pid": pid, "start_time": process_start_time(pid), "run_id": run_id}, "w")
 
-    def _write(self, obj: dict[str, Any], mode: str) -> None:
-        line = json.dumps(obj, separators=(",", ":"), sort_keys=False) + "\n"
+    def _write(self, obj: dict[str, Any] | list[dict[str, Any]], mode: str) -> None:
+        objs = obj if isinstance(obj, list) else [obj]
+        line = "".join(json.dumps(o, separators=(",", ":"), sort_keys=False) + "\n" for o in objs)
         with self._lock:
             try:
                 with open(self.path, mode) as f:
@@ -140,6 +141,12 @@ class Ledger:
     def add(self, kind: str, **fields: Any) -> None:
         """Append one object (``{"kind": kind, **fields}``) and fsync; call BEFORE creating it."""
         self._write({"kind": kind, **fields}, "a")
+
+    def add_many(self, objects: list[dict[str, Any]]) -> None:
+        """Append several objects (each ``{"kind": ..., ...}``) with one write and one fsync; call BEFORE
+        creating any of them (a topology of 100 hosts records 300 objects: one fsync each cost a second)."""
+        if objects:
+            self._write(list(objects), "a")
 
     def entries(self) -> list[dict[str, Any]]:
         return read_ledger(self.path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..errors import TopologyError
@@ -288,19 +288,22 @@ def plan_routes(hosts: Sequence[str], links: Sequence[Link]) -> list[Route]:
     return routes
 
 
-def address_seen_from(host: str, seen_from: str, hosts: Sequence[str], links: Sequence[Link]) -> ipaddress.IPv4Address:
+def address_seen_from(host: str, seen_from: str, hosts: Sequence[str], links: Sequence[Link],
+                      paths: Callable[[str], dict[str, tuple[str, Link] | None]] | None = None
+                      ) -> ipaddress.IPv4Address:
     """Address of ``host`` that ``seen_from`` should use: on the last link of the shortest path.
 
     For neighbours that is their address on the first link they share; for a
     host reaching itself, its address on its first link.  On a link with an
     overlay it is the overlay address (traffic then goes through the VXLAN device).
+    ``paths(src)``: the breadth-first search from ``src`` if the caller keeps them (``Paths``).
     """
     mine = [lk for lk in sorted(links, key=lambda lk: lk.index) if host in lk.hosts]
     if not mine:
         raise TopologyError(f"host {host!r} is on no link, so it has no address")
     if host == seen_from:
         return reach_address(mine[0], mine[0].hosts.index(host))
-    prev = _bfs(seen_from, _adjacency(hosts, links))
+    prev = paths(seen_from) if paths is not None else _bfs(seen_from, _adjacency(hosts, links))
     step = prev.get(host)
     if step is None:
         raise TopologyError(f"host {host!r} cannot be reached from {seen_from!r}: no chain of links joins them")
@@ -319,3 +322,17 @@ def veth_mac(link_index: int, position: int, side: int) -> str:
         raise ValueError(f"veth_mac({link_index}, {position}, {side}): out of range")
     return (f"02:{link_index >> 8:02x}:{link_index & 0xff:02x}:{position >> 8:02x}:{position & 0xff:02x}:"
             f"{side:02x}")
+
+
+class Paths:
+    """Shortest paths of one topology, each source's search made once (a 100-host run asks for 99
+    addresses from the same sender: one search instead of 99)."""
+
+    def __init__(self, hosts: Sequence[str], links: Sequence[Link]):
+        self._adj = _adjacency(hosts, links)
+        self._prev: dict[str, dict[str, tuple[str, Link] | None]] = {}
+
+    def __call__(self, src: str) -> dict[str, tuple[str, Link] | None]:
+        if src not in self._prev:
+            self._prev[src] = _bfs(src, self._adj)
+        return self._prev[src]

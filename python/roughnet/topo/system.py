@@ -13,7 +13,8 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import RoughnetError, TopologyError
@@ -25,6 +26,9 @@ NETNS_DIR = Path("/run/netns")
 #: Seconds between SIGTERM and SIGKILL when stopping processes.
 TERM_GRACE_S = 2.0
 COMMAND_TIMEOUT_S = 30.0
+#: Commands run at once by ``run_all`` (ip, tc, nft and setns threads for many namespaces): the processes
+#: are short and mostly wait on the kernel, so a few at a time keep two cores busy.
+PARALLEL_COMMANDS = 4
 
 
 def run_cmd(
@@ -160,3 +164,18 @@ def stop_processes(
             except subprocess.TimeoutExpired:
                 log.warning("process %d did not exit after SIGKILL", pid)
     return [pid for pid, _ in live]
+
+
+def run_all(jobs: Iterable[Callable[[], object]]) -> list[object]:
+    """Run ``jobs`` a few at a time (PARALLEL_COMMANDS) and return their results in order; all finish, then
+    the first error (in job order) is raised."""
+    jobs = list(jobs)
+    if len(jobs) <= 1:
+        return [job() for job in jobs]
+    with ThreadPoolExecutor(max_workers=PARALLEL_COMMANDS, thread_name_prefix="rn-cmd") as pool:
+        futures = [pool.submit(job) for job in jobs]
+        errors = [f.exception() for f in futures]
+    for e in errors:
+        if e is not None:
+            raise e
+    return [f.result() for f in futures]
