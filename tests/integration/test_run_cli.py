@@ -113,6 +113,12 @@ protocol = ["tcp", "udp"]
         mbps = r["throughput_bps"] / 1e6
         # goodput is below the 10 Mbit/s line rate by headers (TCP/IP ~4 %, UDP/IP ~2 % at 1400 B)
         assert 8.5 <= mbps <= 10.05, (r["protocol"], mbps)
+        # what the run cost around the measurement (docs/results-format.md), with the 4 s of traffic inside
+        extra = json.loads(r["metrics_extra"]) if isinstance(r["metrics_extra"], str) else r["metrics_extra"]
+        assert extra["harness_setup_s"] > 0 and extra["harness_teardown_s"] > 0, extra
+        assert extra["harness_measure_s"] >= 4.0, extra
+        assert (extra["harness_setup_s"] + extra["harness_measure_s"] + extra["harness_teardown_s"]
+                <= r["duration_s"] + 0.01), (extra, r["duration_s"])
 
 
 def test_random_loss_measured_within_binomial_bound(tmp_path):

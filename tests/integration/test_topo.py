@@ -200,3 +200,34 @@ def test_ping_helper_reports_no_reply_outside_the_topology(tmp_path, make_run):
         assert ping_in_ns(topo.ns("a"), "198.18.77.1") == 0  # no route: the helper can fail
     finally:
         topo.teardown()
+
+
+def test_two_hundred_hosts_on_one_segment_build_reach_and_go(tmp_path, make_run, ping):
+    """Issue 17's largest size: every host set up as a two-host link's are (MTU, offloads, sysctls, a
+    static neighbour for each of the 199 others), reachable, and nothing left after teardown."""
+    hosts = [f"h{i}" for i in range(200)]
+    run = make_run(hosts, [tuple(hosts)])
+    topo = _build(run, tmp_path)
+    ns_made = set(topo.namespaces())
+    try:
+        assert len(ns_made) == 201 and ns_made <= _ns_list()
+        for host in ("h0", "h137", "h199"):
+            ns = topo.ns(host)
+            info = _iface(topo, ns, "rn0")
+            assert info["operstate"] == "UP" and info["address"].startswith("02:")
+            feats = subprocess.run(["ip", "netns", "exec", ns, "ethtool", "-k", "rn0"], capture_output=True,
+                                   text=True, check=True).stdout
+            assert "tcp-segmentation-offload: off" in feats and "generic-receive-offload: off" in feats
+            assert _sysctl(ns, "net.ipv4.conf.all.rp_filter") == "0"
+            neigh = json.loads(subprocess.run(["ip", "-n", ns, "-j", "neigh", "show", "dev", "rn0", "nud",
+                                               "permanent"], capture_output=True, text=True, check=True).stdout)
+            assert len(neigh) == 199, host
+        macs = {_iface(topo, topo.ns(h), "rn0")["address"] for h in hosts[:50]}
+        assert len(macs) == 50  # the MACs roughnet chose differ
+        for src, dst in (("h0", "h199"), ("h199", "h0"), ("h57", "h142")):
+            assert ping(topo, src, dst) == 1, (src, dst)
+    finally:
+        topo.teardown()
+    assert not topo.teardown_errors
+    assert not (ns_made & _ns_list())
+    assert not topo.ledger.path.exists()
