@@ -198,8 +198,16 @@ def run(
     from .plan import plan_sweep
     from .run import Interrupted, pending_runs, preflight, run_sweep
     from .select import select_only
+    from .sidebyside import parse_backends
     from .spec.schedule import select_rows
 
+    try:
+        names = parse_backends(backend)
+    except RoughnetError as e:
+        _fail(e)
+    if len(names) > 1:  # one sweep on several backends, side by side (sidebyside)
+        _run_on_backends(names, file, resume, retry_failed, retry_invalid, results, report, from_row, to_row, only,
+                         kubeconfig, image, k8s_namespace, cluster)
     try:
         sweep = select_rows(plan_sweep(file), from_row, to_row)
         chosen = select_only(sweep, only)
@@ -261,6 +269,52 @@ def run(
         console.print(f"report: {path}")
     store.close()
     raise typer.Exit(1 if failed else 0)
+
+
+def _run_on_backends(names, file, resume, retry_failed, retry_invalid, results, report, from_row, to_row, only,
+                     kubeconfig, image, k8s_namespace, cluster) -> None:
+    """`roughnet run --backend A,B`: every backend's preflight first (nothing runs if one refuses), then the
+    sweep on each into <results>/<backend>, then each further backend against the first (sidebyside)."""
+    from .backends import backend_for
+    from .compare_cli import _print as print_comparison
+    from .plan import plan_sweep
+    from .run import preflight
+    from .select import select_only
+    from .sidebyside import compare_backends, results_of
+    from .spec.schedule import select_rows
+
+    def kube(name):
+        opts = dict(kubeconfig=kubeconfig, image=image, namespace=k8s_namespace, cluster=cluster)
+        return opts if name == "kubernetes" else dict.fromkeys(opts)
+
+    root = _results_root(results)
+    try:
+        sweep = select_rows(plan_sweep(file), from_row, to_row)
+        select_only(sweep, only)
+        for name in names:
+            preflight(sweep, backend_for(name, **kube(name)))
+    except RoughnetError as e:
+        _fail(e)
+    codes = []
+    for name in names:
+        console.print(f"[bold]backend {name}[/]: results in {results_of(root, name)}")
+        o = kube(name)
+        try:
+            run(file, resume, retry_failed, retry_invalid, results_of(root, name), report, from_row, to_row, only,
+                name, o["kubeconfig"], o["image"], o["namespace"], o["cluster"])
+        except typer.Exit as e:
+            if e.exit_code == 130:
+                raise
+            codes.append(e.exit_code)
+    for other in names[1:]:
+        try:
+            result, folder = compare_backends(root, sweep.sweep_id, names[0], other)
+        except RoughnetError as e:
+            _fail(e)
+        console.print(f"[bold]side by side[/]: B = {other}, A = {names[0]}")
+        print_comparison(console, result)
+        console.print(f"side by side: {folder / 'compare.png'} and {folder / 'compare.json'}", highlight=False)
+    raise typer.Exit(max(codes, default=0))
 
 
 def _fmt(v, unit=""):

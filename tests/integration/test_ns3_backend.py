@@ -2,7 +2,7 @@
 
 One scenario (a point-to-point link a-b of 10 Mbit/s and 5 ms, and a three-host segment of 10 Mbit/s
 and 50 us each way) runs a UDP stream below the link rate and a TCP bulk transfer to b and to c,
-through `roughnet run` on each backend.  Properties, not exact numbers: a UDP stream below the link
+through one `roughnet run --backend namespace,ns3` (which also writes the side-by-side comparison).  Properties, not exact numbers: a UDP stream below the link
 rate loses nothing on both; no throughput exceeds the link rate; no latency is below the configured
 one-way delay; on the point-to-point link the two backends' UDP latency and TCP throughput agree.
 Then, on ns3 alone (in this process, so ns-3 is imported once more, not per run): Gilbert-Elliott loss
@@ -73,25 +73,43 @@ send = [
 
 
 @pytest.fixture(scope="module")
-def rows(tmp_path_factory) -> dict[str, dict[tuple[str, str], dict]]:
-    """backend -> (to, send) -> the stored run, after one `roughnet run` per backend."""
+def side_by_side(tmp_path_factory) -> Path:
+    """The results folder of one `roughnet run --backend namespace,ns3` of SCENARIO."""
     work = tmp_path_factory.mktemp("ns3")
     path = work / "both.toml"
     path.write_text(SCENARIO)
+    results = work / "results"
+    done = subprocess.run(run_argv(path, results) + ["--backend", "namespace,ns3"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert "side by side:" in done.stdout
+    return results
+
+
+@pytest.fixture(scope="module")
+def rows(side_by_side: Path) -> dict[str, dict[tuple[str, str], dict]]:
+    """backend -> (to, send) -> the stored run."""
     out: dict[str, dict[tuple[str, str], dict]] = {}
     for backend in ("namespace", "ns3"):
-        results = work / backend
-        argv = run_argv(path, results) + ["--backend", backend]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, f"{backend}: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         got = {}
-        for r in fetch(results, RUNS):
+        for r in fetch(side_by_side / backend, RUNS):
             params = r["params"] if isinstance(r["params"], dict) else json.loads(r["params"])
             assert r["status"] == "ok", (backend, params, r["failure_reason"])
             got[(params["to"], params["send"])] = r
         assert len(got) == 4
         out[backend] = got
     return out
+
+
+def test_side_by_side_compares_each_metric_of_both_backends(side_by_side: Path, rows):
+    (folder,) = (side_by_side / "reports").glob("*--namespace-vs-ns3")
+    doc = json.loads((folder / "compare.json").read_text())
+    assert doc["backends"] == {"A": "namespace", "B": "ns3"}
+    assert (folder / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    point = next(p for p in doc["points"] if p["params"] == {"to": "b", "send": "udp"})
+    lat = point["metrics"]["lat_p50_us"]
+    assert lat["a"]["value"] == pytest.approx(rows["namespace"][("b", "udp")]["lat_p50_us"])
+    assert lat["b"]["value"] == pytest.approx(rows["ns3"][("b", "udp")]["lat_p50_us"])
 
 
 def test_each_record_says_which_backend_ran_it(rows):

@@ -133,3 +133,28 @@ def test_cli_refuses_a_protocol_ns3_cannot_run_and_creates_nothing(tmp_path: Pat
     assert out.returncode == 2, out.stdout + out.stderr
     assert "protocol 'dds'" in out.stderr and "ns3" in out.stderr
     assert not results_dir.exists()
+
+
+def test_cli_refuses_an_unknown_backend_in_a_list_and_creates_nothing(tmp_path: Path):
+    path = tmp_path / "udp.toml"
+    path.write_text(scenario())
+    results_dir = tmp_path / "results"
+    for value, said in (("namespace,ns4", "unknown backend 'ns4'"), ("ns3,ns3", "named twice")):
+        out = subprocess.run([sys.executable, "-m", "roughnet.cli", "run", str(path), "--backend", value, "--results",
+                              str(results_dir), "--no-report"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert said in out.stderr
+    assert not results_dir.exists()
+
+
+@pytest.mark.root  # the namespace backend's preflight comes first and needs root
+def test_cli_side_by_side_checks_every_backend_before_running_any(tmp_path: Path):
+    """namespace could run a DDS stream; ns3 cannot: nothing runs, exit 2 naming the protocol."""
+    path = tmp_path / "dds.toml"
+    path.write_text(scenario(protocol="dds"))
+    results_dir = tmp_path / "results"
+    out = subprocess.run([sys.executable, "-m", "roughnet.cli", "run", str(path), "--backend", "namespace,ns3",
+                          "--results", str(results_dir), "--no-report"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "protocol 'dds'" in out.stderr
+    assert not results_dir.exists()

@@ -1,0 +1,60 @@
+"""One sweep on several backends, side by side: ``roughnet run FILE --backend namespace,ns3``.
+
+Owns what is not the terminal's: reading the backend list (each a known backend, no repeats, at
+least two: else a SpecError naming the value, exit 2), where each backend's results go
+(``<results>/<backend>``: a store keeps one record per run id, and the runs are the same on every
+backend), and the comparison of every further backend against the first, written to
+``<results>/reports/<sweep>--<first>-vs-<other>/`` as ``compare.json`` and ``compare.png``
+(``roughnet.compare``: per point and metric both values and the difference; one panel per metric).
+The CLI runs the sweep on each backend (``cli.run``) and prints; this module prints nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .backends import BACKENDS
+from .errors import SpecError
+
+
+def parse_backends(text: str) -> list[str]:
+    """``"namespace,ns3"`` -> ["namespace", "ns3"]; one name -> a list of one."""
+    names = [n.strip() for n in text.split(",")]
+    for n in names:
+        if n not in BACKENDS:
+            raise SpecError(f"--backend {text}: unknown backend {n!r}; expected one of {', '.join(BACKENDS)}, "
+                            "or several separated by commas (namespace,ns3)")
+    if len(set(names)) != len(names):
+        raise SpecError(f"--backend {text}: a backend is named twice; expected each at most once")
+    return names
+
+
+def results_of(root: Path, backend: str) -> Path:
+    """Where one backend's results go when a sweep runs on several."""
+    return root / backend
+
+
+def compare_backends(root: Path, sweep_id: str, first: str, other: str) -> tuple[Any, Path]:
+    """``other``'s runs of ``sweep_id`` against ``first``'s: the Comparison and the folder its files went to."""
+    from .compare import compare, metric_columns
+    from .compare_cli import _open, _side, _title
+    from .report.compare_plot import compare_png
+
+    stores = [_open(results_of(root, first)), _open(results_of(root, other))]
+    try:
+        side_a = _side(stores[0], "A", sweep_id, [])
+        side_b = _side(stores[1], "B", sweep_id, [])
+        columns = metric_columns([], side_a.runs, side_b.runs)
+        result = compare(side_a, side_b, columns)
+    finally:
+        for s in stores:
+            s.close()
+    folder = root / "reports" / f"{sweep_id}--{first}-vs-{other}"
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = result.to_dict() | {"backends": {"A": first, "B": other}}
+    (folder / "compare.json").write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+    titles = {c: f"{_title(result, c)}: {other} vs {first}" for c in columns}
+    (folder / "compare.png").write_bytes(compare_png(result, titles))
+    return result, folder
