@@ -180,10 +180,11 @@ def run(
                                              "a run index. Stored records of them are replaced; the rest of the "
                                              "sweep is kept. With --resume/--retry-*, of those runs only the ones "
                                              "those flags pick."),
-    backend: str = typer.Option("namespace", "--backend", metavar="namespace|kubernetes|ns3",
+    backend: str = typer.Option("namespace", "--backend", metavar="namespace|kubernetes|ns3[,...]",
                                 help="Where runs happen: network namespaces of this machine (default), pods "
                                      "of a Kubernetes cluster (docs/kubernetes.md) or an ns-3 simulation "
-                                     "(docs/architecture.md, \"The ns3 backend\")."),
+                                     "(docs/architecture.md, \"The ns3 backend\"). Several, comma-separated: "
+                                     "the sweep on each into <results>/<backend>, then compared side by side."),
     kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig", help="Kubernetes backend: the cluster's "
                                               "kubeconfig (default: $KUBECONFIG, else roughnet's local cluster)."),
     image: Optional[str] = typer.Option(None, "--image", help="Kubernetes backend: roughnet's image as the nodes "
