@@ -25,7 +25,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 have_all() {
   local b
   for b in "${BINARIES[@]}"; do [ -x "$BIN/$b" ] || return 1; done
-  "$BIN/kubectl" version --client 2>/dev/null | grep -q "Client Version: $K8S_VERSION\$"
+  # the output first, then grep: `kubectl ... | grep -q` under pipefail failed when grep quit after the
+  # first line and kubectl died of SIGPIPE writing the second (a cold build here, 2026-11-26)
+  local out
+  out=$("$BIN/kubectl" version --client 2>/dev/null) || return 1
+  grep -q "Client Version: $K8S_VERSION\$" <<<"$out"
 }
 
 # flanneld is best effort: a failed attempt leaves a marker so reruns stay fast (remove it to retry).
