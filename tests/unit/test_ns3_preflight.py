@@ -62,6 +62,11 @@ def test_link_keys_ns3_cannot_express_are_named(link, key):
     assert any(key in r for r in got), got
 
 
+def test_gilbert_elliott_on_a_shared_segment_is_refused():
+    ge = 'rate = "10 Mbit/s"\nloss_model = { model = "gilbert_elliott", p = "1%", r = "25%" }'
+    assert any("loss_model on a shared segment" in r for r in reasons(scenario(between='["a", "b", "c"]', link=ge)))
+
+
 def test_shared_segment_needs_equal_directions():
     got = reasons(scenario(between='["a", "b", "c"]', link='rate = "10 Mbit/s"\n[link.forward]\nrate = "5 Mbit/s"'))
     assert any("rate differs by direction" in r and "CSMA" in r for r in got), got

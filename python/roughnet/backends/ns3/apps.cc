@@ -13,6 +13,7 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -476,6 +477,7 @@ class BulkSender : public Application
   private:
     Ptr<Socket> m_sock;
     bool m_stop = false;
+    uint32_t m_left = 0; // bytes of the current write call still to hand over
 
     void StartApplication() override
     {
@@ -512,12 +514,20 @@ class BulkSender : public Application
             Fill();
     }
 
+    // As a blocking write() of send_size bytes on Linux: whatever fits now is copied, the rest when the
+    // socket has room again; one write call (``sent``) is one whole chunk handed over.
     void Fill()
     {
-        while (!m_stop && m_sock->GetTxAvailable() >= send_size)
+        while (!m_stop)
         {
-            int n = m_sock->Send(Create<Packet>(send_size));
-            if (n < 0)
+            uint32_t room = m_sock->GetTxAvailable();
+            if (room == 0)
+                break;
+            if (m_left == 0)
+                m_left = send_size;
+            uint32_t n = std::min(room, m_left);
+            int r = m_sock->Send(Create<Packet>(n));
+            if (r < 0)
             {
                 send_errors++;
                 break;
@@ -526,10 +536,14 @@ class BulkSender : public Application
             if (first_ns < 0)
                 first_ns = now;
             last_ns = now;
-            bytes += (uint64_t)n;
-            sent++;
-            if (chunks >= 0 && (int64_t)sent >= chunks)
-                Stop();
+            bytes += (uint64_t)r;
+            m_left -= (uint32_t)r;
+            if (m_left == 0)
+            {
+                sent++;
+                if (chunks >= 0 && (int64_t)sent >= chunks)
+                    Stop();
+            }
         }
     }
 

@@ -99,6 +99,9 @@ def _link_refusals(link: Any) -> list[str]:
     if fwd.delay_ns != rev.delay_ns:
         out.append(f"{name}: delay differs by direction ({fwd.delay_ns} ns forward, {rev.delay_ns} ns reverse); "
                    "an ns-3 channel has one propagation delay")
+    if link.shared and (fwd.loss_model is not None or rev.loss_model is not None):
+        out.append(f"{name}: loss_model on a shared segment is not modelled by the ns3 backend (a frame passes "
+                   "two chains there, the sender's and the receiver's; ns-3's CSMA receivers have one each)")
     if link.shared:
         for attr, key in (("rate_bps", "rate"), ("queue_packets", "queue"), ("queue_bytes", "queue"),
                           ("loss", "loss"), ("loss_model", "loss_model")):
