@@ -4,8 +4,10 @@ Owns what is not the terminal's: reading the backend list (each a known backend,
 least two: else a SpecError naming the value, exit 2), where each backend's results go
 (``<results>/<backend>``: a store keeps one record per run id, and the runs are the same on every
 backend), and the comparison of every further backend against the first, written to
-``<results>/reports/<sweep>--<first>-vs-<other>/`` as ``compare.json`` and ``compare.png``
-(``roughnet.compare``: per point and metric both values and the difference; one panel per metric).
+``<results>/reports/<sweep>--<first>-vs-<other>/``: ``compare.json`` and ``compare.png``
+(``roughnet.compare``: per point and metric both values and the difference; one panel per metric),
+``sidebyside.png`` and ``index.html`` (``report.sidebyside``: both backends' values in one plot per
+metric, one table per metric with the difference).
 The CLI runs the sweep on each backend (``cli.run``) and prints; this module prints nothing.
 """
 
@@ -41,6 +43,7 @@ def compare_backends(root: Path, sweep_id: str, first: str, other: str) -> tuple
     from .compare import compare, metric_columns
     from .compare_cli import _open, _side, _title
     from .report.compare_plot import compare_png
+    from .report.sidebyside import index_html, values_png
 
     stores = [_open(results_of(root, first)), _open(results_of(root, other))]
     try:
@@ -57,4 +60,7 @@ def compare_backends(root: Path, sweep_id: str, first: str, other: str) -> tuple
     (folder / "compare.json").write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
     titles = {c: f"{_title(result, c)}: {other} vs {first}" for c in columns}
     (folder / "compare.png").write_bytes(compare_png(result, titles))
+    plain = {c: _title(result, c) for c in columns}
+    (folder / "sidebyside.png").write_bytes(values_png(result, plain, (first, other)))
+    (folder / "index.html").write_text(index_html(result, plain, (first, other), "sidebyside.png"), encoding="utf-8")
     return result, folder

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from cli_run import RUNS, fetch, run_argv
 
+from roughnet.report import fmt
+
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(importlib.util.find_spec("ns") is None,
@@ -112,6 +114,14 @@ def test_side_by_side_compares_each_metric_of_both_backends(side_by_side: Path, 
     lat = point["metrics"]["lat_p50_us"]
     assert lat["a"]["value"] == pytest.approx(rows["namespace"][("b", "udp")]["lat_p50_us"])
     assert lat["b"]["value"] == pytest.approx(rows["ns3"][("b", "udp")]["lat_p50_us"])
+    # the page: both values in one plot, one table per metric with both values and the difference
+    assert (folder / "sidebyside.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (folder / "index.html").read_text()
+    assert "sidebyside.png" in page and page.count("<table>") == len(doc["metrics"])
+    table = page[page.index("<h2>latency p50</h2>"):].split("</table>")[0]
+    row = next(line for line in table.splitlines() if line.startswith("<tr><td>to=b, send=udp"))
+    ms = [f"{fmt.number(rows[b][('b', 'udp')]['lat_p50_us'] / 1000)} ms" for b in ("namespace", "ns3")]
+    assert all(m in row for m in ms), (row, ms)
 
 
 def test_each_record_says_which_backend_ran_it(rows):
