@@ -107,6 +107,14 @@ pub enum LossModel {
     Ieee80211p(Ieee80211pParams),
 }
 
+impl LossModel {
+    /// Whether the model's loss depends on the distance between sender and receiver (on a segment
+    /// with positions it is then drawn per pair, not in the uplink or downlink).
+    pub fn is_distance_based(&self) -> bool {
+        matches!(self, LossModel::Ieee80211p(_))
+    }
+}
+
 fn one() -> f64 {
     1.0
 }
@@ -445,6 +453,18 @@ pub struct DistancePoint {
     pub distance_m: f64,
 }
 
+/// A point of a port's position trace: where the port's host is at `at_ns` after the start (x, y in
+/// metres on a plane). Linear between points, held before the first and after the last; a trace of
+/// one point is a fixed position (`at_ns` defaults to 0).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PositionPoint {
+    #[serde(default)]
+    pub at_ns: u64,
+    pub x_m: f64,
+    pub y_m: f64,
+}
+
 /// The whole link: both directions, and what they share.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -456,6 +476,12 @@ pub struct LinkConfig {
     pub schedule: Vec<ScheduledChange>,
     /// Distance over time, feeding `LossModel::Ieee80211p` in both directions.
     pub distance_trace: Vec<DistancePoint>,
+    /// Each port's position over time (port order; none, or one per port). On a segment, a
+    /// distance-based loss model then decides per pair: each copy from port i to port j draws its
+    /// loss at the distance between i and j (docs/wire-models.md, "Per-pair links"); on a two-sided
+    /// link the distance between the two ends replaces `distance_trace`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub positions: Vec<Vec<PositionPoint>>,
 }
 
 impl LinkConfig {
@@ -514,6 +540,14 @@ impl LinkConfig {
                     "non-decreasing times",
                 ));
             }
+        }
+        crate::positions::validate(&self.positions)?;
+        if !self.positions.is_empty() && !self.distance_trace.is_empty() {
+            return Err(ConfigError::invalid(
+                "positions",
+                "positions and a distance_trace",
+                "one of them (the ports' positions set every distance)",
+            ));
         }
         Ok(())
     }

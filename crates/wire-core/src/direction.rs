@@ -138,8 +138,14 @@ impl Direction {
         self.backlog_bytes
     }
 
-    /// Size checks and the loss model, in that order.
-    pub fn pre_admit(&mut self, len: usize, distance_m: Option<f64>) -> Result<(), DropReason> {
+    /// Size checks and the loss model, in that order. `per_pair`: a distance-based loss model is
+    /// decided per pair by the segment, not here (no draw).
+    pub fn pre_admit(
+        &mut self,
+        len: usize,
+        distance_m: Option<f64>,
+        per_pair: bool,
+    ) -> Result<(), DropReason> {
         if !self.up {
             return Err(DropReason::LinkDown);
         }
@@ -147,6 +153,9 @@ impl Direction {
             if len.saturating_sub(ETHERNET_HEADER_BYTES) > mtu as usize {
                 return Err(DropReason::TooLarge);
             }
+        }
+        if per_pair && self.cfg.loss.is_distance_based() {
+            return Ok(());
         }
         match self.loss.decide(&mut self.rng.loss, len, distance_m) {
             Some(r) => Err(r),

@@ -18,6 +18,8 @@
 //!   downlink pipelines, forwarding by destination MAC, one half-duplex medium for all);
 //! - `halfduplex`: the shared medium of a half-duplex link or segment;
 //! - `schedule`: piecewise changes over time and the distance trace;
+//! - `positions`: each port's position over time and the distance between two ports (a segment's
+//!   per-pair 802.11p loss; a two-sided link's distance);
 //! - `profiles`: named link profiles with the source of each number;
 //! - `stats`: counters and drop reasons;
 //! - this file: the `Emulator` (one two-sided link), which owns both directions, the heap of frames waiting to
@@ -37,6 +39,7 @@ mod halfduplex;
 mod jitter;
 mod loss;
 mod pipeline;
+mod positions;
 mod profiles;
 mod schedule;
 mod segment;
@@ -50,7 +53,7 @@ use serde::{Deserialize, Serialize};
 
 pub use config::{
     ConfigError, DeliveryTrace, DirectionConfig, DistancePoint, HalfDuplex, Ieee80211pParams,
-    JitterDist, LinkConfig, LossModel, ScheduledChange, DEFAULT_QUEUE_PACKETS,
+    JitterDist, LinkConfig, LossModel, PositionPoint, ScheduledChange, DEFAULT_QUEUE_PACKETS,
     ETHERNET_HEADER_BYTES, HELD_LIMIT_PACKETS, MAHIMAHI_OPPORTUNITY_BYTES,
 };
 pub use direction::serialisation_ns;
@@ -65,7 +68,8 @@ pub use stats::{DirectionStats, DropCounts, DropReason, Stats};
 use direction::Direction;
 use halfduplex::Medium;
 use pipeline::Hop;
-use schedule::{distance_at, Schedule};
+use positions::link_distance;
+use schedule::Schedule;
 
 /// The side a frame arrived from (`A`: it goes to B, through the `a_to_b` direction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -143,6 +147,7 @@ impl Emulator {
     /// Validates `cfg` and builds the emulator; `seed` fixes every random decision.
     pub fn new(cfg: LinkConfig, seed: u64) -> Result<Self, ConfigError> {
         cfg.validate()?;
+        positions::check_count(&cfg, 2)?;
         let dirs = [
             Direction::new(cfg.a_to_b.clone(), seed, 0),
             Direction::new(cfg.b_to_a.clone(), seed, 1),
@@ -183,7 +188,7 @@ impl Emulator {
     pub fn ingress(&mut self, now_ns: u64, from: Side, frame: Vec<u8>) -> Ingress {
         self.apply_due_changes(now_ns);
         let start = self.start_ns();
-        let distance = distance_at(&self.cfg.distance_trace, now_ns.saturating_sub(start));
+        let distance = link_distance(&self.cfg, now_ns.saturating_sub(start));
         let to = from.other();
         let Emulator {
             cfg,
@@ -197,6 +202,7 @@ impl Emulator {
             medium: cfg.half_duplex.as_ref().map(|h| (medium, h, from.index())),
             start_ns: start,
             distance_m: distance,
+            per_pair: false,
         };
         pipeline::pass(
             &mut dirs[from.index()],
@@ -256,6 +262,7 @@ impl Emulator {
     /// (relative to the start) are history and are not applied.
     pub fn set_config(&mut self, now_ns: u64, cfg: LinkConfig) -> Result<(), ConfigError> {
         cfg.validate()?;
+        positions::check_count(&cfg, 2)?;
         self.apply_due_changes(now_ns);
         self.dirs[0].set_config(cfg.a_to_b.clone());
         self.dirs[1].set_config(cfg.b_to_a.clone());

@@ -128,17 +128,27 @@ impl LossState {
                 (rng.gen::<f64>() < per).then_some(DropReason::FrameError)
             }
             LossModel::Ieee80211p(params) => {
-                let d = distance_m.unwrap_or(params.distance_m);
-                let shadow = if params.shadowing_db > 0.0 {
-                    params.shadowing_db * crate::jitter::standard_normal(rng.gen())
-                } else {
-                    0.0
-                };
-                let per = ieee80211p_per(params, d, len, shadow);
-                (rng.gen::<f64>() < per).then_some(DropReason::FrameError)
+                ieee80211p_draw(params, rng, len, distance_m.unwrap_or(params.distance_m))
             }
         }
     }
+}
+
+/// One 802.11p frame of `len` bytes at `d` metres: a shadowing draw (if any), then the loss draw.
+/// Shared by a direction's loss model and a segment's per-pair decision.
+pub(crate) fn ieee80211p_draw(
+    params: &Ieee80211pParams,
+    rng: &mut ChaCha8Rng,
+    len: usize,
+    d: f64,
+) -> Option<DropReason> {
+    let shadow = if params.shadowing_db > 0.0 {
+        params.shadowing_db * crate::jitter::standard_normal(rng.gen())
+    } else {
+        0.0
+    };
+    let per = ieee80211p_per(params, d, len, shadow);
+    (rng.gen::<f64>() < per).then_some(DropReason::FrameError)
 }
 
 /// Frame error rate for independent bit errors: 1 - (1 - ber)^(8 len).

@@ -21,6 +21,9 @@ pub(crate) struct Hop<'a> {
     pub start_ns: u64,
     /// Distance between the ends now (distance trace), for the 802.11p frame-error model.
     pub distance_m: Option<f64>,
+    /// A segment with positions: a distance-based loss model is decided per pair by the segment
+    /// (between the medium and the receiver's downlink), so this direction skips it.
+    pub per_pair: bool,
 }
 
 /// Runs `frame` (arrived at `now_ns`) through `d`. Each admitted copy (two when duplicated) is given to
@@ -36,7 +39,7 @@ pub(crate) fn pass(
     d.stats.packets_in += 1;
     d.stats.bytes_in += len as u64;
     let hd = hop.medium.as_ref().map(|(_, h, _)| *h);
-    let mut verdict = d.pre_admit(len, hop.distance_m);
+    let mut verdict = d.pre_admit(len, hop.distance_m, hop.per_pair);
     if verdict.is_ok()
         && hd
             .and_then(|h| h.max_frame_bytes)

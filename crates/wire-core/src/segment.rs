@@ -13,19 +13,30 @@
 //! transmit on ONE medium (one transmitter at a time, a turnaround whenever the transmitter changes, at
 //! the uplink's `rate_bps`); the downlinks then only add their own impairments.
 //!
+//! Per-pair links (`positions`): with a position per port, a distance-based loss model (`ieee80211p`)
+//! is no longer drawn in the uplink or downlink but once per copy, between the medium and the
+//! receiver's downlink, at the distance between sender and receiver when the frame was sent (a
+//! flooded frame's copies each draw their own). The uplink's model is used (the transmitter's radio),
+//! or the downlink's if the uplink has none. Everything else of the segment is unchanged.
+//!
 //! Time and seeds as in the `Emulator`: time is passed in (non-decreasing), port `p`'s uplink draws
-//! from random stream `2p`, its downlink from `2p + 1`.
+//! from random stream `2p`, its downlink from `2p + 1`, the per-pair decisions of copies received by
+//! port `p` from stream `RADIO_STREAM_BASE + p`.
 
 use std::collections::BinaryHeap;
 
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::config::{ConfigError, LinkConfig, ETHERNET_HEADER_BYTES};
+use crate::config::{ConfigError, LinkConfig, LossModel, ETHERNET_HEADER_BYTES};
 use crate::direction::Direction;
 use crate::halfduplex::Medium;
+use crate::loss::ieee80211p_draw;
 use crate::pipeline::{self, Hop};
+use crate::positions::{self, distance_between};
 use crate::schedule::{distance_at, Schedule};
-use crate::stats::DirectionStats;
+use crate::stats::{DirectionStats, DropReason};
 use crate::{Ingress, Pending, Side};
 
 /// An Ethernet address.
@@ -33,6 +44,10 @@ pub type Mac = [u8; 6];
 
 /// Most ports of one segment (the hosts of one /24 subnet).
 pub const MAX_PORTS: usize = 254;
+
+/// First random stream of the per-pair decisions (receiving port p: this + p), far above the
+/// directions' streams (direction d, decision k: 16 d + k, d < 2 * MAX_PORTS).
+pub const RADIO_STREAM_BASE: u64 = 1 << 32;
 
 /// Where a frame that crossed the medium goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,8 +115,9 @@ pub struct Segment {
     macs: Vec<Option<Mac>>,
     up: Vec<Direction>,
     down: Vec<Direction>,
-    /// Frames in their uplink: due when they have crossed the medium; `to` is the source port.
-    medium_q: BinaryHeap<Pending<usize>>,
+    /// Frames in their uplink: due when they have crossed the medium; `to` is (source port, time
+    /// the frame was sent into the uplink).
+    medium_q: BinaryHeap<Pending<(usize, u64)>>,
     /// Frames in a downlink: due when they leave to their host; `to` is the destination port.
     out_q: BinaryHeap<Pending<usize>>,
     seq: u64,
@@ -110,6 +126,8 @@ pub struct Segment {
     schedule: Schedule,
     schedule_applied: u64,
     fwd: ForwardCounts,
+    /// Per receiving port: the stream of its per-pair loss decisions (used with `positions`).
+    radio: Vec<ChaCha8Rng>,
 }
 
 impl Segment {
@@ -137,7 +155,15 @@ impl Segment {
                 }
             }
         }
+        positions::check_count(&cfg, macs.len())?;
         let n = macs.len() as u64;
+        let radio = (0..n)
+            .map(|p| {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(RADIO_STREAM_BASE + p);
+                r
+            })
+            .collect();
         let up = (0..n)
             .map(|p| Direction::new(cfg.a_to_b.clone(), seed, 2 * p))
             .collect();
@@ -158,6 +184,7 @@ impl Segment {
             schedule,
             schedule_applied: 0,
             fwd: ForwardCounts::default(),
+            radio,
         })
     }
 
@@ -202,6 +229,7 @@ impl Segment {
             medium: cfg.half_duplex.as_ref().map(|h| (medium, h, port)),
             start_ns: start,
             distance_m: distance,
+            per_pair: !cfg.positions.is_empty(),
         };
         let verdict = pipeline::pass(
             &mut up[port],
@@ -213,7 +241,7 @@ impl Segment {
                 medium_q.push(Pending {
                     due_ns,
                     seq: *seq,
-                    to: port,
+                    to: (port, now_ns),
                     frame,
                 });
             },
@@ -227,13 +255,13 @@ impl Segment {
     fn advance(&mut self, now_ns: u64) {
         while self.medium_q.peek().is_some_and(|p| p.due_ns <= now_ns) {
             let p = self.medium_q.pop().expect("peeked");
-            let (t, src) = (p.due_ns, p.to);
+            let (t, (src, sent)) = (p.due_ns, p.to);
             self.up[src].note_released(p.frame.len(), true);
             match forwarding(&self.macs, src, &p.frame) {
                 Delivery::Filtered => self.fwd.filtered += 1,
                 Delivery::Unicast(j) => {
                     self.fwd.unicast += 1;
-                    self.downlink(t, j, p.frame);
+                    self.downlink(t, (src, sent), j, p.frame);
                 }
                 Delivery::Flood => {
                     self.fwd.flooded += 1;
@@ -242,17 +270,27 @@ impl Segment {
                         .find(|&j| j != src)
                         .expect("2 ports or more");
                     for j in (0..last).filter(|&j| j != src) {
-                        self.downlink(t, j, p.frame.clone());
+                        self.downlink(t, (src, sent), j, p.frame.clone());
                     }
-                    self.downlink(t, last, p.frame);
+                    self.downlink(t, (src, sent), last, p.frame);
                 }
             }
         }
     }
 
-    fn downlink(&mut self, t: u64, port: usize, frame: Vec<u8>) {
+    /// A copy that crossed the medium at `t`, from `src` (sent into its uplink at `sent`), into
+    /// `port`'s downlink; with positions, first the per-pair loss decision.
+    fn downlink(&mut self, t: u64, (src, sent): (usize, u64), port: usize, frame: Vec<u8>) {
         self.fwd.copies += 1;
         let start = self.start_ns();
+        let per_pair = !self.cfg.positions.is_empty();
+        if per_pair && self.pair_lost(src, sent.saturating_sub(start), port, frame.len()) {
+            let d = &mut self.down[port];
+            d.stats.packets_in += 1;
+            d.stats.bytes_in += frame.len() as u64;
+            d.stats.drops.add(DropReason::FrameError);
+            return;
+        }
         let distance = distance_at(&self.cfg.distance_trace, t.saturating_sub(start));
         let Segment {
             down, out_q, seq, ..
@@ -261,6 +299,7 @@ impl Segment {
             medium: None,
             start_ns: start,
             distance_m: distance,
+            per_pair,
         };
         pipeline::pass(&mut down[port], t, frame, &mut hop, &mut |due_ns, frame| {
             *seq += 1;
@@ -271,6 +310,21 @@ impl Segment {
                 frame,
             });
         });
+    }
+
+    /// The per-pair decision for a copy of `len` bytes from `src` to `dst`, sent at `rel_ns` after the
+    /// start: the uplink's distance-based model (else the downlink's) at the distance between the two
+    /// ports then, drawn from `dst`'s stream. No distance-based model: never lost here.
+    fn pair_lost(&mut self, src: usize, rel_ns: u64, dst: usize, len: usize) -> bool {
+        let params = match (&self.up[src].cfg.loss, &self.down[dst].cfg.loss) {
+            (LossModel::Ieee80211p(p), _) | (_, LossModel::Ieee80211p(p)) => p,
+            _ => return false,
+        };
+        let pos = &self.cfg.positions;
+        let Some(d) = distance_between(&pos[src], &pos[dst], rel_ns) else {
+            return false;
+        };
+        ieee80211p_draw(params, &mut self.radio[dst], len, d).is_some()
     }
 
     /// Frames due at or before `now_ns`, in departure order, appended to `out` as (destination port,
@@ -300,11 +354,9 @@ impl Segment {
 
     /// Earliest time something is due (a frame crossing the medium or leaving), None when empty.
     pub fn next_due(&self) -> Option<u64> {
-        [self.medium_q.peek(), self.out_q.peek()]
-            .into_iter()
-            .flatten()
-            .map(|p| p.due_ns)
-            .min()
+        let crossing = self.medium_q.peek().map(|p| p.due_ns);
+        let leaving = self.out_q.peek().map(|p| p.due_ns);
+        crossing.into_iter().chain(leaving).min()
     }
 
     /// Absolute time of the next scheduled change not yet applied.
@@ -318,6 +370,7 @@ impl Segment {
     /// `b_to_a`); as `Emulator::set_config`.
     pub fn set_config(&mut self, now_ns: u64, cfg: LinkConfig) -> Result<(), ConfigError> {
         cfg.validate()?;
+        positions::check_count(&cfg, self.ports())?;
         self.apply_due_changes(now_ns);
         self.up
             .iter_mut()
@@ -360,10 +413,16 @@ impl Segment {
         };
         for p in ports {
             if uplink {
-                go(&mut self.up[p], &mut self.medium_q, p, now_ns, up);
+                go(
+                    &mut self.up[p],
+                    &mut self.medium_q,
+                    |t| t.0 == p,
+                    now_ns,
+                    up,
+                );
             }
             if downlink {
-                go(&mut self.down[p], &mut self.out_q, p, now_ns, up);
+                go(&mut self.down[p], &mut self.out_q, |t| *t == p, now_ns, up);
             }
         }
         if self.cfg.half_duplex.is_some() && uplink && !up {
@@ -416,8 +475,15 @@ impl Segment {
     }
 }
 
-/// One direction of port `port` up or down; going down drops its frames not yet due (`LinkDown`).
-fn go(d: &mut Direction, q: &mut BinaryHeap<Pending<usize>>, port: usize, now_ns: u64, up: bool) {
+/// One direction of a port up or down; going down drops its frames not yet due (`LinkDown`): those of
+/// `q` whose `to` is the port's (`mine`).
+fn go<P>(
+    d: &mut Direction,
+    q: &mut BinaryHeap<Pending<P>>,
+    mine: impl Fn(&P) -> bool,
+    now_ns: u64,
+    up: bool,
+) {
     if up {
         d.go_up();
         return;
@@ -428,7 +494,7 @@ fn go(d: &mut Direction, q: &mut BinaryHeap<Pending<usize>>, port: usize, now_ns
     d.go_down(now_ns);
     let mut keep = Vec::with_capacity(q.len());
     for p in std::mem::take(q).into_vec() {
-        if p.to == port && p.due_ns > now_ns {
+        if mine(&p.to) && p.due_ns > now_ns {
             d.note_released(p.frame.len(), false);
         } else {
             keep.push(p);
