@@ -129,14 +129,18 @@ def test_stream_receiver_counts_loss_against_expected():
 # ---- the command line ---------------------------------------------------------------------------------------
 
 
-def test_cli_refuses_a_protocol_ns3_cannot_run_and_creates_nothing(tmp_path: Path):
-    path = tmp_path / "dds.toml"
-    path.write_text(scenario(protocol="dds"))
+@pytest.mark.parametrize(("text", "named"), [
+    (scenario(protocol="dds"), "protocol 'dds'"),
+    (scenario(link='rate = "10 Mbit/s"\ndelay = "5 ms"\njitter = "1 ms"'), "jitter (forward)"),
+])
+def test_cli_refuses_what_ns3_cannot_express_and_creates_nothing(tmp_path: Path, text: str, named: str):
+    path = tmp_path / "case.toml"
+    path.write_text(text)
     results_dir = tmp_path / "results"
     out = subprocess.run([sys.executable, "-m", "roughnet.cli", "run", str(path), "--backend", "ns3", "--results",
                           str(results_dir), "--no-report"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert "protocol 'dds'" in out.stderr and "ns3" in out.stderr
+    assert named in out.stderr and "ns3" in out.stderr
     assert not results_dir.exists()
 
 
