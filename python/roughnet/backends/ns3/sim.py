@@ -15,6 +15,8 @@ ending with ``Simulator::Destroy``.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -51,16 +53,35 @@ NS3_BUF = 131072
 
 
 def load() -> Any:
-    """The ns-3 bindings with roughnet's Applications compiled in (imported and compiled once per process)."""
+    """The ns-3 bindings with roughnet's Applications compiled in (imported and compiled once per process).
+
+    cling writes to the process's stderr while ns-3 loads ("Failed to materialize symbols" about ns-3's
+    static initialisers, harmless: every simulation test passes with it); that goes to the log at debug
+    level instead of the user's terminal, and into the error when loading fails."""
     global _ns
     with _lock:
         if _ns is None:
             t0 = time.monotonic()
-            try:
-                from ns import ns  # the PyPI package ``ns3``
-            except ImportError as e:  # pragma: no cover - probe() checks first
-                raise AgentError(f"cannot import ns-3 (the ns3 package): {e}; `make` installs it") from e
-            ns.cppyy.cppdef(Path(__file__).with_name("apps.cc").read_text())
+            with tempfile.TemporaryFile() as said:
+                saved = os.dup(2)
+                os.dup2(said.fileno(), 2)
+                failure: Exception | None = None
+                try:
+                    from ns import ns  # the PyPI package ``ns3``
+
+                    ns.cppyy.cppdef(Path(__file__).with_name("apps.cc").read_text())
+                except Exception as e:  # noqa: BLE001 - ImportError, or cppyy's SyntaxError for a compile error
+                    failure = e
+                finally:
+                    os.dup2(saved, 2)
+                    os.close(saved)
+                said.seek(0)
+                text = said.read().decode(errors="replace").strip()
+            if failure is not None:
+                raise AgentError(f"cannot load ns-3 (the ns3 package, `make` installs it) with roughnet's "
+                                 f"applications: {failure}; it said: {text[-1500:] or 'nothing'}") from failure
+            if text:
+                log.debug("ns-3 said while loading: %s", text)
             _ns = ns
             log.info("ns-3 loaded in %.1f s", time.monotonic() - t0)
         return _ns
