@@ -318,3 +318,48 @@ def test_bulk_writes_fill_the_socket_as_room_appears(tmp_path: Path):
     40 ms round trip, allows 26 Mbit/s)."""
     (rec,) = simulate(tmp_path, BULK_WRITES).values()
     assert rec["metrics"]["throughput_bps"] >= 0.9 * 10_000_000, rec["metrics"]["throughput_bps"]
+
+
+FAN_OUT = """
+[scenario]
+name = "ns3-fan-out"
+seed = 1
+timeout = "30 s"
+
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "c"
+
+[[link]]
+between = ["a", "b", "c"]
+rate = "10 Mbit/s"
+delay = "100 us"
+
+[workload]
+pattern = "stream"
+protocol = "udp"
+from = "a"
+to = ["b", "c"]
+payload = "512 B"
+messages = 300
+warmup = 20
+rate = "200 msg/s"
+"""
+
+
+def test_fan_out_with_warmup_on_a_segment(tmp_path: Path):
+    """One sender, two receivers on a CSMA segment: every receiver counts the 300 messages and sets the 20
+    warm-up ones apart, as the agent's receivers do."""
+    (rec,) = simulate(tmp_path, FAN_OUT).values()
+    assert rec["metrics"]["sent"] == 300
+    by_host = {r["host"]: r["metrics"] for r in rec["receivers"]}
+    assert set(by_host) == {"b", "c"}
+    for host, m in by_host.items():
+        assert (m["received"], m["lost"]) == (300, 0), host
+        assert m["lat_min_us"] >= 200.0, host  # 100 us each way on the segment
+    for host in ("b", "c"):
+        line = json.loads((tmp_path / rec["run_id"] / f"agent-{host}-receiver.jsonl").read_text())
+        assert (line["warmup_received"], line["expected"], line["complete"]) == (20, 300, True)
