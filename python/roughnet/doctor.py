@@ -53,6 +53,11 @@ def checks() -> list[Check]:
     wire = find_binary("roughnet-wire")
     out.append(Check("roughnet-wire", wire is not None, str(wire) if wire else "not built: no delay/jitter without sch_netem", False))
     out += kubernetes_checks()
+    from .backends.ns3.sim import version as ns3_version
+
+    ns3 = ns3_version()  # the package's metadata: ns-3 itself is not imported (that takes ~15 s)
+    out.append(Check("ns-3", ns3 is not None, f"ns3 {ns3} (--backend ns3)" if ns3
+                     else "missing: `make` installs it (pip install '.[sim]'); the ns3 backend needs it", False))
     if root:
         from .links import probe_capabilities
 

@@ -167,3 +167,17 @@ def test_cli_side_by_side_checks_every_backend_before_running_any(tmp_path: Path
     assert out.returncode == 2, out.stdout + out.stderr
     assert "protocol 'dds'" in out.stderr
     assert not results_dir.exists()
+
+
+def test_doctor_reports_ns3_from_the_package_metadata():
+    from importlib import metadata
+
+    from roughnet.doctor import checks
+
+    (check,) = [c for c in checks() if c.name == "ns-3"]
+    try:
+        installed = metadata.version("ns3")
+    except metadata.PackageNotFoundError:
+        installed = None
+    assert check.ok == (installed is not None) and not check.required
+    assert (installed or "make") in check.detail
