@@ -135,8 +135,9 @@ def sweep_id_of(scenario: Scenario) -> str:
                 if isinstance(table, dict) and table.get(key) is None:
                     table.pop(key, None)
     for host in content.get("host", []):
-        if isinstance(host, dict) and host.get("node") is None:
-            host.pop("node", None)
+        for key in ("node", "position", "path"):  # added with the kubernetes backend, per-pair links
+            if isinstance(host, dict) and host.get(key) is None:
+                host.pop(key, None)
     for link in content.get("link", []):
         for table in (link, link.get("forward"), link.get("reverse")):
             for key in _LINK_KEYS_ADDED:

@@ -106,6 +106,7 @@ class Link:
     half_duplex: dict[str, Any] | None = None  # wire-core HalfDuplex JSON
     schedule: tuple[dict[str, Any], ...] = ()  # wire-core ScheduledChange JSON objects
     distance_trace: tuple[dict[str, Any], ...] = ()  # wire-core DistancePoint JSON objects
+    positions: tuple[tuple[dict[str, Any], ...], ...] = ()  # per host in `hosts` order, wire-core PositionPoint JSON
     # --- overlay network on top of the link (topo.overlay); "none": hosts use the link's own addresses ---
     overlay: str = "none"  # one of OVERLAYS
     overlay_mtu: int | None = None  # MTU of the overlay device; None: mtu - VXLAN_OVERHEAD_BYTES
@@ -131,6 +132,8 @@ class Link:
             caps.add("schedule")
         if self.distance_trace:
             caps.add("distance_trace")
+        if self.positions:
+            caps.add("positions")
         return frozenset(caps)
 
 

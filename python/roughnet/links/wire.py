@@ -152,7 +152,9 @@ def link_config(link: Link, profile: dict[str, Any] | None = None) -> dict[str, 
             cfg["schedule"].append(c)
     elif base.get("schedule"):
         cfg["schedule"] = base["schedule"]
-    if link.distance_trace:
+    if link.positions:  # the hosts' positions give every distance (docs/wire-models.md "Per-pair links")
+        cfg["positions"] = [[dict(p) for p in port] for port in link.positions]
+    elif link.distance_trace:
         cfg["distance_trace"] = [dict(p) for p in link.distance_trace]
     elif base.get("distance_trace"):
         cfg["distance_trace"] = base["distance_trace"]

@@ -29,6 +29,7 @@ from .services import needed_kind
 from .syncspec import check_sync
 from .sweep import axes_of
 from .overlay import check_overlay
+from .positions import check_positions
 from .wirechecks import check_wire_link
 
 HEADER_BYTES = 32  # the agent's message header (docs/agent-protocol.md)
@@ -57,6 +58,7 @@ def check_scenario(s: Scenario) -> list[Problem]:
     problems: list[Problem] = []
     hosts = _check_hosts(s, problems)
     _check_links(s, hosts, problems)
+    check_positions(s, problems)
     for path, view in workload_views(s):
         found: list[Problem] = []
         _check_workload(view, hosts, found)

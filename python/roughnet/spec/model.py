@@ -29,6 +29,7 @@ from .knobs import (
     ZenohKnobs,
     ZmqKnobs,
 )
+from .positions import POSITION, PathPointTable
 from .receivers import TO
 from .services import SERVICE_TABLES, AnyService
 from .syncspec import SyncTable
@@ -131,6 +132,13 @@ class HostTable(_Table):
     node: _NODE.type() = _f(
         "Kubernetes backend only: the cluster node this host's pod runs on (" + _NODE.expected + "). Unset: "
         "hosts go round robin, in file order, over the Ready nodes that take pods, sorted by name.", None)
+    position: POSITION.type() = _f(
+        "Where the host is, for the links whose loss follows distance (`ieee80211p`): " + POSITION.expected + ". "
+        "On such a link every pair of hosts then has its own distance (a shared segment: per pair and per "
+        "frame). Every host of the link has one, or none does; not together with `[[host.path]]`.", None)
+    path: list[PathPointTable] | None = Field(
+        None, description="Where the host is over time (`[[host.path]]` entries: `at`, `position`), instead of a "
+        "fixed `position`.")
 
 
 class DirectionTable(_Table):
@@ -381,6 +389,7 @@ def model_tables() -> list[tuple[str, type[BaseModel]]]:
     return [
         ("[scenario]", ScenarioTable),
         ("[[host]]", HostTable),
+        ("[[host.path]]", PathPointTable),
         ("[[link]]", LinkTable),
         ("[link.forward] / [link.reverse]", DirectionTable),
         *((f'loss_model = {{ model = "{name}", ... }}', table) for name, table in LOSS_MODEL_TABLES.items()),

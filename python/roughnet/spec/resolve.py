@@ -12,6 +12,7 @@ services are the [[service]] entries its protocol uses (``spec.services``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .. import runspec, units
@@ -19,6 +20,7 @@ from . import knobs, services
 from .directions import DIRECTION_FIELDS, direction
 from .checks import UNDO, event_kind, senders_of, workload_name, workload_tables
 from .model import DIRECTION_KEYS, EventTable, LinkTable, Scenario, ScheduleTable, WorkloadTable
+from .positions import link_positions
 from .syncspec import sync_settings
 from .receivers import receivers
 from .timeline import distance_trace, half_duplex, schedule
@@ -136,7 +138,8 @@ def resolve(s: Scenario, traces: dict[int, tuple[dict[str, Any], ...]] | None = 
     (a link with ``distance_trace`` and no entry here gets no points).
     """
     hosts = tuple(runspec.Host(name=h.name, node=h.node) for h in s.host)
-    links = tuple(link(i, t, s.scenario.engine, (traces or {}).get(i)) for i, t in enumerate(s.link))
+    links = tuple(dataclasses.replace(link(i, t, s.scenario.engine, (traces or {}).get(i)),
+                                      positions=link_positions(s, t)) for i, t in enumerate(s.link))
     tables = workload_tables(s)
     extra = tuple(workload(s, w, i) for i, (_, w) in enumerate(tables) if i > 0)
     return hosts, links, workload(s), run_services(s), extra, events(s)

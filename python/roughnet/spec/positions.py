@@ -1,0 +1,169 @@
+"""Where the hosts are: ``[[host]] position`` and ``[[host.path]]``, for links whose loss follows distance.
+
+This module owns the host keys of issue 16's per-pair links: a fixed ``position = ["x", "y"]`` (two
+signed distances on a plane, like ``["120 m", "-5 m"]``) or a path over time (``[[host.path]]``
+entries: ``at``, ``position``; linear between points, held before the first and after the last),
+their checks against the links, and their wire-core JSON (``LinkConfig.positions``: per port, in the
+link's ``between`` order, ``[{at_ns, x_m, y_m}]``).
+
+A link is *distance-based* when its loss model is ``ieee80211p`` (on the link, a direction or a
+schedule entry) or its profile is ``v2v-80211p``. On such a link whose hosts have positions, the
+wire draws every frame's loss from the distance between the sender and each receiver (a shared
+segment: per pair and per copy; docs/wire-models.md "Per-pair links"). The rules: if one host of a
+distance-based link has a position, every host of it must (the error names the host); such a link
+takes its distances from the positions, so it has no ``distance`` / ``distance_trace`` and its
+model no fixed ``distance``; a host with a position must be on some distance-based link (a position
+nothing uses would describe another network than the one measured). Hosts without positions on a
+distance-based link keep the link's one distance (``distance``, ``distance_trace``, or the model's).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .. import units
+from . import kinds
+from .kinds import has_placeholder
+from .problems import Problem
+from .table import Table, field
+from .wire import DISTANCE, Ieee80211pTable, _number_unit
+
+if TYPE_CHECKING:
+    from .model import LinkTable, Scenario
+
+COORDINATE = "a coordinate like '120 m' or '-5 m' (units: m, km)"
+POSITION_EXPECTED = "a position [x, y] of two coordinates like [\"120 m\", \"-5 m\"] (units: m, km)"
+#: The profile whose loss model is distance-based.
+DISTANCE_PROFILES = ("v2v-80211p",)
+_UNITS = {"m": 1.0, "km": 1000.0}
+
+
+def parse_coordinate_m(value: Any) -> float:
+    """``"-1.5 km"`` -> -1500.0 (metres, signed)."""
+    number, unit = _number_unit(value, COORDINATE, signed=True)
+    mult = _UNITS.get(unit)
+    if mult is None:
+        raise ValueError(f"unknown distance unit {unit!r}; expected {COORDINATE}")
+    return float(number) * mult
+
+
+def _check_position(value: Any) -> None:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"not a list of two coordinates; expected {POSITION_EXPECTED}")
+    for v in value:
+        if has_placeholder(v):
+            continue
+        try:
+            parse_coordinate_m(v)
+        except ValueError as e:
+            raise ValueError(f"{str(e).split('; expected ', 1)[0]}; expected {POSITION_EXPECTED}") from None
+
+
+POSITION = kinds.Kind(POSITION_EXPECTED, _check_position,
+                      {"type": "array", "minItems": 2, "maxItems": 2,
+                       "items": {"type": "string", "examples": ["120 m", "-5 m"]}})  # fmt: skip
+
+
+class PathPointTable(Table):
+    """``[[host.path]]``: where the host is at one time; between points it moves in a straight line."""
+
+    at: kinds.duration().type() = field("Time after the start of the run: " + kinds.DURATION + ".")
+    position: POSITION.type() = field("Where the host is then: " + POSITION_EXPECTED + ".")
+    key_noun: ClassVar[str] = "key"
+    key_owner: ClassVar[str] = "[[host.path]]"
+
+
+def _concrete(value: Any) -> bool:
+    if isinstance(value, list):
+        return all(_concrete(v) for v in value)
+    return not has_placeholder(value)
+
+
+def distance_based(link: LinkTable) -> bool:
+    """Whether the link's loss follows the distance between its hosts (``ieee80211p``, or its profile)."""
+    if link.profile in DISTANCE_PROFILES:
+        return True
+    tables = [link, link.forward, link.reverse, *(link.schedule or [])]
+    return any(t is not None and isinstance(t.loss_model, Ieee80211pTable) for t in tables)
+
+
+def _placed(host: Any) -> bool:
+    return host.position is not None or host.path is not None
+
+
+def check_positions(s: Scenario, problems: list[Problem]) -> None:
+    hosts = {h.name: (i, h) for i, h in enumerate(s.host) if isinstance(h.name, str)}
+    used: set[str] = set()
+    for i, h in enumerate(s.host):
+        if h.position is not None and h.path is not None:
+            problems.append(Problem(f"host[{i}].path", "both position and [[host.path]]",
+                                    "one of them: a fixed position or a path over time"))  # fmt: skip
+        last = None
+        for k, point in enumerate(h.path or []):
+            if not _concrete(point.at):
+                continue
+            at = units.parse_duration_ns(point.at)
+            if last is not None and at < last:
+                problems.append(Problem(f"host[{i}].path[{k}].at", "earlier than the point before",
+                                        "points in time order (`at` never decreasing)", point.at))  # fmt: skip
+            last = at
+    for li, link in enumerate(s.link):
+        if not distance_based(link) or not all(isinstance(n, str) for n in link.between):
+            continue
+        members = [hosts[n] for n in link.between if n in hosts]
+        used.update(h.name for _, h in members)
+        placed = [h.name for _, h in members if _placed(h)]
+        if not placed:
+            continue
+        for hi, h in members:
+            if not _placed(h):
+                problems.append(Problem(
+                    f"host[{hi}].position", f"host {h.name} has no position, and link[{li}] takes its distances "
+                    f"from its hosts' positions ({', '.join(placed)} have one)",
+                    "a position on every host of the link (position = [\"x\", \"y\"] or [[host.path]]), or on none "
+                    "of them (the link's one distance)"))  # fmt: skip
+        for key in ("distance", "distance_trace"):
+            if getattr(link, key) is not None:
+                problems.append(Problem(f"link[{li}].{key}", "a distance and hosts with positions",
+                                        "one of them (the hosts' positions give the distance of every pair)"))
+        for where, t in [(f"link[{li}]", link), (f"link[{li}].forward", link.forward),
+                         (f"link[{li}].reverse", link.reverse),
+                         *((f"link[{li}].schedule[{k}]", e) for k, e in enumerate(link.schedule or []))]:
+            model = getattr(t, "loss_model", None) if t is not None else None
+            if isinstance(model, Ieee80211pTable) and model.distance is not None:
+                problems.append(Problem(f"{where}.loss_model.distance", "a fixed distance and hosts with positions",
+                                        "no distance (the hosts' positions give the distance of every pair)",
+                                        model.distance))  # fmt: skip
+    for i, h in enumerate(s.host):
+        if _placed(h) and h.name not in used:
+            key = "position" if h.position is not None else "path"
+            problems.append(Problem(f"host[{i}].{key}", f"host {h.name} has a position but is on no link whose "
+                                    "loss follows distance",
+                                    'a link of this host with loss_model = { model = "ieee80211p" } (or profile = '
+                                    '"v2v-80211p"), or no position'))  # fmt: skip
+
+
+def _point(at_ns: int, position: list[Any]) -> dict[str, Any]:
+    return {"at_ns": at_ns, "x_m": parse_coordinate_m(position[0]), "y_m": parse_coordinate_m(position[1])}
+
+
+def link_positions(s: Scenario, link: LinkTable) -> tuple[tuple[dict[str, Any], ...], ...]:
+    """wire-core's ``positions`` of a checked link (no placeholders left): per host in ``between`` order, or ()
+    when the link is not distance-based or its hosts have no positions."""
+    if not distance_based(link):
+        return ()
+    by_name = {h.name: h for h in s.host}
+    members = [by_name[n] for n in link.between]
+    if not all(_placed(h) for h in members):
+        return ()
+    out = []
+    for h in members:
+        if h.path is not None:
+            out.append(tuple(_point(units.parse_duration_ns(p.at), p.position) for p in h.path))
+        else:
+            out.append((_point(0, h.position),))
+    return tuple(out)
+
+
+__all__ = ["COORDINATE", "DISTANCE", "POSITION", "PathPointTable", "check_positions", "distance_based",
+           "link_positions", "parse_coordinate_m"]

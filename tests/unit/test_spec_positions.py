@@ -1,0 +1,99 @@
+"""Hosts' positions for links whose loss follows distance (issue 16, per-pair links): `position` and
+`[[host.path]]` resolved into wire-core's `positions` in the link's host order, the wire JSON carrying
+them, and every bad combination refused with the key and the host named (exit 2 from the CLI)."""
+
+from __future__ import annotations
+
+import pytest
+
+from roughnet.links.wire import link_config
+from roughnet.spec import ScenarioError
+
+from specutil import plan_error, plan_text
+
+WORKLOAD = """
+[workload]
+pattern = "stream"
+protocol = "udp"
+from = "a"
+to = ["b", "c"]
+payload = "200 B"
+messages = 10
+rate = "10 msg/s"
+"""
+RADIO = 'loss_model = { model = "ieee80211p" }'
+
+
+def scenario(a: str = 'position = ["0 m", "0 m"]', b: str = 'position = ["80 m", "0 m"]',
+             c: str = 'position = ["-0.5 km", "1 km"]', link: str = RADIO, after: str = "") -> str:
+    hosts = "".join(f'[[host]]\nname = "{n}"\n{keys}\n' for n, keys in (("a", a), ("b", b), ("c", c)))
+    return ('[scenario]\nname = "p"\nengine = "wire"\n\n' + hosts + '\n[[link]]\nbetween = ["a", "b", "c"]\n'
+            + link + "\n" + after + WORKLOAD)
+
+
+def test_fixed_positions_become_the_links_positions_in_host_order() -> None:
+    link = plan_text(scenario()).runs[0].links[0]
+    assert link.positions == (
+        ({"at_ns": 0, "x_m": 0.0, "y_m": 0.0},),
+        ({"at_ns": 0, "x_m": 80.0, "y_m": 0.0},),
+        ({"at_ns": 0, "x_m": -500.0, "y_m": 1000.0},),
+    )
+    assert "positions" in link.needs()
+    cfg = link_config(link)
+    assert cfg["positions"][2] == [{"at_ns": 0, "x_m": -500.0, "y_m": 1000.0}]
+    assert "distance_trace" not in cfg
+
+
+def test_a_path_over_time_and_a_profile() -> None:
+    path = '[[host.path]]\nat = "0 s"\nposition = ["0 m", "0 m"]\n[[host.path]]\nat = "10 s"\nposition = ["1 km", "0 m"]'
+    text = scenario(b="", link='profile = "v2v-80211p"').replace('name = "b"\n', 'name = "b"\n' + path + "\n")
+    link = plan_text(text).runs[0].links[0]
+    assert link.positions[1] == ({"at_ns": 0, "x_m": 0.0, "y_m": 0.0},
+                                 {"at_ns": 10_000_000_000, "x_m": 1000.0, "y_m": 0.0})  # fmt: skip
+
+
+def test_positions_are_swept() -> None:
+    text = scenario(c='position = ["${far}", "0 m"]') + '\n[sweep]\nfar = ["100 m", "2 km"]\n'
+    xs = [r.links[0].positions[2][0]["x_m"] for r in plan_text(text).runs]
+    assert xs == [100.0, 2000.0]
+
+
+def test_links_without_positions_are_unchanged() -> None:
+    text = scenario(a="", b="", c="")
+    link = plan_text(text).runs[0].links[0]
+    assert link.positions == ()
+    assert "positions" not in link_config(link)
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "words"),
+    [
+        (scenario(b=""), "host[1].position", "host b has no position"),
+        (scenario(c='position = ["1 m"]'), "host[2].position", "two coordinates"),
+        (scenario(c='position = ["1 m", "2 parsecs"]'), "host[2].position", "unknown distance unit"),
+        (scenario(link=RADIO + '\n[[link.distance]]\nat = "0 s"\ndistance = "5 m"'), "link[0].distance",
+         "hosts with positions"),
+        (scenario(link='loss_model = { model = "ieee80211p", distance = "50 m" }'), "link[0].loss_model.distance",
+         "hosts with positions"),
+        (scenario(link='loss = "1%"'), "host[0].position", "on no link whose loss follows distance"),
+        (scenario(a='position = ["0 m", "0 m"]\n[[host.path]]\nat = "0 s"\nposition = ["0 m", "0 m"]'),
+         "host[0].path", "both position and [[host.path]]"),
+    ],
+)
+def test_bad_positions_name_the_key(text: str, path: str, words: str) -> None:
+    e = plan_error(text)
+    assert isinstance(e, ScenarioError)
+    assert any(p.path == path and words in f"{p.problem} {p.expected}" for p in e.problems), str(e)
+
+
+def test_the_cli_exits_2_naming_the_host_before_anything_is_created(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from roughnet.cli import app
+
+    f = tmp_path / "p.toml"
+    f.write_text(scenario(c=""))
+    out = CliRunner().invoke(app, ["validate", str(f)], env={"COLUMNS": "250"})
+    assert out.exit_code == 2, out.output
+    assert "host[2].position" in out.output
+    assert "host c has no position" in out.output
