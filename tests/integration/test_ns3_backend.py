@@ -363,3 +363,53 @@ def test_fan_out_with_warmup_on_a_segment(tmp_path: Path):
     for host in ("b", "c"):
         line = json.loads((tmp_path / rec["run_id"] / f"agent-{host}-receiver.jsonl").read_text())
         assert (line["warmup_received"], line["expected"], line["complete"]) == (20, 300, True)
+
+
+QUEUE = """
+[scenario]
+name = "ns3-queue"
+seed = 1
+timeout = "30 s"
+
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+
+[[link]]
+between = ["a", "b"]
+rate = "10 Mbit/s"
+delay = "1 ms"
+queue = "${queue}"
+
+[workload]
+pattern = "stream"
+protocol = "udp"
+from = "a"
+to = ["b"]
+payload = "1 KiB"
+messages = 2000
+rate = "2000 msg/s"
+
+[sweep]
+queue = ["10 packets", "100 packets"]
+"""
+
+
+def test_queue_overflow_is_the_links_loss_and_its_delay(tmp_path: Path):
+    """16.4 Mbit/s into 10 Mbit/s: the drop-tail queue loses what the link cannot carry (every lost message is
+    a queue drop, counted per device as the link engines count theirs), the receiver gets the link's rate
+    (1186 frames of 1054 B per second), and a message waits at most the queue's length of frames (0.84 ms
+    each, plus the two in the device) on top of the 1 ms delay."""
+    recs = simulate(tmp_path, QUEUE)
+    frame_us = 1054 * 8 / 10e6 * 1e6  # 1024 B + UDP/IP 28 B + PPP 2 B at 10 Mbit/s
+    for queue, frames in (("10 packets", 10), ("100 packets", 100)):
+        m = recs[f"queue={queue}"]["metrics"]
+        # every lost message is a queue drop; the queue may also drop some of the 5 end markers behind them
+        assert m["lost"] > 0 and m["lost"] <= m["link_drops_queue"] <= m["lost"] + 5, (queue, m)
+        assert m["link_drops_loss"] == 0
+        assert m["throughput_bps"] <= 10_000_000
+        assert m["throughput_bps"] >= 0.95 * 10_000_000 * 1024 / 1054, (queue, m["throughput_bps"])
+        # waiting: the queue, the one frame in the device queue, the one on the wire; then its own frame
+        assert 1000 + frame_us <= m["lat_min_us"] and m["lat_max_us"] <= 1000 + (frames + 3) * frame_us, (queue, m)
+    assert recs["queue=100 packets"]["metrics"]["lat_max_us"] > 5 * recs["queue=10 packets"]["metrics"]["lat_max_us"]

@@ -650,9 +650,10 @@ Inet(const std::string& ip, uint16_t port)
     return InetSocketAddress(Ipv4Address(ip.c_str()), port);
 }
 
-// Rate (point-to-point; a CSMA channel has one rate, set on the channel), MTU and the device queue.
+// Rate (point-to-point; a CSMA channel has one rate, set on the channel), MTU and a one-packet device
+// queue: the scenario's queue is the queue disc above it (SetQueue).
 void
-ConfigureDevice(Ptr<NetDevice> dev, uint64_t rate_bps, uint32_t mtu, const std::string& queue)
+ConfigureDevice(Ptr<NetDevice> dev, uint64_t rate_bps, uint32_t mtu)
 {
     Ptr<PointToPointNetDevice> p2p = DynamicCast<PointToPointNetDevice>(dev);
     Ptr<CsmaNetDevice> csma = DynamicCast<CsmaNetDevice>(dev);
@@ -660,12 +661,23 @@ ConfigureDevice(Ptr<NetDevice> dev, uint64_t rate_bps, uint32_t mtu, const std::
     if (p2p)
     {
         p2p->SetDataRate(DataRate(rate_bps));
-        p2p->GetQueue()->SetMaxSize(QueueSize(queue));
+        p2p->GetQueue()->SetMaxSize(QueueSize("1p"));
     }
     else
     {
-        csma->GetQueue()->SetMaxSize(QueueSize(queue));
+        csma->GetQueue()->SetMaxSize(QueueSize("1p"));
     }
+}
+
+// The scenario's drop-tail queue of a sending device ("100p" or "62500B"), in place of the queue disc
+// Ipv4AddressHelper installed.
+void
+SetQueue(Ptr<NetDevice> dev, const std::string& size)
+{
+    TrafficControlHelper tch;
+    tch.Uninstall(dev);
+    tch.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", QueueSizeValue(QueueSize(size)));
+    tch.Install(dev);
 }
 
 // A loss model on the receiving side of ``dev`` (the device keeps it; the raw pointer is for reading).

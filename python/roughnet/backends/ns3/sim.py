@@ -239,19 +239,16 @@ def _simulate(ns: Any, run: Any, specs: list[Any]) -> Raw:
             helper = ns.PointToPointHelper()
             helper.SetChannelAttribute("Delay", ns.TimeValue(ns.NanoSeconds(fwd.delay_ns)))
             devs = helper.Install(members)
-            rs.ConfigureDevice(devs.Get(0), fwd.rate_bps, link.mtu, queue_size(fwd, link.mtu))
-            rs.ConfigureDevice(devs.Get(1), rev.rate_bps, link.mtu, queue_size(rev, link.mtu))
+            rs.ConfigureDevice(devs.Get(0), fwd.rate_bps, link.mtu)
+            rs.ConfigureDevice(devs.Get(1), rev.rate_bps, link.mtu)
+            queues = [queue_size(fwd, link.mtu), queue_size(rev, link.mtu)]
             # forward (hosts[0] -> hosts[1]) is lost on hosts[1]'s receiving side, reverse on hosts[0]'s
             models = {}
             for pos, d in ((1, fwd), (0, rev)):
                 if d.loss or d.loss_model is not None:
                     models[pos] = _attach_loss(rs, devs.Get(pos), d, None, stream, False)
                     stream += 1
-            qdrops = [ns.cppyy.gbl.std.vector["uint64_t"](1, 0) for _ in range(2)]
-            for pos in (0, 1):
-                rs.WatchQueue(devs.Get(pos), qdrops[pos].data())
-            keep.extend(qdrops)
-            link_drops[link.index] = {"kind": "point-to-point", "models": models, "qdrops": qdrops}
+            link_drops[link.index] = {"kind": "point-to-point", "models": models}
             channels[str(link.index)] = {"channel": "point-to-point", "delay_ns": fwd.delay_ns,
                                          "rate_bps": {"forward": fwd.rate_bps, "reverse": rev.rate_bps},
                                          "mtu": link.mtu, "queue": {"forward": queue_size(fwd, link.mtu),
@@ -267,24 +264,28 @@ def _simulate(ns: Any, run: Any, specs: list[Any]) -> Raw:
             devs = helper.Install(members)
             combined = 1.0 - (1.0 - fwd.loss) * (1.0 - rev.loss)
             models = {}
-            qdrops = [ns.cppyy.gbl.std.vector["uint64_t"](1, 0) for _ in link.hosts]
+            queues = [queue_size(fwd, link.mtu)] * len(link.hosts)
             for pos in range(len(link.hosts)):
-                rs.ConfigureDevice(devs.Get(pos), fwd.rate_bps, link.mtu, queue_size(fwd, link.mtu))
-                rs.WatchQueue(devs.Get(pos), qdrops[pos].data())
+                rs.ConfigureDevice(devs.Get(pos), fwd.rate_bps, link.mtu)
                 if combined:
                     models[pos] = _attach_loss(rs, devs.Get(pos), fwd, combined, stream, True)
                     stream += 1
-            keep.extend(qdrops)
-            link_drops[link.index] = {"kind": "csma", "models": models, "qdrops": qdrops}
+            link_drops[link.index] = {"kind": "csma", "models": models}
             channels[str(link.index)] = {"channel": "csma", "delay_ns": delay, "rate_bps": fwd.rate_bps,
                                          "mtu": link.mtu, "loss": combined, "queue": queue_size(fwd, link.mtu)}
         addr = ns.Ipv4AddressHelper()
         net = naming.subnet(link.index)
         addr.SetBase(ns.Ipv4Address(str(net.network_address)), ns.Ipv4Mask(str(net.netmask)))
         addr.Assign(devs)
-        # Ipv4AddressHelper puts ns-3's default queue disc on each device; the scenario's queue is the
-        # device's drop-tail queue alone, as the link engines' is one drop-tail limit per direction.
-        ns.TrafficControlHelper().Uninstall(devs)
+        # The scenario's queue, one drop-tail limit per sending device as the link engines have it: a FIFO
+        # queue disc in place of the default one Ipv4AddressHelper installed, over a one-packet device queue
+        # that ns-3's flow control keeps fed from it.
+        qdrops = [ns.cppyy.gbl.std.vector["uint64_t"](1, 0) for _ in link.hosts]
+        for pos, size in enumerate(queues):
+            rs.SetQueue(devs.Get(pos), size)
+            rs.WatchQueue(devs.Get(pos), qdrops[pos].data())
+        keep.extend(qdrops)
+        link_drops[link.index]["qdrops"] = qdrops
     ns.Ipv4GlobalRoutingHelper.PopulateRoutingTables()
 
     done = rs.Done()
@@ -306,7 +307,8 @@ def _simulate(ns: Any, run: Any, specs: list[Any]) -> Raw:
         link_counters={i: _link_counters(run, i, d) for i, d in link_drops.items()},
         simulated_s=simulated, wall_s=wall,
         model={"tcp": tcp.describe() if w.protocol == "tcp" else None, "links": channels,
-               "routing": "ns3::Ipv4GlobalRouting", "queue_disc": "none (device drop-tail queue only)",
+               "routing": "ns3::Ipv4GlobalRouting",
+               "queue": "ns3::FifoQueueDisc of the scenario's size over a one-packet device queue",
                "arp": {"request_jitter_ns": 0, "pending_packets": ARP_PENDING_PACKETS}},
     )
 
