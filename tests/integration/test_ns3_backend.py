@@ -413,3 +413,4 @@ def test_queue_overflow_is_the_links_loss_and_its_delay(tmp_path: Path):
         # waiting: the queue, the one frame in the device queue, the one on the wire; then its own frame
         assert 1000 + frame_us <= m["lat_min_us"] and m["lat_max_us"] <= 1000 + (frames + 3) * frame_us, (queue, m)
     assert recs["queue=100 packets"]["metrics"]["lat_max_us"] > 5 * recs["queue=10 packets"]["metrics"]["lat_max_us"]
+

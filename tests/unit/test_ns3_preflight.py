@@ -181,3 +181,11 @@ def test_doctor_reports_ns3_from_the_package_metadata():
         installed = None
     assert check.ok == (installed is not None) and not check.required
     assert (installed or "make") in check.detail
+
+
+def test_senders_that_did_not_finish_say_timeout():
+    base = {"sent": 3, "warmup_sent": 0, "bytes": 3072, "send_errors": 0, "first_ns": 0, "last_ns": 2_000_000_000}
+    assert results.stream_sender(base | {"finished": True}, 1)["end_reason"] == "complete"
+    assert results.stream_sender(base | {"finished": False}, 1)["end_reason"] == "timeout"
+    bulk = {"sent": 1, "bytes": 1024, "send_errors": 0, "first_ns": 0, "last_ns": 1}
+    assert results.bulk_sender(bulk | {"closed": False}, 1)["end_reason"] == "timeout"

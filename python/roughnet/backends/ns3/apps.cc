@@ -234,6 +234,7 @@ class StreamSender : public Application
 
     uint64_t seq = 0, sent = 0, warmup_sent = 0, bytes = 0, send_errors = 0;
     int64_t start_ns = -1, first_ns = -1, last_ns = -1;
+    bool finished = false; // sent everything and the end markers are under way
 
   private:
     Ptr<Socket> m_sock;
@@ -272,6 +273,7 @@ class StreamSender : public Application
     {
         if (!More())
         {
+            finished = true;
             for (int i = 0; i < END_MARKERS; i++)
             {
                 Simulator::Schedule(NanoSeconds(i * END_MARKER_GAP_NS), &StreamSender::SendEnd, this);

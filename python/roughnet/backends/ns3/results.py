@@ -92,9 +92,9 @@ _NO_LAG = {"behind_max_us": 0.0, "behind_p99_us": 0.0, "late_fraction": 0.0, "ow
 
 
 def stream_sender(r: dict[str, Any], peers: int) -> dict[str, Any]:
-    """``r``: sent, warmup_sent, bytes, send_errors, first_ns, last_ns."""
+    """``r``: sent, warmup_sent, bytes, send_errors, first_ns, last_ns, finished (all sent before the timeout)."""
     duration = _span(r["first_ns"], r["last_ns"])
-    return _base("sender", "stream", "udp", "complete") | {
+    return _base("sender", "stream", "udp", "complete" if r["finished"] else "timeout") | {
         "sent": r["sent"], "warmup_sent": r["warmup_sent"], "peers": peers, "bytes": r["bytes"],
         "duration_s": duration, "throughput_bps": _rate(r["bytes"], duration), "send_errors": r["send_errors"],
         "schedule": dict(_NO_LAG),
@@ -111,9 +111,9 @@ def bulk_receiver(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def bulk_sender(r: dict[str, Any], peers: int) -> dict[str, Any]:
-    """``r``: sent (writes), bytes, send_errors, first_ns, last_ns, connected."""
+    """``r``: sent (writes), bytes, send_errors, first_ns, last_ns, closed (done writing before the timeout)."""
     duration = _span(r["first_ns"], r["last_ns"])
-    return _base("sender", "bulk", "tcp", "complete" if r["connected"] else "timeout") | {
+    return _base("sender", "bulk", "tcp", "complete" if r["closed"] else "timeout") | {
         "sent": r["sent"], "peers": peers, "bytes": r["bytes"], "duration_s": duration,
         "throughput_bps": _rate(r["bytes"], duration), "send_errors": r["send_errors"],
     }

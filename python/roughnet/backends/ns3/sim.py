@@ -402,8 +402,8 @@ _FIELDS = {
     ("receiver", "tcp"): ("bytes", "first_ns", "last_ns", "end_reason", "complete"),
     ("receiver", "udp"): ("expected", "received", "duplicates", "reordered", "warmup_received", "bytes", "bad",
                           "highest", "first_ns", "last_ns", "end_reason", "complete"),
-    ("sender", "tcp"): ("sent", "bytes", "send_errors", "first_ns", "last_ns", "connected"),
-    ("sender", "udp"): ("sent", "warmup_sent", "bytes", "send_errors", "first_ns", "last_ns"),
+    ("sender", "tcp"): ("sent", "bytes", "send_errors", "first_ns", "last_ns", "closed"),
+    ("sender", "udp"): ("sent", "warmup_sent", "bytes", "send_errors", "first_ns", "last_ns", "finished"),
 }
 
 
@@ -412,7 +412,7 @@ def read_app(spec: Any, app: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in _FIELDS[(spec.role, spec.config["protocol"])]:
         v = getattr(app, name)
-        out[name] = str(v) if name == "end_reason" else bool(v) if name in ("complete", "connected") else int(v)
+        out[name] = str(v) if name == "end_reason" else bool(v) if name in ("complete", "closed", "finished") else int(v)
     if spec.role == "receiver" and spec.config["protocol"] == "udp":
         out["lat_intended"] = list(app.lat_intended)
         out["lat_actual"] = list(app.lat_actual)
