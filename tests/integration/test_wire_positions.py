@@ -8,6 +8,8 @@ With the model's defaults (docs/wire-models.md) a frame of a few hundred bytes i
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,6 @@ PLACES = {"a": (0.0, 0.0), "near": (60.0, 0.0), "mid": (0.0, -150.0), "far": (-1
 RADIO = {"model": "ieee80211p"}
 
 pytestmark = [
-    pytest.mark.root,
     pytest.mark.skipif(WIRE is None, reason="roughnet-wire is not built (make build)"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
@@ -72,6 +73,7 @@ def radio_segment() -> Link:
     return Link(index=0, hosts=HOSTS, forward=d, reverse=d, positions=positions)
 
 
+@pytest.mark.root
 def test_a_broadcast_reaches_the_near_hosts_and_not_the_far_one():
     port, group, n = 7420, "239.255.0.3", 100
     with Wired(HOSTS, radio_segment()) as w:
@@ -90,6 +92,7 @@ def test_a_broadcast_reaches_the_near_hosts_and_not_the_far_one():
     assert st["ports"][1]["downlink"]["drops"]["frame_error"] <= st["ports"][3]["uplink"]["packets_in"]
 
 
+@pytest.mark.root
 @pytest.mark.skipif(AGENT is None, reason="roughnet-agent is not built (make build)")
 def test_a_stream_from_a_scenario_reaches_near_and_not_far(tmp_path: Path):
     f = tmp_path / "wire-positions.toml"
@@ -112,3 +115,22 @@ def test_a_stream_from_a_scenario_reaches_near_and_not_far(tmp_path: Path):
     assert lc["ports"]["far"]["downlink"]["drops_frame_error"] >= 400, lc["ports"]["far"]
     assert lc["ports"]["far"]["downlink"]["tx_packets"] == 0, lc["ports"]["far"]
     assert lc["ports"]["near"]["downlink"]["tx_packets"] >= 398, lc["ports"]["near"]
+
+
+@pytest.mark.parametrize(
+    ("ports", "positions", "named"),
+    [
+        (3, [[{"x_m": 0, "y_m": 0}], [{"x_m": 1, "y_m": 0}]], "positions = 2 port positions"),
+        (3, [[{"x_m": 0, "y_m": 0}], [], [{"x_m": 1, "y_m": 0}]], "positions[1] = []"),
+        (2, [[{"x_m": 0, "y_m": 0}], [{"x_m": 1, "y": 0}]], "unknown field `y`"),
+    ],
+)
+def test_the_binary_refuses_bad_positions_with_exit_2_naming_the_key(ports: int, positions: list, named: str):
+    # No namespace, no root: the configuration is checked before any interface is opened.
+    where = [arg for i in range(ports) for arg in ("--port", f"rnnothere{i}")]
+    cfg = {"a_to_b": {"loss": RADIO}, "b_to_a": {"loss": RADIO}, "positions": positions}
+    out = subprocess.run([str(WIRE), *where, "--config", "-", "--seed", "1"], input=json.dumps(cfg),
+                         capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    line = json.loads(out.stdout.strip().splitlines()[-1])
+    assert line["type"] == "error" and line["kind"] == "config" and named in line["message"], line
