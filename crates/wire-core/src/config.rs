@@ -105,13 +105,32 @@ pub enum LossModel {
     /// IEEE 802.11p (DSRC, 5.9 GHz, 10 MHz channel) at 6 Mbit/s (QPSK rate 1/2): distance ->
     /// path loss -> SNR -> BER -> PER. See `loss::Ieee80211p` and docs/wire-models.md.
     Ieee80211p(Ieee80211pParams),
+    /// Loss probability from distance alone, a table: linear between its points, held before the
+    /// first and after the last (a measured or simulated range curve). `distance_m`: the distance when
+    /// the link has neither positions nor a distance trace (default 0 m).
+    DistanceTable {
+        points: Vec<DistanceLoss>,
+        #[serde(default)]
+        distance_m: f64,
+    },
+}
+
+/// A point of a `distance_table` loss model: at `distance_m`, frames are lost with probability `p`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DistanceLoss {
+    pub distance_m: f64,
+    pub p: f64,
 }
 
 impl LossModel {
     /// Whether the model's loss depends on the distance between sender and receiver (on a segment
     /// with positions it is then drawn per pair, not in the uplink or downlink).
     pub fn is_distance_based(&self) -> bool {
-        matches!(self, LossModel::Ieee80211p(_))
+        matches!(
+            self,
+            LossModel::Ieee80211p(_) | LossModel::DistanceTable { .. }
+        )
     }
 }
 
@@ -375,6 +394,39 @@ impl DirectionConfig {
                 }
             }
             LossModel::SizeDependent { ber } => prob("loss.ber", *ber)?,
+            LossModel::DistanceTable { points, distance_m } => {
+                if points.is_empty() {
+                    return Err(ConfigError::invalid(
+                        &f("loss.points"),
+                        "[]",
+                        "at least one point {distance_m, p}",
+                    ));
+                }
+                for (i, pt) in points.iter().enumerate() {
+                    if !pt.distance_m.is_finite() || pt.distance_m < 0.0 {
+                        return Err(ConfigError::invalid(
+                            &f(&format!("loss.points[{i}].distance_m")),
+                            pt.distance_m,
+                            "a finite distance >= 0 m",
+                        ));
+                    }
+                    if i > 0 && pt.distance_m < points[i - 1].distance_m {
+                        return Err(ConfigError::invalid(
+                            &f(&format!("loss.points[{i}].distance_m")),
+                            pt.distance_m,
+                            "non-decreasing distances",
+                        ));
+                    }
+                    prob(&format!("loss.points[{i}].p"), pt.p)?;
+                }
+                if !distance_m.is_finite() || *distance_m < 0.0 {
+                    return Err(ConfigError::invalid(
+                        &f("loss.distance_m"),
+                        distance_m,
+                        "a finite distance >= 0 m",
+                    ));
+                }
+            }
             LossModel::Ieee80211p(p) => {
                 let pos = [
                     ("distance_m", p.distance_m, true),

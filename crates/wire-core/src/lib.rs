@@ -52,12 +52,12 @@ use std::collections::BinaryHeap;
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    ConfigError, DeliveryTrace, DirectionConfig, DistancePoint, HalfDuplex, Ieee80211pParams,
-    JitterDist, LinkConfig, LossModel, PositionPoint, ScheduledChange, DEFAULT_QUEUE_PACKETS,
-    ETHERNET_HEADER_BYTES, HELD_LIMIT_PACKETS, MAHIMAHI_OPPORTUNITY_BYTES,
+    ConfigError, DeliveryTrace, DirectionConfig, DistanceLoss, DistancePoint, HalfDuplex,
+    Ieee80211pParams, JitterDist, LinkConfig, LossModel, PositionPoint, ScheduledChange,
+    DEFAULT_QUEUE_PACKETS, ETHERNET_HEADER_BYTES, HELD_LIMIT_PACKETS, MAHIMAHI_OPPORTUNITY_BYTES,
 };
 pub use direction::serialisation_ns;
-pub use loss::{ieee80211p_per, path_loss_db, per_from_ber, qpsk_ber, snr_db};
+pub use loss::{ieee80211p_per, path_loss_db, per_from_ber, qpsk_ber, snr_db, table_loss};
 pub use profiles::{profile, PROFILES};
 pub use segment::{
     forwarding, parse_mac, Delivery, ForwardCounts, Mac, PortStats, Segment, SegmentStats,

@@ -9,7 +9,7 @@
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::{Ieee80211pParams, LossModel};
+use crate::config::{DistanceLoss, Ieee80211pParams, LossModel};
 use crate::stats::DropReason;
 
 /// Boltzmann's constant times 290 K, as a noise power density: -174 dBm/Hz (ITU-R P.372).
@@ -130,8 +130,48 @@ impl LossState {
             LossModel::Ieee80211p(params) => {
                 ieee80211p_draw(params, rng, len, distance_m.unwrap_or(params.distance_m))
             }
+            LossModel::DistanceTable {
+                points,
+                distance_m: fixed,
+            } => {
+                let p = table_loss(points, distance_m.unwrap_or(*fixed));
+                (rng.gen::<f64>() < p).then_some(DropReason::Loss)
+            }
         }
     }
+}
+
+/// A distance-based model's decision for one frame of `len` bytes at `d` metres (None for a model that
+/// is not distance-based: it never drops here). Used for a segment's per-pair decisions.
+pub(crate) fn distance_draw(
+    model: &LossModel,
+    rng: &mut ChaCha8Rng,
+    len: usize,
+    d: f64,
+) -> Option<DropReason> {
+    match model {
+        LossModel::Ieee80211p(params) => ieee80211p_draw(params, rng, len, d),
+        LossModel::DistanceTable { points, .. } => {
+            (rng.gen::<f64>() < table_loss(points, d)).then_some(DropReason::Loss)
+        }
+        _ => None,
+    }
+}
+
+/// Loss probability of a `distance_table` at `d` metres: linear between points, held outside them.
+pub fn table_loss(points: &[DistanceLoss], d: f64) -> f64 {
+    let Some(first) = points.first() else {
+        return 0.0;
+    };
+    if d <= first.distance_m {
+        return first.p;
+    }
+    let i = points.partition_point(|p| p.distance_m <= d);
+    if i >= points.len() {
+        return points[points.len() - 1].p;
+    }
+    let (a, b) = (points[i - 1], points[i]);
+    a.p + (d - a.distance_m) / (b.distance_m - a.distance_m) * (b.p - a.p)
 }
 
 /// One 802.11p frame of `len` bytes at `d` metres: a shadowing draw (if any), then the loss draw.
@@ -257,6 +297,34 @@ mod tests {
         // Free-space loss at 1 m and 5.9 GHz is 47.86 dB (20 log10(4 pi f / c)).
         let fs = 20.0 * (4.0 * std::f64::consts::PI * 5.9e9 / 299_792_458.0f64).log10();
         assert!((fs - p.ref_loss_db).abs() < 0.01, "{fs}");
+    }
+
+    #[test]
+    fn distance_table_interpolates_and_holds() {
+        let pts = [
+            DistanceLoss {
+                distance_m: 100.0,
+                p: 0.0,
+            },
+            DistanceLoss {
+                distance_m: 300.0,
+                p: 0.5,
+            },
+            DistanceLoss {
+                distance_m: 300.0,
+                p: 0.8,
+            },
+            DistanceLoss {
+                distance_m: 500.0,
+                p: 1.0,
+            },
+        ];
+        assert_eq!(table_loss(&pts, 0.0), 0.0);
+        assert_eq!(table_loss(&pts, 200.0), 0.25);
+        // A step: two points at one distance, the later one holds from there on.
+        assert_eq!(table_loss(&pts, 300.0), 0.8);
+        assert!((table_loss(&pts, 400.0) - 0.9).abs() < 1e-12);
+        assert_eq!(table_loss(&pts, 9000.0), 1.0);
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! transmit on ONE medium (one transmitter at a time, a turnaround whenever the transmitter changes, at
 //! the uplink's `rate_bps`); the downlinks then only add their own impairments.
 //!
-//! Per-pair links (`positions`): with a position per port, a distance-based loss model (`ieee80211p`)
+//! Per-pair links (`positions`): with a position per port, a distance-based loss model (`ieee80211p`,
+//! `distance_table`)
 //! is no longer drawn in the uplink or downlink but once per copy, between the medium and the
 //! receiver's downlink, at the distance between sender and receiver when the frame was sent (a
 //! flooded frame's copies each draw their own). The uplink's model is used (the transmitter's radio),
@@ -29,10 +30,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::config::{ConfigError, LinkConfig, LossModel, ETHERNET_HEADER_BYTES};
+use crate::config::{ConfigError, LinkConfig, ETHERNET_HEADER_BYTES};
 use crate::direction::Direction;
 use crate::halfduplex::Medium;
-use crate::loss::ieee80211p_draw;
+use crate::loss::distance_draw;
 use crate::pipeline::{self, Hop};
 use crate::positions::{self, distance_between};
 use crate::schedule::{distance_at, Schedule};
@@ -284,11 +285,14 @@ impl Segment {
         self.fwd.copies += 1;
         let start = self.start_ns();
         let per_pair = !self.cfg.positions.is_empty();
-        if per_pair && self.pair_lost(src, sent.saturating_sub(start), port, frame.len()) {
+        let lost = per_pair
+            .then(|| self.pair_lost(src, sent.saturating_sub(start), port, frame.len()))
+            .flatten();
+        if let Some(reason) = lost {
             let d = &mut self.down[port];
             d.stats.packets_in += 1;
             d.stats.bytes_in += frame.len() as u64;
-            d.stats.drops.add(DropReason::FrameError);
+            d.stats.drops.add(reason);
             return;
         }
         let distance = distance_at(&self.cfg.distance_trace, t.saturating_sub(start));
@@ -314,17 +318,17 @@ impl Segment {
 
     /// The per-pair decision for a copy of `len` bytes from `src` to `dst`, sent at `rel_ns` after the
     /// start: the uplink's distance-based model (else the downlink's) at the distance between the two
-    /// ports then, drawn from `dst`'s stream. No distance-based model: never lost here.
-    fn pair_lost(&mut self, src: usize, rel_ns: u64, dst: usize, len: usize) -> bool {
-        let params = match (&self.up[src].cfg.loss, &self.down[dst].cfg.loss) {
-            (LossModel::Ieee80211p(p), _) | (_, LossModel::Ieee80211p(p)) => p,
-            _ => return false,
-        };
+    /// ports then, drawn from `dst`'s stream; Some(reason) if the copy is lost. No distance-based model:
+    /// never lost here.
+    fn pair_lost(&mut self, src: usize, rel_ns: u64, dst: usize, len: usize) -> Option<DropReason> {
+        let (up, down) = (&self.up[src].cfg.loss, &self.down[dst].cfg.loss);
+        let model = if up.is_distance_based() { up } else { down };
+        if !model.is_distance_based() {
+            return None;
+        }
         let pos = &self.cfg.positions;
-        let Some(d) = distance_between(&pos[src], &pos[dst], rel_ns) else {
-            return false;
-        };
-        ieee80211p_draw(params, &mut self.radio[dst], len, d).is_some()
+        let d = distance_between(&pos[src], &pos[dst], rel_ns)?;
+        distance_draw(model, &mut self.radio[dst], len, d)
     }
 
     /// Frames due at or before `now_ns`, in departure order, appended to `out` as (destination port,

@@ -333,3 +333,44 @@ fn bad_positions_are_refused_naming_the_key() {
         .unwrap()
         .contains("positions"));
 }
+
+#[test]
+fn a_distance_table_is_a_per_pair_model_too() {
+    // No loss up to 100 m, 100 % from 400 m, linear between: 50 % at 250 m.
+    let table = LossModel::DistanceTable {
+        points: vec![
+            DistanceLoss {
+                distance_m: 100.0,
+                p: 0.0,
+            },
+            DistanceLoss {
+                distance_m: 400.0,
+                p: 1.0,
+            },
+        ],
+        distance_m: 0.0,
+    };
+    let mut c = cfg(vec![
+        fixed(0.0, 0.0),
+        fixed(0.0, 90.0),
+        fixed(150.0, 200.0),
+        fixed(500.0, 0.0),
+    ]);
+    c.a_to_b.loss = table.clone();
+    c.b_to_a.loss = table;
+    let mut s = Segment::new(c, 8, macs(4)).unwrap();
+    let n = 10_000u64;
+    for i in 0..n {
+        s.ingress(i * MS, 0, eth(BROADCAST, 0, i, 100));
+    }
+    let got = received(&drain_seg(&mut s), 4);
+    assert_eq!(got[1].len() as u64, n);
+    assert!(got[3].is_empty());
+    let (lo, hi) = binomial_999(n, 0.5);
+    assert!(
+        (lo..=hi).contains(&(got[2].len() as f64)),
+        "250 m: {}",
+        got[2].len()
+    );
+    assert_eq!(s.stats().ports[3].downlink.drops.loss, n);
+}
