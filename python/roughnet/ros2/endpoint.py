@@ -11,10 +11,15 @@ JSON line.  SIGTERM/SIGINT: print the result so far (``end_reason`` ``signal``) 
 ROS 2 names under the run's topic (``roughnet/0123ab`` -> ``/roughnet/r0123ab``, the naming of the
 dds driver's ROS 2 mode): ``<base>/data`` (stream), ``<base>/ping`` (requests), ``<base>/pong/<key>``
 (each ponger's replies; ``<key>`` is its listen address as a legal token, ``a198_18_0_2_5201``),
-``<base>/ready`` (``std_msgs/msg/String``, reliable, transient local: a receiver or ponger publishes
-its listen address once it matched the sender's writer, and a sender starts when every peer did;
-a peer that is not roughnet never does, so after 2 s with every reader matched the sender goes
-ahead).  Messages are ``std_msgs/msg/UInt8MultiArray`` (roughnet.ros2.wire says why).
+``<base>/ready``.  Messages are ``std_msgs/msg/UInt8MultiArray`` (roughnet.ros2.wire says why).
+
+Handshake (the dds driver's, so that the agent in its ROS 2 mode and this endpoint wait for each
+other): a volatile reader drops what arrives before it matched the writer, so a receiver (ponger)
+publishes on ``<base>/ready`` (reliable, keep last 1, transient local) the GUIDs of the writers its
+subscription matched, 16 bytes each, sorted, as the ``data`` of a UInt8MultiArray, again whenever
+that set changes; a sender (pinger) sends nothing before every peer's list holds its writer's GUID.
+A peer that is not roughnet never lists anything: after 2 s with every reader matched the sender
+goes ahead on matching alone.
 
 Environment (set here, before rclpy starts the middleware): ``FASTDDS_BUILTIN_TRANSPORTS=UDPv4``
 (Fast DDS's shared-memory transport would carry traffic between namespaces of one machine past the
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import signal
@@ -45,9 +51,19 @@ KEYS = {"v", "role", "protocol", "pattern", "listen", "peers", "payload_bytes", 
         "report_interval_ms", "seed", "options", "broker", "topic", "trace_path"}  # fmt: skip
 DEFAULT_TOPIC = "roughnet"
 END_COPIES, END_GAP_S = 5, 0.010
+#: A reliable sender waits for the acknowledgement of everything it sent until the run's timeout, but at least
+#: this long: Fast DDS repairs a loss after its next heartbeat (about 3 s here), and a lost heartbeat or
+#: ACKNACK costs another; with a fixed 5 s, a 5 % lossy link once left the last 60 of 300 messages unrepaired.
 ACK_WAIT_S = 5.0
-HANDSHAKE_GRACE_S = 2.0
+ACK_POLL_S = 0.1
+#: How long a sender whose readers all matched waits for their lists (the agent waits 2 s): over a lossy
+#: link Fast DDS announces the new ready writer late (seen: more than 2 s at 5 % loss).
+HANDSHAKE_GRACE_S = 5.0
 SPIN_S = 0.05
+GUID_BYTES = 16
+#: How often a receiver looks at the writers it matched (a ROS graph query).
+ANNOUNCE_EVERY_NS = 20_000_000
+log = logging.getLogger("roughnet.ros2.endpoint")
 _ADDR = re.compile(r"^(\d{1,3}(?:\.\d{1,3}){3}):(\d{1,5})$")
 
 
@@ -208,10 +224,10 @@ class Node:
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
         from rclpy.signals import SignalHandlerOptions
-        from std_msgs.msg import String, UInt8MultiArray
+        from std_msgs.msg import UInt8MultiArray
 
         self.rclpy = rclpy
-        self.String, self.Bytes = String, UInt8MultiArray
+        self.Bytes = UInt8MultiArray
         self.context = rclpy.Context()
         rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
         name = f"roughnet_{cfg['role']}_{os.getpid()}"
@@ -219,7 +235,7 @@ class Node:
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.qos = qosmod.to_rclpy(cfg["qos"])
-        self.ready_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=64, reliability=ReliabilityPolicy.RELIABLE,
+        self.ready_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.reliable = cfg["qos"].reliable
 
@@ -269,43 +285,97 @@ def sleep_until(node: Node | None, t_ns: int) -> None:
             time.sleep((left - 200_000) / 1e9)
 
 
-def _ready_listener(node: Node, seen: set[str]):
-    def cb(msg) -> None:
-        seen.add(msg.data)
-    return node.node.create_subscription(node.String, _ready_topic(node), cb, node.ready_qos)
-
-
 def _ready_topic(node: Node) -> str:
     return node.base + "/ready"
 
 
-def await_peers(node: Node, cfg: dict[str, Any], matched, seen: set[str], deadline_ns: int) -> None:
-    """Until ``matched()`` (every reader of ours matched) and every peer confirmed on the ready topic;
+class ReadyLists:
+    """The sender's side of the handshake: the lists of matched writers each peer published."""
+
+    def __init__(self, node: Node) -> None:
+        self.lists: dict[str, bytes] = {}
+
+        def cb(raw: bytes, info) -> None:
+            data = wire.from_cdr(raw)
+            if data is not None:
+                self.lists[repr(info.get("publisher_gid"))] = bytes(data)
+        self.sub = node.node.create_subscription(node.Bytes, _ready_topic(node), cb, node.ready_qos, raw=True)
+
+    def confirming(self, guid: bytes) -> int:
+        return sum(any(lst[i:i + GUID_BYTES] == guid for i in range(0, len(lst) - GUID_BYTES + 1, GUID_BYTES))
+                   for lst in self.lists.values())
+
+
+class ReadyAnnouncer:
+    """The receiver's side: publishes the GUIDs of the writers ``sub`` matched, whenever they change."""
+
+    def __init__(self, node: Node, topic: str, sub) -> None:
+        self.node, self.topic, self.sub = node, topic, sub
+        self.pub = node.node.create_publisher(node.Bytes, _ready_topic(node), node.ready_qos)
+        self.announced: bytes | None = None
+        self.next_ns = 0
+
+    def update(self, t: int, also=lambda: True) -> None:
+        if t < self.next_ns:
+            return
+        self.next_ns = t + ANNOUNCE_EVERY_NS
+        writers = self.node.node.get_publishers_info_by_topic(self.topic)
+        if not writers or self.sub.get_publisher_count() < len(writers) or not also():
+            return  # some writer the graph knows is not matched yet
+        guids = b"".join(sorted(bytes(w.endpoint_gid[:GUID_BYTES]) for w in writers))
+        if guids != self.announced:
+            log.info("matched %d writer(s) of %s: %s", len(writers), self.topic,
+                     " ".join(guids[i:i + GUID_BYTES].hex() for i in range(0, len(guids), GUID_BYTES)))
+            self.pub.publish(wire.to_cdr(guids))
+            self.announced = guids
+
+
+def own_guid(node: Node, topic: str) -> bytes | None:
+    """The GUID of this node's writer on ``topic`` (as the ROS graph lists it)."""
+    me = node.node.get_name()
+    for w in node.node.get_publishers_info_by_topic(topic):
+        if w.node_name == me:
+            return bytes(w.endpoint_gid[:GUID_BYTES])
+    return None
+
+
+def await_peers(node: Node, cfg: dict[str, Any], topic: str, matched, ready: ReadyLists, deadline_ns: int) -> None:
+    """Until ``matched()`` (every reader of ours matched) and every peer listed our writer on ``topic``;
     2 s after the match without every confirmation (peers that are not roughnet) go ahead."""
     peers = len(cfg["peers"])
     matched_at = None
+    seen = 0
+    guid = None
     while not _stop:
         t = now_ns()
+        guid = guid or own_guid(node, topic)
         if matched():
             matched_at = matched_at or t
-            if len(seen) >= peers or t - matched_at > HANDSHAKE_GRACE_S * 1e9:
+            seen = ready.confirming(guid) if guid else 0
+            if seen >= peers or t - matched_at > HANDSHAKE_GRACE_S * 1e9:
+                late = " (no list from the others in time: not roughnet, or late); going ahead"
+                log.info("%d of %d peers confirmed %s%s", seen, peers, topic, "" if seen >= peers else late)
                 return
         if t > deadline_ns:
-            raise IoError(f"waiting for the {peers} peer(s) of {node.base} to match and confirm "
-                          f"({len(seen)} confirmed) until timeout_ms")
+            raise IoError(f"waiting for the {peers} peer(s) of {topic} to match and confirm "
+                          f"({seen} confirmed) until timeout_ms")
         node.spin(SPIN_S)
 
 
-def send_end(node: Node, pub, cfg: dict[str, Any], seq: int) -> None:
+def send_end(node: Node, pub, seq: int, deadline_ns: int) -> None:
     """The end marker (``seq`` = messages sent before it): once and wait for acknowledgements when
-    reliable, else END_COPIES copies END_GAP_S apart."""
+    reliable (until ``deadline_ns``, at least ACK_WAIT_S, or a signal), else END_COPIES copies END_GAP_S
+    apart."""
     from rclpy.duration import Duration
 
     t = now_ns()
     raw = wire.to_cdr(wire.message(wire.FLAG_END, seq, t, t, wire.HEADER_LEN))
     if node.reliable:
         pub.publish(raw)
-        pub.wait_for_all_acked(Duration(seconds=ACK_WAIT_S))
+        until = max(deadline_ns, t + int(ACK_WAIT_S * 1e9))
+        while not _stop and now_ns() < until:
+            if pub.wait_for_all_acked(Duration(nanoseconds=int(ACK_POLL_S * 1e9))):
+                break
     else:
         for i in range(END_COPIES):
             pub.publish(raw)
@@ -317,10 +387,10 @@ def send_end(node: Node, pub, cfg: dict[str, Any], seq: int) -> None:
 
 def run_sender(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
     deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
-    pub = node.node.create_publisher(node.Bytes, node.base + "/data", node.qos)
-    seen: set[str] = set()
-    _keep = _ready_listener(node, seen)  # noqa: F841
-    await_peers(node, cfg, lambda: pub.get_subscription_count() >= len(cfg["peers"]), seen, deadline)
+    topic = node.base + "/data"
+    pub = node.node.create_publisher(node.Bytes, topic, node.qos)
+    ready = ReadyLists(node)
+    await_peers(node, cfg, topic, lambda: pub.get_subscription_count() >= len(cfg["peers"]), ready, deadline)
     size, warmup = cfg["payload_bytes"], cfg["warmup"]
     rate = cfg.get("rate_msgs_per_s")
     period_ns = int(1e9 / rate) if rate else 0
@@ -366,7 +436,7 @@ def run_sender(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
         iv.tick(prev_return)
         seq += 1
     t_end = now_ns()
-    send_end(node, pub, cfg, seq)
+    send_end(node, pub, seq, deadline)
     finish_s = (now_ns() - t_end) / 1e9
     dur = (last - first) / 1e9 if first is not None and last is not None and last > first else 0.0
     return {"type": "result", "role": "sender", "pattern": "stream", "protocol": "ros2", "end_reason": end_reason,
@@ -415,20 +485,16 @@ def run_receiver(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
         iv.add(len(data))
 
     sub = node.node.create_subscription(node.Bytes, node.base + "/data", cb, node.qos, raw=True)
-    ready_pub = node.node.create_publisher(node.String, _ready_topic(node), node.ready_qos)
+    announcer = ReadyAnnouncer(node, node.base + "/data", sub)
     emit({"type": "ready", "role": "receiver", "listen": cfg["listen"]})
     deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
-    confirmed = 0
     end_reason = "timeout"
     while True:
         t = now_ns()
         if _stop:
             end_reason = "signal"
             break
-        n_pub = sub.get_publisher_count()
-        if n_pub > confirmed:
-            confirmed = n_pub
-            ready_pub.publish(node.String(data=cfg["listen"]))
+        announcer.update(t)
         exp = st["expected"]
         if exp is not None and st["received"] >= exp:
             end_reason = "complete"
@@ -459,8 +525,7 @@ def run_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
     deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
     peers = cfg["peers"]
     pub = node.node.create_publisher(node.Bytes, node.base + "/ping", node.qos)
-    seen: set[str] = set()
-    _keep = _ready_listener(node, seen)  # noqa: F841
+    ready = ReadyLists(node)
     st = {"received": 0, "dup": 0, "reord": 0, "bad": 0}
     got: dict[int, set[int]] = {}  # seq -> peers that replied
     maxseq = [-1] * len(peers)
@@ -498,8 +563,8 @@ def run_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
 
     subs = [node.node.create_subscription(node.Bytes, f"{node.base}/pong/{addr_token(p)}", on_reply(k), node.qos,
                                           raw=True) for k, p in enumerate(peers)]  # fmt: skip
-    await_peers(node, cfg, lambda: pub.get_subscription_count() >= len(peers)
-                and all(s.get_publisher_count() >= 1 for s in subs), seen, deadline)
+    await_peers(node, cfg, node.base + "/ping", lambda: pub.get_subscription_count() >= len(peers)
+                and all(s.get_publisher_count() >= 1 for s in subs), ready, deadline)
     interval = cfg["interval_ns"]
     reply_ns = cfg["reply_timeout_ms"] * 1_000_000
     sched = wire.Schedule()
@@ -535,7 +600,7 @@ def run_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
     until = now_ns() + reply_ns
     while not _stop and now_ns() < until and any(len(got.get(s, ())) < len(peers) for s in range(warmup, total)):
         node.spin(min(SPIN_S, (until - now_ns()) / 1e9))
-    send_end(node, pub, cfg, total)
+    send_end(node, pub, total, deadline)
     return {"type": "result", "role": "pinger", "pattern": pattern, "protocol": "ros2", "end_reason": end_reason,
             "peers": len(peers), "sent": sent, "warmup_sent": min(warmup, total), "received": st["received"],
             "lost": max(0, sent * len(peers) - st["received"]), "duplicates": st["dup"], "reordered": st["reord"],
@@ -571,10 +636,9 @@ def run_ponger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
             st["bytes"] += len(data)
 
     sub = node.node.create_subscription(node.Bytes, node.base + "/ping", cb, node.qos, raw=True)
-    ready_pub = node.node.create_publisher(node.String, _ready_topic(node), node.ready_qos)
+    announcer = ReadyAnnouncer(node, node.base + "/ping", sub)
     emit({"type": "ready", "role": "ponger", "listen": cfg["listen"]})
     deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
-    confirmed = False
     end_reason = "timeout"
     while True:
         if _stop:
@@ -583,9 +647,7 @@ def run_ponger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
         if st["end"]:
             end_reason = "end_marker"
             break
-        if not confirmed and sub.get_publisher_count() >= 1 and pong.get_subscription_count() >= 1:
-            confirmed = True
-            ready_pub.publish(node.String(data=cfg["listen"]))
+        announcer.update(now_ns(), lambda: pong.get_subscription_count() >= 1)
         if now_ns() >= deadline:
             break
         node.spin(SPIN_S)
@@ -602,6 +664,7 @@ ROLE_RUN = {"sender": run_sender, "receiver": run_receiver, "pinger": run_pinger
 
 
 def run(cfg: dict[str, Any]) -> int:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     node = Node(cfg)

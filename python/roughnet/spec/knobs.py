@@ -147,7 +147,8 @@ class DdsKnobs(Knobs):
     multicast: kinds.boolean().type() = field(
         "Use multicast discovery and data (default false: unicast peers from the topology's addresses).", None)
     ros2: kinds.boolean().type() = field(
-        "ROS 2 naming: topic `rt/<name>`, type `<pkg>::msg::dds_::<Type>_` (default false).", None)
+        "ROS 2 mode: topic `rt/<name>`, type `std_msgs/msg/UInt8MultiArray` (`std_msgs::msg::dds_::UInt8MultiArray_`), "
+        "legal ROS 2 names, so rclpy nodes (protocol ros2) talk to it (default false).", None)
     domain_id: kinds.integer(0, 232, "an integer from 0 to 232").type() = field("DDS domain id (default 0).", None)
     batch: _dds_batch().type() = field(
         "Writer batching: " + _DDS_BATCH_EXPECTED + "; default 0 B (off). On, the data writers use Cyclone's "

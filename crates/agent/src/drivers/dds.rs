@@ -7,9 +7,10 @@
 //! the first messages.  The C calls themselves are wrapped in `dds/ffi.rs`.
 //!
 //! Type: one IDL struct `struct Bytes { sequence<octet> data; }` (type name
-//! `roughnet::Bytes`, or in ROS 2 naming mode `roughnet_msgs::msg::dds_::Bytes_`,
-//! i.e. the ROS 2 message `roughnet_msgs/msg/Bytes` with `uint8[] data`); the
-//! message (32-byte header + filler) is `data`.  Python's `cyclonedds` declares
+//! `roughnet::Bytes`, or in ROS 2 naming mode the standard ROS 2 message
+//! `std_msgs/msg/UInt8MultiArray`, type name `std_msgs::msg::dds_::UInt8MultiArray_`,
+//! with an empty `layout`, so that any ROS 2 node reads it without building a package);
+//! the message (32-byte header + filler) is `data`.  Python's `cyclonedds` declares
 //! the same type as `class Bytes(IdlStruct, typename="roughnet::Bytes"): data: sequence[uint8]`.
 //!
 //! Topics under the run's base name (`topic`, default `roughnet`; ROS 2 mode:
@@ -142,24 +143,31 @@ pub fn ros2_topic(topic: &str) -> String {
 
 pub fn type_name(ros2: bool) -> &'static str {
     if ros2 {
-        "roughnet_msgs::msg::dds_::Bytes_"
+        "std_msgs::msg::dds_::UInt8MultiArray_"
     } else {
         "roughnet::Bytes"
     }
 }
 
-/// A topic-name chunk naming an address (`198.18.0.2:5201` -> `198.18.0.2_5201`).
-fn addr_key(a: &SocketAddr) -> String {
-    a.to_string()
+/// A topic-name chunk naming an address (`198.18.0.2:5201` -> `198.18.0.2_5201`; ROS 2 mode, a legal
+/// ROS 2 name token: `a198_18_0_2_5201`, as roughnet's rclpy endpoint names it, python/roughnet/ros2).
+fn addr_key(a: &SocketAddr, ros2: bool) -> String {
+    let key: String = a
+        .to_string()
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
+            if c.is_ascii_alphanumeric() || (c == '.' && !ros2) {
                 c
             } else {
                 '_'
             }
         })
-        .collect()
+        .collect();
+    if ros2 {
+        format!("a{key}")
+    } else {
+        key
+    }
 }
 
 /// The local address the kernel would use towards `peer` (no packet is sent).
@@ -321,7 +329,7 @@ impl Dds {
             .map(|d| format!("{d}/cdds-{}.log", std::process::id()));
         let xml = cyclone_xml(iface, &peers, self.multicast, self.batch, trace.as_deref());
         tracing::debug!(%xml, domain = self.domain_id, "creating the Cyclone DDS domain");
-        Domain::new(self.domain_id, &xml, type_name(self.ros2))
+        Domain::new(self.domain_id, &xml, type_name(self.ros2), self.ros2)
     }
 
     fn topic(&self, what: &str) -> String {
@@ -492,7 +500,7 @@ impl Driver for Dds {
             .iter()
             .map(|p| {
                 dom.reader(
-                    &self.topic(&format!("pong/{}", addr_key(p))),
+                    &self.topic(&format!("pong/{}", addr_key(p, self.ros2))),
                     &self.data_qos(),
                     size,
                 )
@@ -540,7 +548,7 @@ impl Driver for Dds {
             cfg.max_message_bytes(),
         )?;
         let writer = dom.writer(
-            &self.topic(&format!("pong/{}", addr_key(&listen))),
+            &self.topic(&format!("pong/{}", addr_key(&listen, self.ros2))),
             &self.data_qos(),
         )?;
         let announcer = ReadyAnnouncer::new(&dom, &self.base)?;
@@ -746,7 +754,10 @@ mod tests {
     fn ros2_names_are_valid_ros_names() {
         assert_eq!(ros2_topic("roughnet/0123ab"), "rt/roughnet/r0123ab");
         assert_eq!(ros2_topic("/a-b/c"), "rt/a_b/c");
-        assert_eq!(type_name(true), "roughnet_msgs::msg::dds_::Bytes_");
+        assert_eq!(type_name(true), "std_msgs::msg::dds_::UInt8MultiArray_");
+        let a: SocketAddr = "127.0.0.1:5201".parse().unwrap();
+        assert_eq!(addr_key(&a, false), "127.0.0.1_5201");
+        assert_eq!(addr_key(&a, true), "a127_0_0_1_5201");
     }
 
     fn dds(options: serde_json::Value) -> Result<Dds, ConfigError> {

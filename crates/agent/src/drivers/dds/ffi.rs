@@ -29,9 +29,18 @@ const TAKE_BATCH: usize = 32;
 const SAMPLE_INITIAL_BYTES: usize = 64 * 1024;
 /// A writer blocked on a full history re-checks signals and the run's give-up time this often.
 const MAX_BLOCKING_NS: i64 = 50_000_000;
-/// Marshalling ops of `struct Bytes { sequence<octet> data; }`:
-/// DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_1BY, offset 0, DDS_OP_RTS.
-static OPS: [u32; 3] = [0x0100_0000 | (0x07 << 16) | (0x01 << 8), 0, 0];
+/// DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_1BY (a `sequence<octet>`), DDS_OP_ADR | DDS_OP_TYPE_4BY.
+const OP_OCTET_SEQ: u32 = 0x0100_0000 | (0x07 << 16) | (0x01 << 8);
+const OP_U32: u32 = 0x0100_0000 | (0x03 << 16);
+/// Offset of `Sample::data`.
+const DATA_OFFSET: u32 = std::mem::offset_of!(Sample, data) as u32;
+/// Marshalling ops of `struct Bytes { sequence<octet> data; }`: `data` only, then DDS_OP_RTS.
+static OPS: [u32; 3] = [OP_OCTET_SEQ, DATA_OFFSET, 0];
+/// ROS 2 mode, `std_msgs/msg/UInt8MultiArray` (`MultiArrayLayout layout; uint8[] data`) with an
+/// empty layout: `layout.dim`'s length (a `sequence<MultiArrayDimension>`, always 0 here, so one u32
+/// on the wire), `layout.data_offset`, `data`.  A peer's array with dimensions does not decode into
+/// this (its data then fails the header check: `bad_messages`).
+static OPS_ROS2: [u32; 7] = [OP_U32, 0, OP_U32, 4, OP_OCTET_SEQ, DATA_OFFSET, 0];
 
 /// The C layout of `sequence<octet>` (dds_sequence_t).
 #[repr(C)]
@@ -40,6 +49,30 @@ struct OctetSeq {
     length: u32,
     buffer: *mut u8,
     release: bool,
+}
+
+/// The C layout of a sample of either type: the two u32 are marshalled only in ROS 2 mode
+/// (`OPS_ROS2`) and always written as 0.
+#[repr(C)]
+struct Sample {
+    dims: u32,
+    data_offset: u32,
+    data: OctetSeq,
+}
+
+impl Sample {
+    fn new(maximum: u32, buffer: *mut u8, release: bool) -> Sample {
+        Sample {
+            dims: 0,
+            data_offset: 0,
+            data: OctetSeq {
+                maximum,
+                length: 0,
+                buffer,
+                release,
+            },
+        }
+    }
 }
 
 fn err(what: impl Into<String>, rc: i32) -> DriverError {
@@ -70,7 +103,8 @@ fn cstring(s: &str) -> CString {
     CString::new(s.replace('\0', "")).expect("NULs removed")
 }
 
-/// One DDS domain (configured from XML) with one participant and the Bytes type.
+/// One DDS domain (configured from XML) with one participant and the Bytes type (ROS 2 mode:
+/// `std_msgs/msg/UInt8MultiArray`).
 pub struct Domain {
     domain: dds_entity_t,
     participant: dds_entity_t,
@@ -79,7 +113,8 @@ pub struct Domain {
 }
 
 impl Domain {
-    pub fn new(id: u32, xml: &str, type_name: &str) -> Result<Domain, DriverError> {
+    pub fn new(id: u32, xml: &str, type_name: &str, ros2: bool) -> Result<Domain, DriverError> {
+        let ops: &'static [u32] = if ros2 { &OPS_ROS2 } else { &OPS };
         let cxml = cstring(xml);
         let tn = cstring(type_name);
         // SAFETY: valid C strings; entities are checked.
@@ -91,14 +126,14 @@ impl Domain {
                 return Err(err("dds_create_participant", participant));
             }
             let descriptor = Box::new(dds_topic_descriptor_t {
-                m_size: std::mem::size_of::<OctetSeq>() as u32,
-                m_align: std::mem::align_of::<OctetSeq>() as u32,
+                m_size: std::mem::size_of::<Sample>() as u32,
+                m_align: std::mem::align_of::<Sample>() as u32,
                 m_flagset: 0,
                 m_nkeys: 0,
                 m_typename: tn.as_ptr(),
                 m_keys: ptr::null(),
-                m_nops: OPS.len() as u32,
-                m_ops: OPS.as_ptr(),
+                m_nops: ops.len() as u32,
+                m_ops: ops.as_ptr(),
                 m_meta: c"".as_ptr(),
                 // No XTypes type information: peers match on the type name.
                 type_information: std::mem::zeroed(),
@@ -143,12 +178,7 @@ impl Domain {
             stamp_from_header: false,
             realtime_minus_monotonic,
             topic: topic.into(),
-            sample: OctetSeq {
-                maximum: 0,
-                length: 0,
-                buffer: ptr::null_mut(),
-                release: false,
-            },
+            sample: Sample::new(0, ptr::null_mut(), false),
         })
     }
 
@@ -178,17 +208,12 @@ impl Domain {
                         msg: format!("cannot allocate a {cap}-byte sample"),
                     });
                 }
-                samples.push(OctetSeq {
-                    maximum: cap as u32,
-                    length: 0,
-                    buffer,
-                    release: true,
-                });
+                samples.push(Sample::new(cap as u32, buffer, true));
             }
             let mut samples = samples.into_boxed_slice();
             let ptrs = samples
                 .iter_mut()
-                .map(|s| s as *mut OctetSeq as *mut c_void)
+                .map(|s| s as *mut Sample as *mut c_void)
                 .collect::<Vec<_>>()
                 .into_boxed_slice();
             Ok(Reader {
@@ -293,7 +318,7 @@ pub struct Writer {
     /// timestamp is its header's actual send time plus this, so a write reads no clock.
     realtime_minus_monotonic: i64,
     topic: String,
-    sample: OctetSeq,
+    sample: Sample,
 }
 
 impl Writer {
@@ -309,17 +334,17 @@ impl Writer {
     /// timestamps to `dds_write_ts`).
     #[inline]
     pub fn write(&mut self, msg: &[u8], give_up_ns: u64) -> Result<(), DriverError> {
-        self.sample.buffer = msg.as_ptr() as *mut u8;
-        self.sample.length = msg.len() as u32;
-        self.sample.maximum = msg.len() as u32;
-        self.sample.release = false;
+        self.sample.data.buffer = msg.as_ptr() as *mut u8;
+        self.sample.data.length = msg.len() as u32;
+        self.sample.data.maximum = msg.len() as u32;
+        self.sample.data.release = false;
         let ts = if self.stamp_from_header {
             header_actual_ns(msg).map(|t| t as i64 + self.realtime_minus_monotonic)
         } else {
             None
         };
         loop {
-            let sample = &self.sample as *const OctetSeq as *const c_void;
+            let sample = &self.sample as *const Sample as *const c_void;
             // SAFETY: the sample points at `msg`, alive for the call; Cyclone only reads it.
             let rc = unsafe {
                 match ts {
@@ -409,7 +434,7 @@ pub struct Reader {
     ws: dds_entity_t,
     topic: String,
     /// TAKE_BATCH reusable samples (malloc'd buffers), `ptrs` pointing at each (what dds_take fills).
-    samples: Box<[OctetSeq]>,
+    samples: Box<[Sample]>,
     ptrs: Box<[*mut c_void]>,
     infos: Box<[dds_sample_info_t]>,
     /// Samples of the last dds_take, and the next one to hand out.
@@ -439,7 +464,7 @@ impl Reader {
                 if !self.infos[i].valid_data {
                     continue; // a writer went away: no data
                 }
-                let s = &self.samples[i];
+                let s = &self.samples[i].data;
                 let len = s.length as usize;
                 if len > buf.len() {
                     return Err(DriverError::TooLarge {
@@ -549,8 +574,8 @@ impl Drop for Reader {
 ///
 /// # Safety
 /// No reader may fill these samples any more.
-unsafe fn free_samples(samples: &mut [OctetSeq]) {
-    for s in samples {
+unsafe fn free_samples(samples: &mut [Sample]) {
+    for s in samples.iter_mut().map(|s| &mut s.data) {
         if s.release && !s.buffer.is_null() {
             libc::free(s.buffer as *mut c_void);
             s.buffer = ptr::null_mut();
