@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import AgentError, TopologyError
+from ...errors import TopologyError
 from ...topo import naming
 from . import results, sim
 
@@ -131,8 +131,6 @@ class Ns3Environment:
             out = artifacts / f"agent-{spec.host}-{spec.role}.jsonl"
             out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
             agents.append(SimulatedAgent(spec, result, out))
-        if agents and agents[-1].result is None:  # pragma: no cover - _result always answers
-            raise AgentError("the simulated sender gave no result")
         return agents
 
     def describe(self) -> dict[str, Any]:
