@@ -45,7 +45,8 @@ def test_fixed_positions_become_the_links_positions_in_host_order() -> None:
 
 
 def test_a_path_over_time_and_a_profile() -> None:
-    path = '[[host.path]]\nat = "0 s"\nposition = ["0 m", "0 m"]\n[[host.path]]\nat = "10 s"\nposition = ["1 km", "0 m"]'
+    path = ('[[host.path]]\nat = "0 s"\nposition = ["0 m", "0 m"]\n'
+            '[[host.path]]\nat = "10 s"\nposition = ["1 km", "0 m"]')
     text = scenario(b="", link='profile = "v2v-80211p"').replace('name = "b"\n', 'name = "b"\n' + path + "\n")
     link = plan_text(text).runs[0].links[0]
     assert link.positions[1] == ({"at_ns": 0, "x_m": 0.0, "y_m": 0.0},
@@ -97,3 +98,29 @@ def test_the_cli_exits_2_naming_the_host_before_anything_is_created(tmp_path) ->
     assert out.exit_code == 2, out.output
     assert "host[2].position" in out.output
     assert "host c has no position" in out.output
+
+
+TABLE = 'loss_model = { model = "distance_table", points = [["100 m", "0%"], ["400 m", "100%"]] }'
+
+
+def test_a_distance_table_is_a_per_pair_model_from_positions() -> None:
+    link = plan_text(scenario(link=TABLE)).runs[0].links[0]
+    assert len(link.positions) == 3
+    cfg = link_config(link)
+    assert cfg["a_to_b"]["loss"] == {"model": "distance_table",
+                                     "points": [{"distance_m": 100.0, "p": 0.0}, {"distance_m": 400.0, "p": 1.0}]}
+
+
+@pytest.mark.parametrize(
+    ("points", "words"),
+    [
+        ("[]", "not a non-empty list"),
+        ('[["100 m"]]', "entry 0 is not a [distance, loss] pair"),
+        ('[["100 m", "0%"], ["50 m", "10%"]]', "entry 1: a distance shorter than the one before"),
+        ('[["100 m", "150%"]]', "entry 0"),
+        ('[["-1 m", "0%"]]', "entry 0"),
+    ],
+)
+def test_bad_distance_tables_name_the_key(points: str, words: str) -> None:
+    e = plan_error(scenario(a="", b="", c="", link=f'loss_model = {{ model = "distance_table", points = {points} }}'))
+    assert any(p.path == "link[0].loss_model.points" and words in p.problem for p in e.problems), str(e)

@@ -6,8 +6,8 @@ entries: ``at``, ``position``; linear between points, held before the first and 
 their checks against the links, and their wire-core JSON (``LinkConfig.positions``: per port, in the
 link's ``between`` order, ``[{at_ns, x_m, y_m}]``).
 
-A link is *distance-based* when its loss model is ``ieee80211p`` (on the link, a direction or a
-schedule entry) or its profile is ``v2v-80211p``. On such a link whose hosts have positions, the
+A link is *distance-based* when its loss model is ``ieee80211p`` or ``distance_table`` (on the link, a
+direction or a schedule entry) or its profile is ``v2v-80211p``. On such a link whose hosts have positions, the
 wire draws every frame's loss from the distance between the sender and each receiver (a shared
 segment: per pair and per copy; docs/wire-models.md "Per-pair links"). The rules: if one host of a
 distance-based link has a position, every host of it must (the error names the host); such a link
@@ -26,7 +26,7 @@ from . import kinds
 from .kinds import has_placeholder
 from .problems import Problem
 from .table import Table, field
-from .wire import DISTANCE, Ieee80211pTable, _number_unit
+from .wire import DISTANCE, DISTANCE_MODELS, _number_unit
 
 if TYPE_CHECKING:
     from .model import LinkTable, Scenario
@@ -84,7 +84,7 @@ def distance_based(link: LinkTable) -> bool:
     if link.profile in DISTANCE_PROFILES:
         return True
     tables = [link, link.forward, link.reverse, *(link.schedule or [])]
-    return any(t is not None and isinstance(t.loss_model, Ieee80211pTable) for t in tables)
+    return any(t is not None and isinstance(t.loss_model, DISTANCE_MODELS) for t in tables)
 
 
 def _placed(host: Any) -> bool:
@@ -130,7 +130,7 @@ def check_positions(s: Scenario, problems: list[Problem]) -> None:
                          (f"link[{li}].reverse", link.reverse),
                          *((f"link[{li}].schedule[{k}]", e) for k, e in enumerate(link.schedule or []))]:
             model = getattr(t, "loss_model", None) if t is not None else None
-            if isinstance(model, Ieee80211pTable) and model.distance is not None:
+            if isinstance(model, DISTANCE_MODELS) and model.distance is not None:
                 problems.append(Problem(f"{where}.loss_model.distance", "a fixed distance and hosts with positions",
                                         "no distance (the hosts' positions give the distance of every pair)",
                                         model.distance))  # fmt: skip
@@ -139,8 +139,8 @@ def check_positions(s: Scenario, problems: list[Problem]) -> None:
             key = "position" if h.position is not None else "path"
             problems.append(Problem(f"host[{i}].{key}", f"host {h.name} has a position but is on no link whose "
                                     "loss follows distance",
-                                    'a link of this host with loss_model = { model = "ieee80211p" } (or profile = '
-                                    '"v2v-80211p"), or no position'))  # fmt: skip
+                                    'a link of this host with loss_model = { model = "ieee80211p" } (or '
+                                    '"distance_table", or profile = "v2v-80211p"), or no position'))  # fmt: skip
 
 
 def _point(at_ns: int, position: list[Any]) -> dict[str, Any]:

@@ -175,7 +175,7 @@ class LossModelTable(Table):
     """The keys every ``loss_model`` has."""
 
     model: str = field("Loss model: " + ", ".join(f'"{m}"' for m in ("gilbert_elliott", "markov4", "size_dependent",
-                                                                        "ieee80211p")) + ".")  # fmt: skip
+                                                                        "ieee80211p", "distance_table")) + ".")  # fmt: skip
     key_noun: ClassVar[str] = "parameter"
 
 
@@ -242,12 +242,61 @@ class Ieee80211pTable(LossModelTable):
     key_owner: ClassVar[str] = 'loss model "ieee80211p"'
 
 
+RANGE_POINTS = ("a list of [distance, loss] pairs like [[\"100 m\", \"0%\"], [\"400 m\", \"100%\"]], "
+                "distances never decreasing")
+
+
+def _check_range_points(value: Any) -> None:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"not a non-empty list; expected {RANGE_POINTS}")
+    last = None
+    for i, pair in enumerate(value):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(f"entry {i} is not a [distance, loss] pair; expected {RANGE_POINTS}")
+        d, p = pair
+        if kinds.has_placeholder(d) or kinds.has_placeholder(p):
+            last = None
+            continue
+        try:
+            metres = parse_distance_m(d)
+            units.parse_fraction(p)
+        except ValueError as e:
+            raise ValueError(f"entry {i}: {str(e).split('; expected ', 1)[0]}; expected {RANGE_POINTS}") from None
+        if last is not None and metres < last:
+            raise ValueError(f"entry {i}: a distance shorter than the one before; expected {RANGE_POINTS}")
+        last = metres
+
+
+RANGE_POINTS_KIND = kinds.Kind(RANGE_POINTS, _check_range_points,
+                               {"type": "array", "minItems": 1,
+                                "items": {"type": "array", "minItems": 2, "maxItems": 2,
+                                          "items": {"type": "string", "examples": ["100 m", "5%"]}}})  # fmt: skip
+
+
+class DistanceTableTable(LossModelTable):
+    """``loss_model = { model = "distance_table", points = [...] }``: loss from distance alone, a range curve."""
+
+    model: Literal["distance_table"] = field("Loss model.")
+    points: RANGE_POINTS_KIND.type() = field(
+        "Loss at each distance: " + RANGE_POINTS + "; linear between points, held before the first and after the "
+        "last (two points at one distance make a step). The distance comes from the hosts' positions or the "
+        "link's distance trace, like ieee80211p's.")
+    distance: DISTANCE_KIND.type() = field(
+        "Distance when the link has neither hosts' positions nor a distance trace: " + DISTANCE + ". Unset: 0 m.",
+        None)
+    key_owner: ClassVar[str] = 'loss model "distance_table"'
+
+
+#: The loss models whose loss follows the distance between sender and receiver.
+DISTANCE_MODELS = (Ieee80211pTable, DistanceTableTable)
+
 #: Model per ``model`` name, and wire-core's JSON name of each TOML key of the 802.11p table.
 LOSS_MODEL_TABLES: dict[str, type[LossModelTable]] = {
     "gilbert_elliott": GilbertElliottTable,
     "markov4": Markov4Table,
     "size_dependent": SizeDependentTable,
     "ieee80211p": Ieee80211pTable,
+    "distance_table": DistanceTableTable,
 }
 IEEE80211P_JSON = {
     "distance": "distance_m",
@@ -263,7 +312,8 @@ IEEE80211P_JSON = {
 }
 
 AnyLossModel = Annotated[
-    Union[GilbertElliottTable, Markov4Table, SizeDependentTable, Ieee80211pTable],  # noqa: UP007 (pydantic union)
+    Union[GilbertElliottTable, Markov4Table, SizeDependentTable, Ieee80211pTable,  # noqa: UP007 (pydantic union)
+          DistanceTableTable],
     Field(discriminator="model"),
 ]
 
@@ -285,6 +335,12 @@ def loss_model_json(table: LossModelTable) -> dict[str, Any]:
         return out
     if isinstance(table, SizeDependentTable):
         return {"model": table.model, "ber": float(table.ber)}
+    if isinstance(table, DistanceTableTable):
+        points = [{"distance_m": parse_distance_m(d), "p": units.parse_fraction(p)} for d, p in table.points]
+        out = {"model": table.model, "points": points}
+        if table.distance is not None:
+            out["distance_m"] = _value(table, "distance")
+        return out
     assert isinstance(table, Ieee80211pTable)
     out = {"model": table.model}
     for key, name in IEEE80211P_JSON.items():

@@ -27,7 +27,7 @@ from .kinds import describe, has_placeholder
 from .model import DIRECTION_KEYS, DirectionTable, LinkTable
 from .problems import Problem
 from .timeline import SIDES, sets_direction_keys
-from .wire import Ieee80211pTable, Markov4Table
+from .wire import DISTANCE_MODELS, Markov4Table
 
 _JITTER = "a jitter in this direction, like jitter = \"1 ms\""
 #: key -> (key it needs, what is expected)
@@ -38,8 +38,8 @@ _NEEDS = {
     "reorder_gap": ("reorder", "reorder = \"<percent>\" in this direction (the gap applies to it)"),
     "overhead": ("rate", "a rate in this direction (the overhead counts in serialisation at the rate)"),
 }
-_IEEE = 'loss_model = { model = "ieee80211p" } on the link, a direction or a schedule entry (or profile = ' \
-        '"v2v-80211p")'
+_IEEE = 'loss_model = { model = "ieee80211p" } (or "distance_table") on the link, a direction or a schedule ' \
+        'entry (or profile = "v2v-80211p")'
 
 State = dict[str, tuple[Any, str]]  # key -> (value as written, key path where it was written)
 
@@ -177,7 +177,7 @@ def _check_distance(link: LinkTable, path: str, every: list[State], problems: li
     if not trace:
         return
     models = {where: value for state in every for value, where in [state["loss_model"]]
-              if isinstance(value, Ieee80211pTable)}  # fmt: skip
+              if isinstance(value, DISTANCE_MODELS)}  # fmt: skip
     key = "distance_trace" if link.distance_trace is not None else "distance"
     if not models and link.profile is None:
         problems.append(Problem(f"{path}.{key}", "a distance over time without the loss model that uses it",
