@@ -1,6 +1,7 @@
 """Per-pair links on a shared radio medium (issue 16), on the wire (root): four hosts on one segment with the
 802.11p loss model and fixed positions; a broadcast and a UDP stream reach the receivers near the sender and
-never the one 1 km away, and the wire's per-port counters put the far host's losses in its own downlink.
+never the one 1 km away, and the wire's per-port counters put the far host's losses in its own downlink; a host
+that drives away is reached before and not after; bad positions are refused by the binary (exit 2).
 
 With the model's defaults (docs/wire-models.md) a frame of a few hundred bytes is lost with probability below
 1e-3 up to about 300 m and always beyond about 450 m: 60 m and 150 m are near, 1 km is far.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -90,6 +92,34 @@ def test_a_broadcast_reaches_the_near_hosts_and_not_the_far_one():
     assert st["ports"][0]["uplink"]["drops"]["frame_error"] == 0, st["ports"][0]["uplink"]
     # What near's downlink lost came from far (IGMP reports, 1 km away), never from a or mid.
     assert st["ports"][1]["downlink"]["drops"]["frame_error"] <= st["ports"][3]["uplink"]["packets_in"]
+
+
+@pytest.mark.root
+def test_a_host_that_drives_away_is_reached_before_and_not_after():
+    # "mover" waits 50 m from a for 8 s after the wire starts, then drives to 2 km in 1 s and stays there. A
+    # first batch (to the broadcast address) goes while it is near, a second (to a multicast group) once it
+    # is far: it gets the first and none of the second; "near" gets both. The receivers tell the batches
+    # apart by destination.
+    port, group, n = 7430, "239.255.0.4", 50
+    hosts = ("a", "near", "mover")
+    path = ({"at_ns": 0, "x_m": 50.0, "y_m": 0.0}, {"at_ns": 8_000_000_000, "x_m": 50.0, "y_m": 0.0},
+            {"at_ns": 9_000_000_000, "x_m": 2000.0, "y_m": 0.0})  # fmt: skip
+    positions = (({"at_ns": 0, "x_m": 0.0, "y_m": 0.0},), ({"at_ns": 0, "x_m": 0.0, "y_m": 60.0},), path)
+    d = Direction(loss_model=RADIO)
+    link = Link(index=0, hosts=hosts, forward=d, reverse=d, positions=positions)
+    with Wired(hosts, link) as w:
+        t0 = time.monotonic()  # the wire started (and its positions' time 0) just before
+        procs = w.receivers(["near", "mover"], port, group, idle_s=12.0)
+        w.send("a", port, n, "198.18.0.255")
+        first_done = time.monotonic() - t0
+        time.sleep(max(0.0, 9.5 - (time.monotonic() - t0)))
+        w.send("a", port, n, group)
+        got = collect(procs)
+        st = w.stats()
+    assert first_done < 7.5, f"the first batch ended {first_done:.1f} s after the start: the mover had left"
+    assert got["near"] == {"198.18.0.255": n, group: n}, got
+    assert got["mover"] == {"198.18.0.255": n}, got
+    assert st["ports"][2]["downlink"]["drops"]["frame_error"] >= n, st["ports"][2]["downlink"]
 
 
 @pytest.mark.root
