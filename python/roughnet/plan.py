@@ -43,6 +43,7 @@ from .spec.problems import NOTHING, Problem, ScenarioError
 from .spec.resolve import resolve
 from .spec.schedule import file_axes
 from .spec.sweep import EXCLUDE, axes_of, excludes_of, excluded, label
+from .spec.positions import read_path_files
 from .spec.timeline import read_trace_files
 
 __all__ = ["plan_sweep", "sweep_from_scenario", "run_id_of", "sweep_id_of", "canonical_json"]
@@ -135,7 +136,7 @@ def sweep_id_of(scenario: Scenario) -> str:
                 if isinstance(table, dict) and table.get(key) is None:
                     table.pop(key, None)
     for host in content.get("host", []):
-        for key in ("node", "position", "path"):  # added with the kubernetes backend, per-pair links
+        for key in ("node", "position", "path", "path_trace"):  # added with the kubernetes backend, per-pair links
             if isinstance(host, dict) and host.get(key) is None:
                 host.pop(key, None)
     for link in content.get("link", []):
@@ -260,11 +261,14 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
             data = _own_knobs_only(data)
         model, problems = check_data(data, expanded=True)
         traces: dict[int, Any] = {}
+        paths: dict[str, Any] = {}
         if model is not None and not problems:
             traces, problems = read_trace_files(model, base)
+            paths, path_problems = read_path_files(model, base)
+            problems = problems + path_problems
         if problems or model is None:
             raise ScenarioError(source, _with_origins(problems, origins, data), _run_label(p, total, params))
-        resolved.append((params, resolve(model, traces)))
+        resolved.append((params, resolve(model, traces, paths)))
     if protocol_swept:
         _check_knob_tables(scenario, {w.protocol for _, r in resolved for w in (r[2], *r[4])}, source)
 

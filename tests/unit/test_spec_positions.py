@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from roughnet.links.wire import link_config
+from roughnet.plan import plan_sweep
 from roughnet.spec import ScenarioError
 
 from specutil import plan_error, plan_text
@@ -124,3 +125,28 @@ def test_a_distance_table_is_a_per_pair_model_from_positions() -> None:
 def test_bad_distance_tables_name_the_key(points: str, words: str) -> None:
     e = plan_error(scenario(a="", b="", c="", link=f'loss_model = {{ model = "distance_table", points = {points} }}'))
     assert any(p.path == "link[0].loss_model.points" and words in p.problem for p in e.problems), str(e)
+
+
+def test_a_path_from_a_file(tmp_path) -> None:
+    from roughnet.spec.positions import parse_path_csv
+
+    (tmp_path / "car.csv").write_text("time_s,x_m,y_m\n# leaving\n0,10,0\n2.5,-300,40.5\n")
+    f = tmp_path / "p.toml"
+    f.write_text(scenario(c='path_trace = "car.csv"'))
+    run = plan_sweep(f).runs[0]
+    assert run.links[0].positions[2] == ({"at_ns": 0, "x_m": 10.0, "y_m": 0.0},
+                                         {"at_ns": 2_500_000_000, "x_m": -300.0, "y_m": 40.5})  # fmt: skip
+    for text, words in [("0,1\n", "2 fields"), ("0,1,x\n", "'x' is not a number"), ("1,0,0\n0,0,0\n", "before"),
+                        ("-1,0,0\n", "negative time"), ("# nothing\n", "no points")]:  # fmt: skip
+        with pytest.raises(ValueError, match=words):
+            parse_path_csv(text, "car.csv")
+
+
+def test_a_missing_path_file_names_the_key(tmp_path) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text(scenario(c='path_trace = "nowhere.csv"'))
+    with pytest.raises(ScenarioError) as info:
+        plan_sweep(f)
+    assert any(p.path == "host[2].path_trace" and "cannot read" in p.problem for p in info.value.problems)
+    e = plan_error(scenario(c='position = ["0 m", "0 m"]\npath_trace = "x.csv"'))
+    assert any(p.path == "host[2].path_trace" and "both position and path_trace" in p.problem for p in e.problems)

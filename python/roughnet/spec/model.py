@@ -139,6 +139,10 @@ class HostTable(_Table):
     path: list[PathPointTable] | None = Field(
         None, description="Where the host is over time (`[[host.path]]` entries: `at`, `position`), instead of a "
         "fixed `position`.")
+    path_trace: kinds.text("a path to a CSV file of 'time_s,x_m,y_m' lines").type() = _f(
+        "Where the host is over time, from a file: a CSV file of `time_s,x_m,y_m` lines, relative to the scenario "
+        "file (linear between lines, held before the first and after the last). Instead of `position` or "
+        "`[[host.path]]`.", None)
 
 
 class DirectionTable(_Table):

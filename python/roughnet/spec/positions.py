@@ -6,6 +6,10 @@ entries: ``at``, ``position``; linear between points, held before the first and 
 their checks against the links, and their wire-core JSON (``LinkConfig.positions``: per port, in the
 link's ``between`` order, ``[{at_ns, x_m, y_m}]``).
 
+A moving host's path may also come from a file, ``path_trace = "car1.csv"`` (relative to the scenario
+file; ``time_s,x_m,y_m`` lines, plain numbers, times never decreasing; ``#`` comments, blank lines and
+one header line allowed), read by ``read_path_files`` like the links' distance traces.
+
 A link is *distance-based* when its loss model is ``ieee80211p`` or ``distance_table`` (on the link, a
 direction or a schedule entry) or its profile is ``v2v-80211p``. On such a link whose hosts have positions, the
 wire draws every frame's loss from the distance between the sender and each receiver (a shared
@@ -19,6 +23,8 @@ distance-based link keep the link's one distance (``distance``, ``distance_trace
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import units
@@ -33,6 +39,10 @@ if TYPE_CHECKING:
 
 COORDINATE = "a coordinate like '120 m' or '-5 m' (units: m, km)"
 POSITION_EXPECTED = "a position [x, y] of two coordinates like [\"120 m\", \"-5 m\"] (units: m, km)"
+PATH_EXPECTED = ("a CSV file of 'time_s,x_m,y_m' lines (seconds and metres as plain numbers, times never "
+                 "decreasing; '#' comments, blank lines and one header line allowed)")
+#: Largest path file read (a memory bound, as for distance traces).
+PATH_MAX_BYTES = 10_000_000
 #: The profile whose loss model is distance-based.
 DISTANCE_PROFILES = ("v2v-80211p",)
 _UNITS = {"m": 1.0, "km": 1000.0}
@@ -88,16 +98,18 @@ def distance_based(link: LinkTable) -> bool:
 
 
 def _placed(host: Any) -> bool:
-    return host.position is not None or host.path is not None
+    return host.position is not None or host.path is not None or host.path_trace is not None
 
 
 def check_positions(s: Scenario, problems: list[Problem]) -> None:
     hosts = {h.name: (i, h) for i, h in enumerate(s.host) if isinstance(h.name, str)}
     used: set[str] = set()
     for i, h in enumerate(s.host):
-        if h.position is not None and h.path is not None:
-            problems.append(Problem(f"host[{i}].path", "both position and [[host.path]]",
-                                    "one of them: a fixed position or a path over time"))  # fmt: skip
+        given = [k for k in ("position", "path", "path_trace") if getattr(h, k) is not None]
+        if len(given) > 1:
+            names = {"position": "position", "path": "[[host.path]]", "path_trace": "path_trace"}
+            problems.append(Problem(f"host[{i}].{given[1]}", f"both {names[given[0]]} and {names[given[1]]}",
+                                    "one of them: a fixed position, [[host.path]] points or a path_trace file"))
         last = None
         for k, point in enumerate(h.path or []):
             if not _concrete(point.at):
@@ -136,7 +148,7 @@ def check_positions(s: Scenario, problems: list[Problem]) -> None:
                                         model.distance))  # fmt: skip
     for i, h in enumerate(s.host):
         if _placed(h) and h.name not in used:
-            key = "position" if h.position is not None else "path"
+            key = next(k for k in ("position", "path", "path_trace") if getattr(h, k) is not None)
             problems.append(Problem(f"host[{i}].{key}", f"host {h.name} has a position but is on no link whose "
                                     "loss follows distance",
                                     'a link of this host with loss_model = { model = "ieee80211p" } (or '
@@ -147,9 +159,13 @@ def _point(at_ns: int, position: list[Any]) -> dict[str, Any]:
     return {"at_ns": at_ns, "x_m": parse_coordinate_m(position[0]), "y_m": parse_coordinate_m(position[1])}
 
 
-def link_positions(s: Scenario, link: LinkTable) -> tuple[tuple[dict[str, Any], ...], ...]:
+Points = tuple[dict[str, Any], ...]
+
+
+def link_positions(s: Scenario, link: LinkTable, paths: dict[str, Points] | None = None) -> tuple[Points, ...]:
     """wire-core's ``positions`` of a checked link (no placeholders left): per host in ``between`` order, or ()
-    when the link is not distance-based or its hosts have no positions."""
+    when the link is not distance-based or its hosts have no positions. ``paths``: the points of the hosts'
+    ``path_trace`` files by host name (``read_path_files``)."""
     if not distance_based(link):
         return ()
     by_name = {h.name: h for h in s.host}
@@ -158,12 +174,84 @@ def link_positions(s: Scenario, link: LinkTable) -> tuple[tuple[dict[str, Any], 
         return ()
     out = []
     for h in members:
-        if h.path is not None:
+        if h.path_trace is not None:
+            out.append((paths or {}).get(h.name, ()))
+        elif h.path is not None:
             out.append(tuple(_point(units.parse_duration_ns(p.at), p.position) for p in h.path))
         else:
             out.append((_point(0, h.position),))
     return tuple(out)
 
 
+def _number(text: str) -> Decimal | None:
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
+
+
+def parse_path_csv(text: str, name: str) -> tuple[dict[str, Any], ...]:
+    """``time_s,x_m,y_m`` lines into wire-core ``PositionPoint`` JSON; ValueError naming the line otherwise."""
+    points: list[dict[str, Any]] = []
+    header_allowed = True
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        values = [_number(f) for f in fields]
+        if header_allowed and len(fields) == 3 and values[0] is None:
+            header_allowed = False  # a header such as "time_s,x_m,y_m"
+            continue
+        header_allowed = False
+        where = f"{name} line {n}"
+        if len(fields) != 3:
+            raise ValueError(f"{where}: {len(fields)} fields in {raw.strip()!r}; expected {PATH_EXPECTED}")
+        bad = next((f for f, v in zip(fields, values) if v is None), None)
+        if bad is not None:
+            raise ValueError(f"{where}: {bad!r} is not a number; expected {PATH_EXPECTED}")
+        t, x, y = values
+        assert t is not None and x is not None and y is not None
+        if t < 0:
+            raise ValueError(f"{where}: negative time; expected {PATH_EXPECTED}")
+        at_ns = int((t * 1_000_000_000).to_integral_value())
+        if points and at_ns < points[-1]["at_ns"]:
+            raise ValueError(f"{where}: time {fields[0]} s is before the line above; expected {PATH_EXPECTED}")
+        points.append({"at_ns": at_ns, "x_m": float(x), "y_m": float(y)})
+    if not points:
+        raise ValueError(f"{name}: no points; expected {PATH_EXPECTED}")
+    return tuple(points)
+
+
+def read_path_files(s: Scenario, base: Path) -> tuple[dict[str, tuple[dict[str, Any], ...]], list[Problem]]:
+    """The ``path_trace`` files of a checked scenario's hosts (no placeholders left), by host name.
+
+    Paths are relative to ``base`` (the scenario file's folder). Problems name the key.
+    """
+    paths: dict[str, tuple[dict[str, Any], ...]] = {}
+    problems: list[Problem] = []
+    for i, h in enumerate(s.host):
+        if h.path_trace is None:
+            continue
+        file = Path(h.path_trace)
+        file = file if file.is_absolute() else base / file
+        try:
+            size = file.stat().st_size
+            if size > PATH_MAX_BYTES:
+                raise ValueError(f"{file}: {size} bytes, more than {PATH_MAX_BYTES}; expected a smaller path file")
+            paths[h.name] = parse_path_csv(file.read_text(encoding="utf-8"), str(file))
+        except OSError as e:
+            problems.append(Problem(f"host[{i}].path_trace", f"cannot read {file} ({e.strerror or e})",
+                                    PATH_EXPECTED, h.path_trace))  # fmt: skip
+        except UnicodeDecodeError:
+            problems.append(Problem(f"host[{i}].path_trace", f"{file} is not UTF-8 text", PATH_EXPECTED,
+                                    h.path_trace))  # fmt: skip
+        except ValueError as e:
+            problem, _, expected = str(e).partition("; expected ")
+            problems.append(Problem(f"host[{i}].path_trace", problem, expected, h.path_trace))
+    return paths, problems
+
+
 __all__ = ["COORDINATE", "DISTANCE", "POSITION", "PathPointTable", "check_positions", "distance_based",
-           "link_positions", "parse_coordinate_m"]
+           "link_positions", "parse_coordinate_m", "parse_path_csv", "read_path_files"]

@@ -131,15 +131,17 @@ Resolved = tuple[tuple[runspec.Host, ...], tuple[runspec.Link, ...], runspec.Wor
                  tuple[runspec.Workload, ...], tuple[runspec.Event, ...]]
 
 
-def resolve(s: Scenario, traces: dict[int, tuple[dict[str, Any], ...]] | None = None) -> Resolved:
+def resolve(s: Scenario, traces: dict[int, tuple[dict[str, Any], ...]] | None = None,
+            paths: dict[str, tuple[dict[str, Any], ...]] | None = None) -> Resolved:
     """Hosts, links, workload and services of one run (``s`` has no placeholders left).
 
     ``traces``: the distance trace files of its links, read by ``timeline.read_trace_files``
-    (a link with ``distance_trace`` and no entry here gets no points).
+    (a link with ``distance_trace`` and no entry here gets no points); ``paths``: the hosts' ``path_trace``
+    files, by host name (``positions.read_path_files``).
     """
     hosts = tuple(runspec.Host(name=h.name, node=h.node) for h in s.host)
     links = tuple(dataclasses.replace(link(i, t, s.scenario.engine, (traces or {}).get(i)),
-                                      positions=link_positions(s, t)) for i, t in enumerate(s.link))
+                                      positions=link_positions(s, t, paths)) for i, t in enumerate(s.link))
     tables = workload_tables(s)
     extra = tuple(workload(s, w, i) for i, (_, w) in enumerate(tables) if i > 0)
     return hosts, links, workload(s), run_services(s), extra, events(s)
