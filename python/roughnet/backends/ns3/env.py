@@ -57,6 +57,9 @@ class Ns3LinkEngine:
 
 
 class Ns3Environment:
+    #: Results are in simulated time: the runner does not judge them by the machine's CPU load.
+    simulated = True
+
     def __init__(self, run: Any, ledger: Any, backend_info: dict[str, Any]):
         self.spec = run
         self.ledger = ledger
