@@ -12,7 +12,8 @@ the Kubernetes one.  A backend that plays the agents itself (``ns3``: a
 simulation) has ``plays_agents()`` (what stands for the agent's version line)
 and its environment ``run_agents(run, artifacts, specs)`` and
 ``tcp_counters(host)``, which the runner then uses instead of starting
-roughnet-agent and reading /proc.
+roughnet-agent and reading /proc; ``simulated = True`` on an environment
+keeps the machine's CPU load out of the validity verdict.
 """
 
 from __future__ import annotations
