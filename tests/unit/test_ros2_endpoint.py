@@ -127,7 +127,8 @@ def run_endpoint(cfg: dict) -> subprocess.CompletedProcess:
     ({"options": {"reliability": "reliable "}}, "options.reliability"),
     ({"options": {"history_depth": -1}}, "options.history_depth"),
     ({"options": {"durability": "persistent"}}, "options.durability"),
-    ({"pattern": "bulk", "messages": None, "duration_ms": 1000}, "pattern"),
+    ({"pattern": "bulk"}, "duration_ms"),
+    ({"pattern": "bulk", "messages": None, "duration_ms": 1000, "warmup": 3}, "warmup"),
     ({"pattern": "sync"}, "pattern"),
     ({"role": "pinger"}, "role"),
     ({"listen": "localhost"}, "listen"),
@@ -192,12 +193,12 @@ def test_roughnet_validate_refuses_bad_ros2_knobs_with_exit_2(tmp_path: Path, pa
         assert w in p.stderr, p.stderr
 
 
-def test_roughnet_validate_refuses_bulk_for_ros2_and_accepts_ping(tmp_path: Path) -> None:
+def test_roughnet_validate_refuses_sync_for_ros2_and_accepts_ping(tmp_path: Path) -> None:
     f = tmp_path / "s.toml"
-    f.write_text(SCENARIO.format(pattern="bulk", extra="").replace("messages = 10", 'duration = "1 s"'))
+    f.write_text(SCENARIO.format(pattern="sync", extra="[workload.sync]\nbundles = 10").replace("messages = 10\n", ""))
     p = subprocess.run([sys.executable, "-m", "roughnet.cli", "validate", str(f)], capture_output=True, text=True,
                        timeout=60)
-    assert p.returncode == 2 and 'workload.pattern: protocol "ros2" has no pattern "bulk" yet' in p.stderr, p.stderr
+    assert p.returncode == 2 and 'workload.pattern: protocol "ros2" has no pattern "sync" yet' in p.stderr, p.stderr
     f.write_text(SCENARIO.format(pattern="ping", extra='[workload.ros2]\nprofile = "sensor_data"\nhistory_depth = 0'))
     p = subprocess.run([sys.executable, "-m", "roughnet.cli", "validate", str(f)], capture_output=True, text=True,
                        timeout=60)

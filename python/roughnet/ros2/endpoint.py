@@ -4,12 +4,12 @@
     python -m roughnet.ros2.endpoint run --config FILE      (or --config-json '{...}')
 
 The same configuration object in and the same JSON lines out as roughnet-agent
-(docs/agent-protocol.md), protocol ``ros2``, patterns ``stream``, ``ping`` and ``ramp``.  Exit codes:
+(docs/agent-protocol.md), protocol ``ros2``, patterns ``stream``, ``bulk``, ``ping`` and ``ramp``.  Exit codes:
 0 done (an incomplete receiver included), 1 runtime error, 2 bad configuration; errors are also a
 JSON line.  SIGTERM/SIGINT: print the result so far (``end_reason`` ``signal``) and exit 0.
 
 ROS 2 names under the run's topic (``roughnet/0123ab`` -> ``/roughnet/r0123ab``, the naming of the
-dds driver's ROS 2 mode): ``<base>/data`` (stream), ``<base>/ping`` (requests), ``<base>/pong/<key>``
+dds driver's ROS 2 mode): ``<base>/data`` (stream, bulk), ``<base>/ping`` (requests), ``<base>/pong/<key>``
 (each ponger's replies; ``<key>`` is its listen address as a legal token, ``a198_18_0_2_5201``),
 ``<base>/ready``.  Messages are ``std_msgs/msg/UInt8MultiArray`` (roughnet.ros2.wire says why).
 
@@ -43,8 +43,9 @@ from . import qos as qosmod
 from . import wire
 
 VERSION = "0.1.0"
-PATTERNS = ("stream", "ping", "ramp")
-ROLES = {"stream": ("sender", "receiver"), "ping": ("pinger", "ponger"), "ramp": ("pinger", "ponger")}
+PATTERNS = ("stream", "ping", "ramp", "bulk")
+ROLES = {"stream": ("sender", "receiver"), "ping": ("pinger", "ponger"), "ramp": ("pinger", "ponger"),
+         "bulk": ("sender", "receiver")}
 PAYLOAD_MIN, PAYLOAD_MAX = wire.HEADER_LEN, 64 << 20
 KEYS = {"v", "role", "protocol", "pattern", "listen", "peers", "payload_bytes", "messages", "duration_ms",
         "rate_msgs_per_s", "interval_ns", "step_bytes", "warmup", "timeout_ms", "reply_timeout_ms", "linger_ms",
@@ -160,6 +161,11 @@ def check_config(cfg: Any) -> dict[str, Any]:
     out["duration_ms"] = _int(cfg, "duration_ms", 1)
     if pattern == "stream" and (out["messages"] is None) == (out["duration_ms"] is None):
         raise ConfigError("messages: stream takes exactly one of messages and duration_ms")
+    if pattern == "bulk":
+        if out["duration_ms"] is None or out["messages"] is not None:
+            raise ConfigError("duration_ms: pattern \"bulk\" takes duration_ms (and no messages)")
+        if cfg.get("warmup"):
+            raise ConfigError("warmup: not for pattern \"bulk\"")
     if pattern in ("ping", "ramp"):
         if out["messages"] is None:
             raise ConfigError(f"messages: missing; pattern \"{pattern}\" needs it")
@@ -170,7 +176,7 @@ def check_config(cfg: Any) -> dict[str, Any]:
                              or rate <= 0):
         raise ConfigError(f"rate_msgs_per_s: {rate!r}; expected a number > 0, for pattern stream only")
     out["interval_ns"] = _int(cfg, "interval_ns", 1)
-    if out["interval_ns"] is not None and pattern == "stream":
+    if out["interval_ns"] is not None and pattern in ("stream", "bulk"):
         raise ConfigError("interval_ns: for patterns ping and ramp only")
     out["step_bytes"] = _int(cfg, "step_bytes", 0)
     if (out["step_bytes"] is None) != (pattern != "ramp"):
@@ -362,6 +368,24 @@ def await_peers(node: Node, cfg: dict[str, Any], topic: str, matched, ready: Rea
         node.spin(SPIN_S)
 
 
+def publish(pub, raw: bytes, deadline_ns: int) -> bool:
+    """Publish, waiting while a KEEP_ALL history is full: Fast DDS blocks a publish for the writer's
+    max_blocking_time and then refuses it (rclpy raises RCLError "cannot publish data"); like the dds
+    driver, try again until the run's timeout (IoError) or a signal (False; the message is not sent).
+    The time counts as held in the schedule."""
+    from rclpy._rclpy_pybind11 import RCLError
+
+    while True:
+        try:
+            pub.publish(raw)
+            return True
+        except RCLError as e:
+            if _stop:
+                return False
+            if now_ns() >= deadline_ns:
+                raise IoError(f"publishing to {pub.topic_name}: {e} (history full until timeout_ms)") from None
+
+
 def send_end(node: Node, pub, seq: int, deadline_ns: int) -> None:
     """The end marker (``seq`` = messages sent before it): once and wait for acknowledgements when
     reliable (until ``deadline_ns``, at least ACK_WAIT_S, or a signal), else END_COPIES copies END_GAP_S
@@ -371,7 +395,8 @@ def send_end(node: Node, pub, seq: int, deadline_ns: int) -> None:
     t = now_ns()
     raw = wire.to_cdr(wire.message(wire.FLAG_END, seq, t, t, wire.HEADER_LEN))
     if node.reliable:
-        pub.publish(raw)
+        if not publish(pub, raw, deadline_ns):
+            return
         until = max(deadline_ns, t + int(ACK_WAIT_S * 1e9))
         while not _stop and now_ns() < until:
             if pub.wait_for_all_acked(Duration(nanoseconds=int(ACK_POLL_S * 1e9))):
@@ -425,7 +450,9 @@ def run_sender(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
         counted = seq >= warmup
         wire.HEADER.pack_into(buf, off, wire.MAGIC, 0 if counted else wire.FLAG_WARMUP, wire.HEADER_LEN, seq,
                               intended if period_ns else actual, actual)
-        pub.publish(bytes(buf))
+        if not publish(pub, bytes(buf), deadline):
+            end_reason = "signal"
+            break
         if counted:
             sched.record(intended if period_ns else actual, actual, prev_return)
             sent += 1
@@ -439,8 +466,8 @@ def run_sender(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
     send_end(node, pub, seq, deadline)
     finish_s = (now_ns() - t_end) / 1e9
     dur = (last - first) / 1e9 if first is not None and last is not None and last > first else 0.0
-    return {"type": "result", "role": "sender", "pattern": "stream", "protocol": "ros2", "end_reason": end_reason,
-            "sent": sent, "warmup_sent": min(seq, warmup), "peers": len(cfg["peers"]), "bytes": sent * size,
+    return {"type": "result", "role": "sender", "pattern": cfg["pattern"], "protocol": "ros2",
+            "end_reason": end_reason, "sent": sent, "warmup_sent": min(seq, warmup), "peers": len(cfg["peers"]), "bytes": sent * size,
             "duration_s": dur, "throughput_bps": sent * size * 8 / dur if dur else 0.0, "finish_s": finish_s,
             "send_errors": 0, "schedule": sched.result(), "qos": cfg["qos"].describe(), "cpu": wire.cpu()}
 
@@ -510,8 +537,8 @@ def run_receiver(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
     rec = st["received"]
     lost = (exp - rec) if exp is not None else max(0, st["max"] + 1 - warmup - rec)
     dur = (st["last"] - st["first"]) / 1e9 if st["first"] is not None and st["last"] > st["first"] else 0.0
-    return {"type": "result", "role": "receiver", "pattern": "stream", "protocol": "ros2", "end_reason": end_reason,
-            "expected": exp, "received": rec, "lost": max(0, lost), "duplicates": st["dup"],
+    return {"type": "result", "role": "receiver", "pattern": cfg["pattern"], "protocol": "ros2",
+            "end_reason": end_reason, **({"sent": exp} if cfg["pattern"] == "bulk" else {}), "expected": exp, "received": rec, "lost": max(0, lost), "duplicates": st["dup"],
             "reordered": st["reord"], "warmup_received": st["warm"], "bytes": st["bytes"], "duration_s": dur,
             "throughput_bps": st["bytes"] * 8 / dur if dur else 0.0, "complete": exp is not None and rec >= exp,
             "latency_intended": wire.latency_object(lat_i), "latency_actual": wire.latency_object(lat_a),
@@ -587,7 +614,9 @@ def run_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
             end_reason = "timeout"
             break
         msg = wire.message(0 if counted else wire.FLAG_WARMUP, seq, intended if interval else actual, actual, size)
-        pub.publish(wire.to_cdr(msg))
+        if not publish(pub, wire.to_cdr(msg), deadline):
+            end_reason = "signal"
+            break
         if counted:
             sched.record(intended if interval else actual, actual, prev_return)
             sent += 1

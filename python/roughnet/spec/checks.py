@@ -44,7 +44,7 @@ MAX_PAYLOAD: dict[str, tuple[int, str]] = {
     "ros2": (64 << 20, " (the ROS 2 endpoint's limit)"),
 }
 #: Patterns of the protocols whose endpoints do not have every pattern yet (roughnet.ros2.endpoint).
-PROTOCOL_PATTERNS: dict[str, tuple[str, ...]] = {"ros2": ("stream", "ping", "ramp")}
+PROTOCOL_PATTERNS: dict[str, tuple[str, ...]] = {"ros2": ("stream", "ping", "ramp", "bulk")}
 MSS_MIN, MSS_MAX = 88, 65535
 
 
