@@ -136,3 +136,29 @@ def test_ros2_bulk_over_a_delayed_link(tmp_path: Path) -> None:
     # of the chunks (from the end marker) is the sender's
     assert r["sent"] > 0 and r["received"] == r["sent"] and r["lost"] == 0, r
     assert r["throughput_bps"] > 0 and r["lat_min_us"] >= DELAY_MS * 1000, r
+
+
+RAMP = HEAD + """
+[workload]
+pattern = "ramp"
+protocol = "ros2"
+from = "a"
+to = "b"
+payload = "1 KiB"
+step = "8 KiB"
+messages = 20
+interval = "100 ms"
+
+[workload.ros2]
+history_depth = 0
+"""
+
+
+def test_ros2_ramp_over_a_delayed_link(tmp_path: Path) -> None:
+    rows, _ = run_scenario(tmp_path, RAMP.replace("{name}", "ramp").replace("{loss}", "0%"), "ramp")
+    (r,) = rows
+    points = json.loads(r["points"]) if isinstance(r["points"], str) else r["points"]
+    # one point per reply: (size, round trip in us), every size of the ramp, each round trip at least the delay
+    # both ways
+    assert sorted(size for size, _ in points) == [1024 + 8192 * i for i in range(20)], points
+    assert all(rtt >= 2 * DELAY_MS * 1000 for _, rtt in points), points
