@@ -134,7 +134,9 @@ def run_endpoint(cfg: dict) -> subprocess.CompletedProcess:
     ({"listen": "localhost"}, "listen"),
     ({"payload_bytes": 31}, "payload_bytes"),
     ({"broker": "198.18.0.1:1883"}, "broker"),
-    ({"trace_path": "/tmp/x"}, "trace_path"),
+    ({"trace_path": "/nonexistent-dir/rx.trace"}, "trace_path"),
+    ({"trace_path": ""}, "trace_path"),
+    ({"pattern": "ping", "role": "ponger", "trace_path": "/tmp/x.trace"}, "trace_path"),
     ({"colour": "red"}, "colour"),
     ({"duration_ms": 1000}, "messages"),
 ])

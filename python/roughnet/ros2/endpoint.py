@@ -40,6 +40,7 @@ import time
 from typing import Any
 
 from . import qos as qosmod
+from . import trace as tracemod
 from . import wire
 
 VERSION = "0.1.0"
@@ -154,8 +155,9 @@ def check_config(cfg: Any) -> dict[str, Any]:
             raise ConfigError(f"peers: not for role {role}")
     if cfg.get("broker") is not None:
         raise ConfigError("broker: protocol \"ros2\" has no broker (ROS 2 discovery is peer to peer)")
-    if cfg.get("trace_path") is not None:
-        raise ConfigError("trace_path: protocol \"ros2\" does not write traces yet")
+    tp = cfg.get("trace_path")
+    if tp is not None and (pattern != "stream" or not isinstance(tp, str) or not tp):
+        raise ConfigError(f"trace_path: {tp!r}; expected a file path, for pattern stream only")
     out["payload_bytes"] = _int(cfg, "payload_bytes", PAYLOAD_MIN, PAYLOAD_MAX, required=True)
     out["messages"] = _int(cfg, "messages", 1)
     out["duration_ms"] = _int(cfg, "duration_ms", 1)
@@ -206,6 +208,12 @@ def check_config(cfg: Any) -> dict[str, Any]:
     if not isinstance(topic, str) or not re.search(r"[A-Za-z0-9_]", topic):
         raise ConfigError(f"topic: {topic!r}; expected a name with at least one letter, digit or underscore")
     out["base"] = ros_name(topic)
+    out["trace"] = None
+    if tp is not None:  # created (or truncated) now, so that a path we cannot write is a configuration error
+        try:
+            out["trace"] = tracemod.Trace(tp, tracemod.TX if role == "sender" else tracemod.RX)
+        except OSError as e:
+            raise ConfigError(f"trace_path: {tp!r}: cannot create it ({e.strerror})") from None
     return out
 
 
@@ -411,6 +419,7 @@ def send_end(node: Node, pub, seq: int, deadline_ns: int) -> None:
 # ---- stream -----------------------------------------------------------------------------------------------
 
 def run_sender(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
+    trace = cfg["trace"]
     deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
     topic = node.base + "/data"
     pub = node.node.create_publisher(node.Bytes, topic, node.qos)
@@ -459,21 +468,27 @@ def run_sender(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
             first = first if first is not None else actual
             last = actual
             iv.add(size)
+            if trace is not None:
+                trace.add(seq, intended if period_ns else actual, actual)
         prev_return = now_ns()
         iv.tick(prev_return)
+        if trace is not None:
+            trace.tick(prev_return)
         seq += 1
     t_end = now_ns()
+    traced = trace.close() if trace is not None else {}
     send_end(node, pub, seq, deadline)
     finish_s = (now_ns() - t_end) / 1e9
     dur = (last - first) / 1e9 if first is not None and last is not None and last > first else 0.0
     return {"type": "result", "role": "sender", "pattern": cfg["pattern"], "protocol": "ros2",
             "end_reason": end_reason, "sent": sent, "warmup_sent": min(seq, warmup), "peers": len(cfg["peers"]), "bytes": sent * size,
             "duration_s": dur, "throughput_bps": sent * size * 8 / dur if dur else 0.0, "finish_s": finish_s,
-            "send_errors": 0, "schedule": sched.result(), "qos": cfg["qos"].describe(), "cpu": wire.cpu()}
+            "send_errors": 0, "schedule": sched.result(), "qos": cfg["qos"].describe(), "cpu": wire.cpu(), **traced}
 
 
 def run_receiver(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
     warmup = cfg["warmup"]
+    trace = cfg["trace"]
     st = {"received": 0, "dup": 0, "reord": 0, "warm": 0, "bad": 0, "bytes": 0, "max": -1, "first": None,
           "last": None, "end_at": None, "expected": cfg["messages"]}
     seqs: set[int] = set()
@@ -496,6 +511,8 @@ def run_receiver(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
         if h.flags & wire.FLAG_WARMUP:
             st["warm"] += 1
             return
+        if trace is not None:
+            trace.add(h.seq, h.intended_ns, h.actual_ns, t)
         if h.seq in seqs:
             st["dup"] += 1
             return
@@ -522,6 +539,8 @@ def run_receiver(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
             end_reason = "signal"
             break
         announcer.update(t)
+        if trace is not None:
+            trace.tick(t)
         exp = st["expected"]
         if exp is not None and st["received"] >= exp:
             end_reason = "complete"
@@ -542,7 +561,7 @@ def run_receiver(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
             "reordered": st["reord"], "warmup_received": st["warm"], "bytes": st["bytes"], "duration_s": dur,
             "throughput_bps": st["bytes"] * 8 / dur if dur else 0.0, "complete": exp is not None and rec >= exp,
             "latency_intended": wire.latency_object(lat_i), "latency_actual": wire.latency_object(lat_a),
-            "bad_messages": st["bad"], "cpu": wire.cpu()}
+            "bad_messages": st["bad"], "cpu": wire.cpu(), **(trace.close() if trace is not None else {})}
 
 
 # ---- ping, ramp -------------------------------------------------------------------------------------------
