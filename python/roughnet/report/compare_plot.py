@@ -29,6 +29,17 @@ PANEL_W = 3.4  # inches per metric
 ROW_H = 0.32  # inches per point
 
 
+def point_panels(labels: list[str], ncols: int, panel_w: float, row_h: float):
+    """A figure of ``ncols`` panels side by side sharing one row per point (``labels``, first on top):
+    (figure, axes, the y of each point)."""
+    label_w = min(4.5, 0.5 + 0.065 * max((len(s) for s in labels), default=10))
+    fig = Figure(figsize=(label_w + panel_w * ncols, 1.6 + row_h * len(labels)), dpi=plots.DPI,
+                 layout="constrained")
+    FigureCanvasAgg(fig)
+    axs = fig.subplots(1, ncols, squeeze=False, sharey=True)[0]
+    return fig, axs, list(range(len(labels)))[::-1]
+
+
 def _kind(metrics: list[MetricComparison]) -> str:
     kinds = [m.kind for m in metrics if m.change is not None] or [m.kind for m in metrics]
     return max(set(kinds), key=kinds.count)
@@ -38,12 +49,7 @@ def compare_png(comparison: Comparison, titles: dict[str, str]) -> bytes:
     """``titles``: metric column -> its name for people ("latency p99")."""
     cols = comparison.columns
     labels = [", ".join(f"{k}={v}" for k, v in p.params.items()) or "(all runs)" for p in comparison.points]
-    n = len(labels)
-    label_w = min(4.5, 0.5 + 0.065 * max((len(s) for s in labels), default=10))
-    fig = Figure(figsize=(label_w + PANEL_W * len(cols), 1.6 + ROW_H * n), dpi=plots.DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    axs = fig.subplots(1, len(cols), squeeze=False, sharey=True)[0]
-    ys = list(range(n))[::-1]  # first point on top
+    fig, axs, ys = point_panels(labels, len(cols), PANEL_W, ROW_H)
     for ax, column in zip(axs, cols, strict=True):
         per_point = [next(m for m in p.metrics if m.column == column) for p in comparison.points]
         kind = _kind(per_point)
@@ -76,7 +82,7 @@ def compare_png(comparison: Comparison, titles: dict[str, str]) -> bytes:
         ax.set_title(titles.get(column, column) + arrow, fontsize=10)
         ax.grid(True, axis="x", alpha=0.3)
     axs[0].set_yticks(ys, labels, fontsize=8)
-    axs[0].set_ylim(-0.7, n - 0.3)
+    axs[0].set_ylim(-0.7, len(labels) - 0.3)
     handles = [Line2D([], [], color=COLOURS[v], marker="o", linewidth=2, label=v)
                for v in ("worse", "better", "no detectable difference")]
     handles.append(Line2D([], [], color="#c0392b", marker="D", linestyle="none", label="regression (beyond threshold)"))

@@ -12,10 +12,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from roughnet.report import plots
+from roughnet.report.compare_plot import point_panels
 from roughnet.report.points import _scale, interval_text
 
 #: Marker and colour of backend A (the first named) and B.
@@ -36,12 +35,7 @@ def values_png(comparison: Any, titles: dict[str, str], names: tuple[str, str]) 
     """Both backends' values per point and metric (``names``: backend A's and B's)."""
     cols = comparison.columns
     labels = _labels(comparison)
-    n = len(labels)
-    label_w = min(4.5, 0.5 + 0.065 * max((len(s) for s in labels), default=10))
-    fig = Figure(figsize=(label_w + PANEL_W * len(cols), 1.6 + ROW_H * n), dpi=plots.DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    axs = fig.subplots(1, len(cols), squeeze=False, sharey=True)[0]
-    ys = list(range(n))[::-1]  # first point on top
+    fig, axs, ys = point_panels(labels, len(cols), PANEL_W, ROW_H)
     for ax, column in zip(axs, cols, strict=True):
         per_point = [_metric(p, column) for p in comparison.points]
         values = [e.value for m in per_point for e in (m.a, m.b) if e is not None]
@@ -63,7 +57,7 @@ def values_png(comparison: Any, titles: dict[str, str], names: tuple[str, str]) 
         ax.set_xlabel(column + unit, fontsize=8)
         ax.grid(True, axis="x", alpha=0.3)
     axs[0].set_yticks(ys, labels, fontsize=8)
-    axs[0].set_ylim(-0.7, n - 0.3)
+    axs[0].set_ylim(-0.7, len(labels) - 0.3)
     handles, texts = axs[0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, texts, loc="outside lower center", ncols=2, fontsize=8)
