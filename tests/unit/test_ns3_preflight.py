@@ -189,3 +189,15 @@ def test_senders_that_did_not_finish_say_timeout():
     assert results.stream_sender(base | {"finished": False}, 1)["end_reason"] == "timeout"
     bulk = {"sent": 1, "bytes": 1024, "send_errors": 0, "first_ns": 0, "last_ns": 1}
     assert results.bulk_sender(bulk | {"closed": False}, 1)["end_reason"] == "timeout"
+
+
+def test_hosts_positions_are_refused_not_ignored():
+    """A radio segment whose per-pair links come from the hosts' positions: ns-3's CSMA has no such model."""
+    text = ('[scenario]\nname = "ns3-pos"\nseed = 1\n'
+            '[[host]]\nname = "a"\nposition = ["0 m", "0 m"]\n[[host]]\nname = "b"\nposition = ["50 m", "0 m"]\n'
+            '[[host]]\nname = "c"\nposition = ["900 m", "0 m"]\n'
+            '[[link]]\nbetween = ["a", "b", "c"]\nprofile = "v2v-80211p"\nrate = "6 Mbit/s"\n'
+            '[workload]\npattern = "stream"\nprotocol = "udp"\nfrom = "a"\nto = ["b", "c"]\npayload = "300 B"\n'
+            'messages = 10\nrate = "10 msg/s"\n')
+    got = reasons(text)
+    assert any("positions" in r for r in got), got

@@ -82,7 +82,8 @@ def _link_refusals(link: Any) -> list[str]:
     out: list[str] = []
     for key, on in (("capture", link.capture), ("overlay", link.overlay != "none"),
                     ("half_duplex", link.half_duplex is not None), ("schedule", bool(link.schedule)),
-                    ("distance_trace", bool(link.distance_trace))):
+                    ("distance_trace", bool(link.distance_trace)),
+                    ("the hosts' positions (per-pair radio links)", bool(getattr(link, "positions", ())))):
         if on:
             out.append(f"{name}: {key} is not modelled by the ns3 backend")
     fwd, rev = link.forward, link.reverse
