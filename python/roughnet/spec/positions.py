@@ -23,7 +23,6 @@ distance-based link keep the link's one distance (``distance``, ``distance_trace
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,6 +31,7 @@ from . import kinds
 from .kinds import has_placeholder
 from .problems import Problem
 from .table import Table, field
+from .tracefile import timed_rows
 from .wire import DISTANCE, DISTANCE_MODELS, _number_unit
 
 if TYPE_CHECKING:
@@ -183,45 +183,10 @@ def link_positions(s: Scenario, link: LinkTable, paths: dict[str, Points] | None
     return tuple(out)
 
 
-def _number(text: str) -> Decimal | None:
-    try:
-        value = Decimal(text.strip())
-    except InvalidOperation:
-        return None
-    return value if value.is_finite() else None
-
-
 def parse_path_csv(text: str, name: str) -> tuple[dict[str, Any], ...]:
     """``time_s,x_m,y_m`` lines into wire-core ``PositionPoint`` JSON; ValueError naming the line otherwise."""
-    points: list[dict[str, Any]] = []
-    header_allowed = True
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        fields = [f.strip() for f in line.split(",")]
-        values = [_number(f) for f in fields]
-        if header_allowed and len(fields) == 3 and values[0] is None:
-            header_allowed = False  # a header such as "time_s,x_m,y_m"
-            continue
-        header_allowed = False
-        where = f"{name} line {n}"
-        if len(fields) != 3:
-            raise ValueError(f"{where}: {len(fields)} fields in {raw.strip()!r}; expected {PATH_EXPECTED}")
-        bad = next((f for f, v in zip(fields, values) if v is None), None)
-        if bad is not None:
-            raise ValueError(f"{where}: {bad!r} is not a number; expected {PATH_EXPECTED}")
-        t, x, y = values
-        assert t is not None and x is not None and y is not None
-        if t < 0:
-            raise ValueError(f"{where}: negative time; expected {PATH_EXPECTED}")
-        at_ns = int((t * 1_000_000_000).to_integral_value())
-        if points and at_ns < points[-1]["at_ns"]:
-            raise ValueError(f"{where}: time {fields[0]} s is before the line above; expected {PATH_EXPECTED}")
-        points.append({"at_ns": at_ns, "x_m": float(x), "y_m": float(y)})
-    if not points:
-        raise ValueError(f"{name}: no points; expected {PATH_EXPECTED}")
-    return tuple(points)
+    return tuple({"at_ns": at_ns, "x_m": float(x), "y_m": float(y)}
+                 for _, at_ns, (_, x, y) in timed_rows(text, name, 3, PATH_EXPECTED))
 
 
 def read_path_files(s: Scenario, base: Path) -> tuple[dict[str, tuple[dict[str, Any], ...]], list[Problem]]:

@@ -14,12 +14,11 @@ file (``time_s,metres`` lines, relative to the scenario file) or inline
 
 from __future__ import annotations
 
-import math
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 from .. import runspec, units
+from .tracefile import timed_rows
 from .directions import direction_config_json, fields_of, merged_direction, patch
 from .model import DIRECTION_KEYS, LinkTable, Scenario, ScheduleTable
 from .problems import Problem
@@ -81,46 +80,13 @@ def distance_trace(table: LinkTable, from_file: tuple[dict[str, Any], ...] | Non
 # ----------------------------------------------------------------------------- trace files
 
 
-def _number(text: str) -> Decimal | None:
-    try:
-        value = Decimal(text.strip())
-    except InvalidOperation:
-        return None
-    return value if value.is_finite() else None
-
-
 def parse_distance_csv(text: str, name: str) -> tuple[dict[str, Any], ...]:
     """``time_s,metres`` lines into ``DistancePoint`` JSON; ValueError naming the line otherwise."""
     points: list[dict[str, Any]] = []
-    header_allowed = True
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        fields = [f.strip() for f in line.split(",")]
-        values = [_number(f) for f in fields]
-        if header_allowed and len(fields) == 2 and values[0] is None:
-            header_allowed = False  # a header such as "time_s,metres"
-            continue
-        header_allowed = False
-        where = f"{name} line {n}"
-        if len(fields) != 2:
-            raise ValueError(f"{where}: {len(fields)} fields in {raw.strip()!r}; expected {TRACE_EXPECTED}")
-        t, d = values
-        if t is None or d is None:
-            bad = fields[0] if t is None else fields[1]
-            raise ValueError(f"{where}: {bad!r} is not a number; expected {TRACE_EXPECTED}")
-        if t < 0 or d < 0:
-            raise ValueError(f"{where}: negative {'time' if t < 0 else 'distance'}; expected {TRACE_EXPECTED}")
-        at_ns = int((t * 1_000_000_000).to_integral_value())
-        if points and at_ns < points[-1]["at_ns"]:
-            raise ValueError(f"{where}: time {fields[0]} s is before the line above; expected {TRACE_EXPECTED}")
-        distance = float(d)
-        if not math.isfinite(distance):  # pragma: no cover - Decimal already refused infinities
-            raise ValueError(f"{where}: not a finite distance; expected {TRACE_EXPECTED}")
-        points.append(distance_point_json(at_ns, distance))
-    if not points:
-        raise ValueError(f"{name}: no points; expected {TRACE_EXPECTED}")
+    for where, at_ns, (_, d) in timed_rows(text, name, 2, TRACE_EXPECTED):
+        if d < 0:
+            raise ValueError(f"{where}: negative distance; expected {TRACE_EXPECTED}")
+        points.append(distance_point_json(at_ns, float(d)))
     return tuple(points)
 
 

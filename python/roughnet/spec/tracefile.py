@@ -1,0 +1,53 @@
+"""Trace files of the scenario format: lines of numbers, the first a time in seconds.
+
+Owns the line rules every trace file shares (``link.distance_trace``'s ``time_s,metres``, a host's
+``path_trace``'s ``time_s,x_m,y_m``): comments, blank lines, one header line, numbers, times that
+never go back, and errors naming the line; the callers turn the rows into their points.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+
+def _number(text: str) -> Decimal | None:
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
+
+
+def timed_rows(text: str, name: str, width: int, expected: str) -> list[tuple[str, int, list[Decimal]]]:
+    """The lines of a trace file of ``width`` numbers a line, the first a time in seconds: ("<name> line
+    <n>", time in ns, the numbers) per line, times >= 0 and never going back; ``#`` comments, blank lines and one header line
+    skipped. ValueError naming the line otherwise (``expected``: what a line should be)."""
+    rows: list[tuple[str, int, list[Decimal]]] = []
+    header_allowed = True
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        values = [_number(f) for f in fields]
+        if header_allowed and len(fields) == width and values[0] is None:
+            header_allowed = False  # a header such as "time_s,metres"
+            continue
+        header_allowed = False
+        where = f"{name} line {n}"
+        if len(fields) != width:
+            raise ValueError(f"{where}: {len(fields)} fields in {raw.strip()!r}; expected {expected}")
+        bad = next((f for f, v in zip(fields, values) if v is None), None)
+        if bad is not None:
+            raise ValueError(f"{where}: {bad!r} is not a number; expected {expected}")
+        t = values[0]
+        assert t is not None
+        if t < 0:
+            raise ValueError(f"{where}: negative time; expected {expected}")
+        at_ns = int((t * 1_000_000_000).to_integral_value())
+        if rows and at_ns < rows[-1][1]:
+            raise ValueError(f"{where}: time {fields[0]} s is before the line above; expected {expected}")
+        rows.append((where, at_ns, [v for v in values if v is not None]))
+    if not rows:
+        raise ValueError(f"{name}: no points; expected {expected}")
+    return rows
