@@ -52,6 +52,11 @@ def checks() -> list[Check]:
             out.append(Check("roughnet-agent", False, f"{agent} does not run: {e}"))
     wire = find_binary("roughnet-wire")
     out.append(Check("roughnet-wire", wire is not None, str(wire) if wire else "not built: no delay/jitter without sch_netem", False))
+    from .ros2 import launch as ros2_launch
+
+    lacking = ros2_launch.missing()
+    out.append(Check("ROS 2 (protocol ros2)", not lacking, "rclpy, std_msgs, rmw_fastrtps_cpp" if not lacking
+                     else f"missing {', '.join(lacking)}: {ros2_launch.INSTALL_HINT}", False))
     out += kubernetes_checks()
     from .backends.ns3.sim import version as ns3_version
 

@@ -205,3 +205,19 @@ def test_roughnet_validate_refuses_sync_for_ros2_and_accepts_ping(tmp_path: Path
     p = subprocess.run([sys.executable, "-m", "roughnet.cli", "validate", str(f)], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_doctor_reports_the_ros2_wheels() -> None:
+    from importlib import metadata
+
+    from roughnet.doctor import checks
+
+    (check,) = [c for c in checks() if c.name == "ROS 2 (protocol ros2)"]
+    installed = []
+    for package in ("ros-rclpy", "ros-std-msgs", "ros-rmw-fastrtps-cpp"):
+        try:
+            installed.append(metadata.version(package))
+        except metadata.PackageNotFoundError:
+            pass
+    assert check.ok == (len(installed) == 3) and not check.required, check
+    assert ("rclpy" if check.ok else "make python-deps") in check.detail
