@@ -637,5 +637,37 @@ def main() -> None:
     app()
 
 
+mobility_app = typer.Typer(help="Vehicle mobility from SUMO, for hosts mapped to vehicles ([mobility] fcd, "
+                           "[[host]] vehicle; docs/scenario-format.md).", no_args_is_help=True)
+app.add_typer(mobility_app, name="mobility")
+
+
+@mobility_app.command("fcd")
+def mobility_fcd(
+    net: Path = typer.Argument(..., help="SUMO network (.net.xml), e.g. scenarios/sumo/town.net.xml."),
+    routes: list[Path] = typer.Argument(..., help="SUMO route files (.rou.xml), e.g. scenarios/sumo/town.rou.xml."),
+    out: Path = typer.Option(..., "--out", help="The FCD file to write (XML)."),
+    end: str = typer.Option("60 s", "--end", help='Simulated time to write, e.g. "60 s".'),
+    step: str = typer.Option("1 s", "--step", help='SUMO step length (one FCD time step each), e.g. "0.1 s".'),
+    seed: int = typer.Option(1, "--seed", help="SUMO's random seed."),
+) -> None:
+    """Run SUMO (the eclipse-sumo wheel's sumo, headless) on NET and ROUTES and write its floating-car data."""
+    from . import units
+    from .errors import SpecError
+    from .mobility.fcd import read_fcd
+    from .mobility.sumo import write_fcd
+
+    try:
+        try:
+            end_s, step_s = units.parse_duration_ns(end) / 1e9, units.parse_duration_ns(step) / 1e9
+        except ValueError as e:
+            raise SpecError(f"--end/--step: {e}") from None
+        path = write_fcd(net, list(routes), out, end_s, step_s, seed=seed)
+        vehicles = read_fcd(path)
+    except (RoughnetError, ValueError) as e:
+        _fail(e if isinstance(e, RoughnetError) else SpecError(str(e)))
+    console.print(f"wrote {path}: {len(vehicles)} vehicles over {end_s:g} s in steps of {step_s:g} s", highlight=False)
+
+
 if __name__ == "__main__":
     main()
