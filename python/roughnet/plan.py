@@ -64,7 +64,7 @@ _WORKLOAD_FIELDS_ADDED = {"sync": None, "name": "w1", "also_from": [], "start_ns
 #: Scenario keys added after sweep ids were first stored: hashed only when set.
 _WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync", "name", "start", "background",
                         "ros2")
-_SCENARIO_KEYS_ADDED = ("service", "workloads", "event")
+_SCENARIO_KEYS_ADDED = ("service", "workloads", "event", "mobility")
 #: Protocol knobs added after sweep ids were first stored: hashed only when set.
 _KNOB_KEYS_ADDED = ("congestion", "reconnect", "jetstream")
 #: [[link]] keys (and keys of its direction tables) added after sweep ids were first stored: hashed only when set.
@@ -136,7 +136,7 @@ def sweep_id_of(scenario: Scenario) -> str:
                 if isinstance(table, dict) and table.get(key) is None:
                     table.pop(key, None)
     for host in content.get("host", []):
-        for key in ("node", "position", "path", "path_trace"):  # added with the kubernetes backend, per-pair links
+        for key in ("node", "position", "path", "path_trace", "vehicle"):  # added with kubernetes, per-pair links
             if isinstance(host, dict) and host.get(key) is None:
                 host.pop(key, None)
     for link in content.get("link", []):

@@ -29,7 +29,7 @@ from .knobs import (
     ZenohKnobs,
     ZmqKnobs,
 )
-from .positions import POSITION, PathPointTable
+from .positions import POSITION, VEHICLE, MobilityTable, PathPointTable
 from .receivers import TO
 from .services import SERVICE_TABLES, AnyService
 from .syncspec import SyncTable
@@ -143,6 +143,10 @@ class HostTable(_Table):
         "Where the host is over time, from a file: a CSV file of `time_s,x_m,y_m` lines, relative to the scenario "
         "file (linear between lines, held before the first and after the last). Instead of `position` or "
         "`[[host.path]]`.", None)
+    vehicle: VEHICLE.type() = _f(
+        "Where the host is over time: the id of a vehicle of the `[mobility] fcd` file (SUMO floating-car "
+        "data), like \"veh3\"; the host is where the vehicle is at every time step (held where it was last seen "
+        "while absent). Instead of `position`, `[[host.path]]` or `path_trace`.", None)
 
 
 class DirectionTable(_Table):
@@ -384,6 +388,8 @@ class Scenario(_Table):
         description="Managed services (brokers, routers), at most one per kind; each must be used by some run "
         "(mqtt: mosquitto, kafka: kafka, nats: nats, zenoh with mode = \"client\": zenoh-router).")
     report: ReportTable | None = Field(None, description="Hints for the report.")
+    mobility: MobilityTable | None = Field(
+        None, description="Vehicle mobility for hosts with `vehicle = \"...\"`: a SUMO floating-car-data file.")
     #: Axis -> schedule file of the axes read from a file (spec.schedule; set by spec.load).
     _file_axes: dict[str, str] = PrivateAttr(default_factory=dict)
 
@@ -394,6 +400,7 @@ def model_tables() -> list[tuple[str, type[BaseModel]]]:
         ("[scenario]", ScenarioTable),
         ("[[host]]", HostTable),
         ("[[host.path]]", PathPointTable),
+        ("[mobility]", MobilityTable),
         ("[[link]]", LinkTable),
         ("[link.forward] / [link.reverse]", DirectionTable),
         *((f'loss_model = {{ model = "{name}", ... }}', table) for name, table in LOSS_MODEL_TABLES.items()),

@@ -8,7 +8,10 @@ link's ``between`` order, ``[{at_ns, x_m, y_m}]``).
 
 A moving host's path may also come from a file, ``path_trace = "car1.csv"`` (relative to the scenario
 file; ``time_s,x_m,y_m`` lines, plain numbers, times never decreasing; ``#`` comments, blank lines and
-one header line allowed), read by ``read_path_files`` like the links' distance traces.
+one header line allowed), read by ``read_path_files`` like the links' distance traces. Or from a vehicle
+of a SUMO floating-car-data file (``[mobility] fcd = "town.fcd.xml"``, ``[[host]] vehicle = "veh3"``;
+parsed by ``mobility.fcd``): the host's path is the vehicle's (x, y) at every time step, exactly as a
+``path_trace`` of those lines.
 
 A link is *distance-based* when its loss model is ``ieee80211p`` or ``distance_table`` (on the link, a
 direction or a schedule entry) or its profile is ``v2v-80211p``. On such a link whose hosts have positions, the
@@ -33,6 +36,7 @@ from .problems import Problem
 from .table import Table, field
 from .tracefile import timed_rows
 from .wire import DISTANCE, DISTANCE_MODELS, _number_unit
+from ..mobility.fcd import FCD_EXPECTED, FcdError, read_fcd
 
 if TYPE_CHECKING:
     from .model import LinkTable, Scenario
@@ -46,6 +50,9 @@ PATH_MAX_BYTES = 10_000_000
 #: The profile whose loss model is distance-based.
 DISTANCE_PROFILES = ("v2v-80211p",)
 _UNITS = {"m": 1.0, "km": 1000.0}
+#: The host keys that place a host (one of them at most), with their names in messages.
+PLACEMENTS = {"position": "position", "path": "[[host.path]]", "path_trace": "path_trace", "vehicle": "vehicle"}
+VEHICLE = kinds.text("a vehicle id of the [mobility] fcd file, like \"veh3\"")
 
 
 def parse_coordinate_m(value: Any) -> float:
@@ -83,6 +90,16 @@ class PathPointTable(Table):
     key_owner: ClassVar[str] = "[[host.path]]"
 
 
+class MobilityTable(Table):
+    """``[mobility]``: where the vehicles of the hosts with ``vehicle = "..."`` come from."""
+
+    fcd: kinds.text("a path to a SUMO FCD file (sumo --fcd-output XML)", placeholders=False).type() = field(
+        "The file, relative to the scenario file, written by `sumo --fcd-output` or `roughnet mobility fcd`: "
+        + FCD_EXPECTED + ". Its time is the run's time; x and y are metres.")
+    key_noun: ClassVar[str] = "key"
+    key_owner: ClassVar[str] = "[mobility]"
+
+
 def _concrete(value: Any) -> bool:
     if isinstance(value, list):
         return all(_concrete(v) for v in value)
@@ -98,18 +115,41 @@ def distance_based(link: LinkTable) -> bool:
 
 
 def _placed(host: Any) -> bool:
-    return host.position is not None or host.path is not None or host.path_trace is not None
+    return any(getattr(host, k) is not None for k in PLACEMENTS)
+
+
+def _check_vehicles(s: Scenario, problems: list[Problem]) -> None:
+    """``vehicle`` needs ``[mobility] fcd`` and names one host's vehicle; ``[mobility]`` needs a vehicle host."""
+    owner: dict[str, int] = {}
+    for i, h in enumerate(s.host):
+        if h.vehicle is None:
+            continue
+        if s.mobility is None:
+            problems.append(Problem(f"host[{i}].vehicle", "a vehicle and no [mobility] table",
+                                    '[mobility] fcd = "file.fcd.xml", the SUMO trace this vehicle is in', h.vehicle))
+        if has_placeholder(h.vehicle):
+            continue
+        if h.vehicle in owner:
+            problems.append(Problem(f"host[{i}].vehicle", f"vehicle {h.vehicle} is already host "
+                                    f"{s.host[owner[h.vehicle]].name}'s", "one host per vehicle", h.vehicle))
+        owner.setdefault(h.vehicle, i)
+    if s.mobility is not None and not any(h.vehicle is not None for h in s.host):
+        problems.append(Problem("mobility.fcd", "no host is mapped to a vehicle of this file",
+                                'vehicle = "..." on the [[host]] entries that move as vehicles, or no [mobility]',
+                                s.mobility.fcd))  # fmt: skip
 
 
 def check_positions(s: Scenario, problems: list[Problem]) -> None:
+    _check_vehicles(s, problems)
     hosts = {h.name: (i, h) for i, h in enumerate(s.host) if isinstance(h.name, str)}
     used: set[str] = set()
     for i, h in enumerate(s.host):
-        given = [k for k in ("position", "path", "path_trace") if getattr(h, k) is not None]
+        given = [k for k in PLACEMENTS if getattr(h, k) is not None]
         if len(given) > 1:
-            names = {"position": "position", "path": "[[host.path]]", "path_trace": "path_trace"}
-            problems.append(Problem(f"host[{i}].{given[1]}", f"both {names[given[0]]} and {names[given[1]]}",
-                                    "one of them: a fixed position, [[host.path]] points or a path_trace file"))
+            both = f"both {PLACEMENTS[given[0]]} and {PLACEMENTS[given[1]]}"
+            problems.append(Problem(f"host[{i}].{given[1]}", both,
+                                    "one of them: a fixed position, [[host.path]] points, a path_trace file or a "
+                                    "vehicle"))  # fmt: skip
         last = None
         for k, point in enumerate(h.path or []):
             if not _concrete(point.at):
@@ -148,7 +188,7 @@ def check_positions(s: Scenario, problems: list[Problem]) -> None:
                                         model.distance))  # fmt: skip
     for i, h in enumerate(s.host):
         if _placed(h) and h.name not in used:
-            key = next(k for k in ("position", "path", "path_trace") if getattr(h, k) is not None)
+            key = next(k for k in PLACEMENTS if getattr(h, k) is not None)
             problems.append(Problem(f"host[{i}].{key}", f"host {h.name} has a position but is on no link whose "
                                     "loss follows distance",
                                     'a link of this host with loss_model = { model = "ieee80211p" } (or '
@@ -174,7 +214,7 @@ def link_positions(s: Scenario, link: LinkTable, paths: dict[str, Points] | None
         return ()
     out = []
     for h in members:
-        if h.path_trace is not None:
+        if h.path_trace is not None or h.vehicle is not None:
             out.append((paths or {}).get(h.name, ()))
         elif h.path is not None:
             out.append(tuple(_point(units.parse_duration_ns(p.at), p.position) for p in h.path))
@@ -215,8 +255,37 @@ def read_path_files(s: Scenario, base: Path) -> tuple[dict[str, tuple[dict[str, 
         except ValueError as e:
             problem, _, expected = str(e).partition("; expected ")
             problems.append(Problem(f"host[{i}].path_trace", problem, expected, h.path_trace))
+    vehicles = [(i, h) for i, h in enumerate(s.host) if h.vehicle is not None]
+    if vehicles and s.mobility is not None:
+        paths.update(_vehicle_paths(s.mobility.fcd, vehicles, base, problems))
     return paths, problems
 
 
-__all__ = ["COORDINATE", "DISTANCE", "POSITION", "PathPointTable", "check_positions", "distance_based",
-           "link_positions", "parse_coordinate_m", "parse_path_csv", "read_path_files"]
+def _vehicle_paths(fcd: str, vehicles: list[tuple[int, Any]], base: Path,
+                   problems: list[Problem]) -> dict[str, tuple[dict[str, Any], ...]]:  # fmt: skip
+    """The points of the hosts mapped to vehicles of ``fcd``, by host name; problems name the key."""
+    file = Path(fcd)
+    file = file if file.is_absolute() else base / file
+    try:
+        trace = read_fcd(file)
+    except OSError as e:
+        problems.append(Problem("mobility.fcd", f"cannot read {file} ({e.strerror or e})", FCD_EXPECTED, fcd))
+        return {}
+    except FcdError as e:
+        problem, _, expected = str(e).partition("; expected ")
+        problems.append(Problem("mobility.fcd", problem, expected, fcd))
+        return {}
+    out = {}
+    for i, h in vehicles:
+        if h.vehicle in trace:
+            out[h.name] = trace[h.vehicle]
+        else:
+            shown = sorted(trace, key=lambda v: (len(v), v))
+            listed = ", ".join(shown[:10]) + (f" and {len(shown) - 10} more" if len(shown) > 10 else "")
+            problems.append(Problem(f"host[{i}].vehicle", f"{file} never shows vehicle {h.vehicle}",
+                                    f"a vehicle id of that file ({listed or 'it has no vehicles'})", h.vehicle))
+    return out
+
+
+__all__ = ["COORDINATE", "DISTANCE", "PLACEMENTS", "POSITION", "VEHICLE", "MobilityTable", "PathPointTable",
+           "check_positions", "distance_based", "link_positions", "parse_coordinate_m", "parse_path_csv", "read_path_files"]
