@@ -406,9 +406,11 @@ def send_end(node: Node, pub, seq: int, deadline_ns: int) -> None:
         if not publish(pub, raw, deadline_ns):
             return
         until = max(deadline_ns, t + int(ACK_WAIT_S * 1e9))
-        while not _stop and now_ns() < until:
-            if pub.wait_for_all_acked(Duration(nanoseconds=int(ACK_POLL_S * 1e9))):
-                break
+        acked = False
+        while not acked and not _stop and now_ns() < until:
+            acked = pub.wait_for_all_acked(Duration(nanoseconds=int(ACK_POLL_S * 1e9)))
+        log.info("end marker: %s after %.3f s", "all acknowledged" if acked else "gave up waiting for acknowledgements",
+                 (now_ns() - t) / 1e9)
     else:
         for i in range(END_COPIES):
             pub.publish(raw)
