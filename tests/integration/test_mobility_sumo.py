@@ -185,3 +185,26 @@ def test_a_car_that_drives_off_is_reached_before_and_not_after(tmp_path: Path) -
     assert got["near"] == {"198.18.0.255": n, group: n}, got
     assert got["mid"] == {"198.18.0.255": n}, got
     assert st["ports"][2]["downlink"]["drops"]["frame_error"] >= n, st["ports"][2]["downlink"]
+
+
+@pytest.mark.root
+@pytest.mark.skipif(WIRE is None, reason="roughnet-wire is not built (make build)")
+@pytest.mark.skipif(AGENT is None, reason="roughnet-agent is not built (make build)")
+def test_the_sumo_fleet_scenario_reaches_the_town_car_and_the_highway_car_only_as_it_comes_near(
+        tmp_path: Path) -> None:  # fmt: skip
+    # scenarios/sumo-fleet.toml as shipped (one run of about 60 s: the trace's length; it cannot be shortened
+    # without changing what it shows). Its trace is SUMO's own (scenarios/sumo/town.fcd.xml).
+    run = plan_sweep(ROOT / "scenarios" / "sumo-fleet.toml").runs[0]
+    highway = run.links[0].positions[2]
+    assert highway[0]["x_m"] - 550 > 900 and highway[-1]["x_m"] - 550 < 300, (highway[0], highway[-1])
+    pf = Preflight(agent_path=AGENT, agent=agent_version(str(AGENT)), caps=None, engines={run.run_id: {0: "wire"}})
+    art = tmp_path / run.run_id
+    art.mkdir()
+    rec = execute_run(run, pf, art)
+    assert rec["status"] == "ok", (rec["failure_reason"], rec["stderr_tail"])
+    per_rx = {r["host"]: r["metrics"] for r in rec["receivers"]}
+    assert per_rx["town"]["received"] >= 545, per_rx["town"]  # within about 270 m all along
+    # out of range for the first ~40 s of 55, then in range: some, not most (79 of 550 here)
+    assert 20 <= per_rx["highway"]["received"] <= 300, per_rx["highway"]
+    lc = rec["link_counters"]["0"]
+    assert lc["ports"]["highway"]["downlink"]["drops_frame_error"] >= 250, lc["ports"]["highway"]
