@@ -18,6 +18,12 @@ from roughnet.plan import plan_sweep
 from roughnet.spec import ScenarioError
 
 ROOT = Path(__file__).resolve().parents[2]
+try:
+    import sumo as _sumo  # noqa: F401  (the eclipse-sumo wheel)
+
+    HAVE_SUMO = True
+except ImportError:
+    HAVE_SUMO = False
 TOWN_FCD = ROOT / "scenarios" / "sumo" / "town.fcd.xml"
 
 #: Three time steps: v1 moves east 10 m/s; v2 is absent at 1 s (held) and back at 2 s; v3 only at 2 s.
@@ -107,6 +113,7 @@ def scenario(a: str = 'vehicle = "v1"', b: str = 'vehicle = "v2"', c: str = 'pos
 
 def write(tmp_path: Path, text: str, fcd_text: str = FCD) -> Path:
     (tmp_path / "t.fcd.xml").write_text(fcd_text)
+    (tmp_path / "bad.xml").write_text("<routes>\n<vehicle id='1'>\n</routes>\n")
     f = tmp_path / "m.toml"
     f.write_text(text)
     return f
@@ -134,7 +141,7 @@ def test_the_vehicle_is_swept(tmp_path: Path) -> None:
         ({"b": 'vehicle = "v9"'}, FCD, "host[1].vehicle", "never shows vehicle v9"),
         ({"b": 'vehicle = "v1"'}, FCD, "host[1].vehicle", "vehicle v1 is already host a's"),
         ({"mobility": ""}, FCD, "host[0].vehicle", "a vehicle and no [mobility] table"),
-        ({"a": 'position = ["1 m", "0 m"]', "b": 'position = ["2 m", "0 m"]'}, FCD, "mobility.fcd",
+        ({"a": 'position = ["1 m", "0 m"]', "b": 'position = ["2 m", "0 m"]'}, FCD, "mobility",
          "no host is mapped to a vehicle"),
         ({}, FCD.replace("</timestep>", "", 1), "mobility.fcd", "not XML"),
         ({}, "<routes/>", "mobility.fcd", "root element is <routes>"),
@@ -142,7 +149,18 @@ def test_the_vehicle_is_swept(tmp_path: Path) -> None:
         ({"a": 'vehicle = "v1"\nposition = ["0 m", "0 m"]'}, FCD, "host[0].vehicle", "both position and vehicle"),
         ({"link": 'loss = "1%"'}, FCD, "host[0].vehicle", "on no link whose loss follows distance"),
         ({"c": ""}, FCD, "host[2].position", "host c has no position"),
-        ({"mobility": '[mobility]\nfcd = "t.fcd.xml"\nstep = "1 s"\n'}, FCD, "mobility.step", "unknown key"),
+        ({"mobility": '[mobility]\nfcd = "t.fcd.xml"\nspeed = "1"\n'}, FCD, "mobility.speed", "unknown key"),
+        ({"mobility": '[mobility]\nfcd = "t.fcd.xml"\nstep = "1 s"\n'}, FCD, "mobility.step", "without net"),
+        ({"mobility": '[mobility]\nfcd = "t.fcd.xml"\nnet = "n.net.xml"\nroutes = "r.rou.xml"\n'}, FCD,
+         "mobility.fcd", "both fcd and net"),
+        ({"mobility": '[mobility]\n'}, FCD, "mobility", "neither fcd nor net"),
+        ({"mobility": '[mobility]\nnet = "t.fcd.xml"\n'}, FCD, "mobility.routes", "missing"),
+        ({"mobility": '[mobility]\nnet = "t.fcd.xml"\nroutes = ["t.fcd.xml", "bad.xml"]\n'}, FCD,
+         "mobility.routes[1]", "is not XML"),
+        ({"mobility": '[mobility]\nnet = "nowhere.net.xml"\nroutes = "t.fcd.xml"\n'}, FCD, "mobility.net",
+         "cannot read"),
+        ({"mobility": '[mobility]\nnet = "t.fcd.xml"\nroutes = "t.fcd.xml"\nstep = "2 min"\n'}, FCD,
+         "mobility.step", "above 1 min"),
     ],
 )
 def test_bad_mappings_exit_2_naming_the_key(tmp_path: Path, kw: dict, fcd_text: str, path: str, words: str) -> None:
@@ -166,3 +184,24 @@ def test_run_refuses_an_unknown_vehicle_before_creating_anything(tmp_path: Path)
     assert out.exit_code == 2, out.output
     assert "host[1].vehicle" in out.output and "never shows vehicle nope" in out.output
     assert not results.exists()
+
+
+@pytest.mark.skipif(not HAVE_SUMO, reason="eclipse-sumo is not installed (make)")
+def test_a_network_and_routes_are_simulated_when_planned_as_the_shipped_fcd(tmp_path: Path) -> None:
+    # scenarios/sumo/town.fcd.xml was written by `roughnet mobility fcd` (60 s, 1 s steps, seed 1): a scenario
+    # naming the network and routes instead, with a 60 s timeout and seed 1, gets exactly its points.
+    town = ROOT / "scenarios" / "sumo"
+    mobility = f'[mobility]\nnet = "{town / "town.net.xml"}"\nroutes = ["{town / "town.rou.xml"}"]\n'
+    f = tmp_path / "m.toml"
+    f.write_text(scenario(a='vehicle = "3"', b='vehicle = "0"', mobility=mobility))
+    link = plan_sweep(f).runs[0].links[0]
+    shipped = read_fcd(TOWN_FCD)
+    assert link.positions[0] == shipped["3"] and link.positions[1] == shipped["0"]
+    # a route file SUMO refuses: its message, at mobility.net, before anything is created
+    (tmp_path / "r.rou.xml").write_text('<routes><vehicle id="x" depart="0"><route edges="nowhere"/></vehicle>'
+                                        "</routes>\n")
+    f.write_text(scenario(mobility=mobility.replace(str(town / "town.rou.xml"), "r.rou.xml")))
+    with pytest.raises(ScenarioError) as info:
+        plan_sweep(f)
+    assert any(p.path == "mobility.net" and "sumo failed" in p.problem and "nowhere" in p.problem
+               for p in info.value.problems), str(info.value)

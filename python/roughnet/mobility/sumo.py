@@ -3,17 +3,20 @@
 This module owns finding SUMO (the ``sumo`` binary of the ``eclipse-sumo`` wheel, ``sumo.SUMO_HOME/bin``,
 which ``make`` installs through the ``sim`` extra) and one ``sumo`` run that writes an FCD file
 (``--fcd-output``). It does not read the FCD (``mobility.fcd``) nor map vehicles to hosts
-(``spec.positions``). Scenarios replay an FCD written beforehand, so runs need no SUMO.
+(``spec.positions``). A scenario replays an FCD written beforehand (then runs need no SUMO), or names
+a network and routes: ``simulate`` then runs SUMO when the sweep is planned, before anything is created.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RoughnetError, SpecError
+from .fcd import Points, read_fcd
 
 #: Longest simulation written (a bound on the FCD's size and SUMO's run time).
 MAX_END_S = 3600.0
@@ -79,4 +82,22 @@ def write_fcd(net: Path, routes: list[Path], out: Path, end_s: float, step_s: fl
     return out
 
 
-__all__ = ["MAX_END_S", "MIN_STEP_S", "Sumo", "SumoError", "find_sumo", "write_fcd"]
+_simulated: dict[tuple, dict[str, Points]] = {}
+
+
+def simulate(net: Path, routes: list[Path], end_s: float, step_s: float, seed: int) -> dict[str, Points]:
+    """The FCD of ``write_fcd`` on these files, parsed (``mobility.fcd.read_fcd``): vehicle id -> points.
+
+    Written to a temporary folder and removed; the result is kept for the process (keyed on the files'
+    paths, sizes and modification times, and the arguments), so the points of a sweep run SUMO once.
+    """
+    key = (tuple((str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in (net, *routes)),
+           end_s, step_s, seed)  # fmt: skip
+    if key not in _simulated:
+        with tempfile.TemporaryDirectory(prefix="roughnet-sumo-") as tmp:
+            out = write_fcd(net, routes, Path(tmp) / "fcd.xml", end_s, step_s, seed=seed)
+            _simulated[key] = read_fcd(out)
+    return _simulated[key]
+
+
+__all__ = ["MAX_END_S", "MIN_STEP_S", "Sumo", "SumoError", "find_sumo", "simulate", "write_fcd"]

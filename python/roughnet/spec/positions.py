@@ -11,7 +11,8 @@ file; ``time_s,x_m,y_m`` lines, plain numbers, times never decreasing; ``#`` com
 one header line allowed), read by ``read_path_files`` like the links' distance traces. Or from a vehicle
 of a SUMO floating-car-data file (``[mobility] fcd = "town.fcd.xml"``, ``[[host]] vehicle = "veh3"``;
 parsed by ``mobility.fcd``): the host's path is the vehicle's (x, y) at every time step, exactly as a
-``path_trace`` of those lines.
+``path_trace`` of those lines. ``[mobility] net`` and ``routes`` instead of ``fcd``: SUMO simulates them
+when the sweep is planned (``mobility.sumo.simulate``) and the hosts replay that FCD.
 
 A link is *distance-based* when its loss model is ``ieee80211p`` or ``distance_table`` (on the link, a
 direction or a schedule entry) or its profile is ``v2v-80211p``. On such a link whose hosts have positions, the
@@ -26,10 +27,12 @@ distance-based link keep the link's one distance (``distance``, ``distance_trace
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import units
+from ..errors import RoughnetError
 from . import kinds
 from .kinds import has_placeholder
 from .problems import Problem
@@ -37,6 +40,7 @@ from .table import Table, field
 from .tracefile import timed_rows
 from .wire import DISTANCE, DISTANCE_MODELS, _number_unit
 from ..mobility.fcd import FCD_EXPECTED, FcdError, read_fcd
+from ..mobility import sumo
 
 if TYPE_CHECKING:
     from .model import LinkTable, Scenario
@@ -95,7 +99,16 @@ class MobilityTable(Table):
 
     fcd: kinds.text("a path to a SUMO FCD file (sumo --fcd-output XML)", placeholders=False).type() = field(
         "The file, relative to the scenario file, written by `sumo --fcd-output` or `roughnet mobility fcd`: "
-        + FCD_EXPECTED + ". Its time is the run's time; x and y are metres.")
+        + FCD_EXPECTED + ". Its time is the run's time; x and y are metres. Or `net` and `routes`.", None)
+    net: kinds.text("a path to a SUMO network (.net.xml)", placeholders=False).type() = field(
+        "Instead of `fcd`: a SUMO network (.net.xml, relative to the scenario file) that SUMO (the eclipse-sumo "
+        "wheel) simulates with `routes` when the sweep is planned, from 0 to the scenario's timeout (at most "
+        f"{sumo.MAX_END_S:g} s) with the scenario's seed; the hosts replay its FCD as from `fcd`.", None)
+    routes: kinds.name_list(kinds.text(placeholders=False), 1, "a SUMO route file (.rou.xml) or a list of them",
+                            single=True).type() = field(
+        "With `net`: the SUMO route file(s) (.rou.xml, relative to the scenario file).", None)
+    step: kinds.bounded_duration(1_000_000, 60_000_000_000, ("0.1 s", "1 s")).type() = field(
+        "With `net`: SUMO's step length, one FCD time step each, from 1 ms to 60 s. Unset: 1 s.", None)
     key_noun: ClassVar[str] = "key"
     key_owner: ClassVar[str] = "[mobility]"
 
@@ -133,10 +146,21 @@ def _check_vehicles(s: Scenario, problems: list[Problem]) -> None:
             problems.append(Problem(f"host[{i}].vehicle", f"vehicle {h.vehicle} is already host "
                                     f"{s.host[owner[h.vehicle]].name}'s", "one host per vehicle", h.vehicle))
         owner.setdefault(h.vehicle, i)
+    m = s.mobility
+    if m is not None and (m.fcd is None) == (m.net is None):
+        problems.append(Problem("mobility.fcd" if m.fcd is not None else "mobility", "both fcd and net" if m.fcd
+                                else "neither fcd nor net", "one of them: an FCD file to replay, or a SUMO network "
+                                "and routes to simulate"))  # fmt: skip
+    for key in ("routes", "step"):
+        if m is not None and m.net is None and getattr(m, key) is not None:
+            problems.append(Problem(f"mobility.{key}", "without net", "net = \"....net.xml\" (SUMO simulates "
+                                    "net and routes), or no " + key, getattr(m, key)))  # fmt: skip
+    if m is not None and m.net is not None and m.routes is None:
+        problems.append(Problem("mobility.routes", "missing", "the route file(s) SUMO runs on net, like "
+                                "routes = \"town.rou.xml\""))  # fmt: skip
     if s.mobility is not None and not any(h.vehicle is not None for h in s.host):
-        problems.append(Problem("mobility.fcd", "no host is mapped to a vehicle of this file",
-                                'vehicle = "..." on the [[host]] entries that move as vehicles, or no [mobility]',
-                                s.mobility.fcd))  # fmt: skip
+        problems.append(Problem("mobility", "no host is mapped to a vehicle",
+                                'vehicle = "..." on the [[host]] entries that move as vehicles, or no [mobility]'))
 
 
 def check_positions(s: Scenario, problems: list[Problem]) -> None:
@@ -257,24 +281,60 @@ def read_path_files(s: Scenario, base: Path) -> tuple[dict[str, tuple[dict[str, 
             problems.append(Problem(f"host[{i}].path_trace", problem, expected, h.path_trace))
     vehicles = [(i, h) for i, h in enumerate(s.host) if h.vehicle is not None]
     if vehicles and s.mobility is not None:
-        paths.update(_vehicle_paths(s.mobility.fcd, vehicles, base, problems))
+        paths.update(_vehicle_paths(s, vehicles, base, problems))
     return paths, problems
 
 
-def _vehicle_paths(fcd: str, vehicles: list[tuple[int, Any]], base: Path,
-                   problems: list[Problem]) -> dict[str, tuple[dict[str, Any], ...]]:  # fmt: skip
-    """The points of the hosts mapped to vehicles of ``fcd``, by host name; problems name the key."""
-    file = Path(fcd)
-    file = file if file.is_absolute() else base / file
+def _sumo_trace(s: Scenario, base: Path, problems: list[Problem]) -> dict[str, Points] | None:
+    """``[mobility] net`` and ``routes`` simulated by SUMO (``mobility.sumo.simulate``); None after a problem."""
+    m = s.mobility
+    routes = [m.routes] if isinstance(m.routes, str) else list(m.routes)
+    files = []
+    for key, name, kind in [("mobility.net", m.net, "a SUMO network (.net.xml)"),
+                            *((f"mobility.routes[{k}]", r, "a SUMO route file (.rou.xml)")
+                              for k, r in enumerate(routes))]:  # fmt: skip
+        file = Path(name) if Path(name).is_absolute() else base / name
+        try:
+            for _, el in ET.iterparse(file):
+                el.clear()
+        except OSError as e:
+            problems.append(Problem(key, f"cannot read {file} ({e.strerror or e})", kind, name))
+        except ET.ParseError as e:
+            problems.append(Problem(key, f"{file} is not XML ({e})", kind, name))
+        files.append(file)
+    if problems:
+        return None
+    end_s = min(units.parse_duration_ns(s.scenario.timeout) / 1e9, sumo.MAX_END_S)
+    step_s = units.parse_duration_ns(m.step) / 1e9 if m.step is not None else 1.0
     try:
-        trace = read_fcd(file)
-    except OSError as e:
-        problems.append(Problem("mobility.fcd", f"cannot read {file} ({e.strerror or e})", FCD_EXPECTED, fcd))
-        return {}
-    except FcdError as e:
+        return sumo.simulate(files[0], files[1:], end_s, step_s, s.scenario.seed)
+    except (RoughnetError, FcdError) as e:
         problem, _, expected = str(e).partition("; expected ")
-        problems.append(Problem("mobility.fcd", problem, expected, fcd))
-        return {}
+        problems.append(Problem("mobility.net", problem, expected, m.net))
+        return None
+
+
+def _vehicle_paths(s: Scenario, vehicles: list[tuple[int, Any]], base: Path,
+                   problems: list[Problem]) -> dict[str, tuple[dict[str, Any], ...]]:  # fmt: skip
+    """The points of the hosts mapped to vehicles of ``[mobility]``'s trace, by host name; problems name the key."""
+    fcd = s.mobility.fcd
+    if fcd is None:
+        trace = _sumo_trace(s, base, problems)
+        if trace is None:
+            return {}
+        file = f"SUMO's run of {s.mobility.net}"
+    else:
+        file = Path(fcd)
+        file = file if file.is_absolute() else base / file
+        try:
+            trace = read_fcd(file)
+        except OSError as e:
+            problems.append(Problem("mobility.fcd", f"cannot read {file} ({e.strerror or e})", FCD_EXPECTED, fcd))
+            return {}
+        except FcdError as e:
+            problem, _, expected = str(e).partition("; expected ")
+            problems.append(Problem("mobility.fcd", problem, expected, fcd))
+            return {}
     out = {}
     for i, h in vehicles:
         if h.vehicle in trace:
@@ -288,4 +348,5 @@ def _vehicle_paths(fcd: str, vehicles: list[tuple[int, Any]], base: Path,
 
 
 __all__ = ["COORDINATE", "DISTANCE", "PLACEMENTS", "POSITION", "VEHICLE", "MobilityTable", "PathPointTable",
-           "check_positions", "distance_based", "link_positions", "parse_coordinate_m", "parse_path_csv", "read_path_files"]
+           "check_positions", "distance_based", "link_positions", "parse_coordinate_m", "parse_path_csv",
+           "read_path_files"]
