@@ -18,13 +18,14 @@ other): a volatile reader drops what arrives before it matched the writer, so a 
 publishes on ``<base>/ready`` (reliable, keep last 1, transient local) the GUIDs of the writers its
 subscription matched, 16 bytes each, sorted, as the ``data`` of a UInt8MultiArray, again whenever
 that set changes; a sender (pinger) sends nothing before every peer's list holds its writer's GUID.
-A peer that is not roughnet never lists anything: after 2 s with every reader matched the sender
+A peer that is not roughnet never lists anything: after 5 s (HANDSHAKE_GRACE_S) with every reader matched the sender
 goes ahead on matching alone.
 
 Environment (set here, before rclpy starts the middleware): ``FASTDDS_BUILTIN_TRANSPORTS=UDPv4``
 (Fast DDS's shared-memory transport would carry traffic between namespaces of one machine past the
 emulated link), ``ROS_STATIC_PEERS`` the peers' addresses (sender, pinger: unicast discovery over
-links without multicast routes).
+links without multicast routes), and with loopback addresses only ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``
+(no multicast discovery onto the machine's own networks).
 """
 
 from __future__ import annotations
@@ -232,8 +233,11 @@ class Node:
 
     def __init__(self, cfg: dict[str, Any]) -> None:
         os.environ["FASTDDS_BUILTIN_TRANSPORTS"] = "UDPv4"
+        ips = [a.rsplit(":", 1)[0] for a in cfg.get("peers") or [cfg["listen"]]]
         if cfg.get("peers"):
-            os.environ["ROS_STATIC_PEERS"] = ";".join(p.rsplit(":", 1)[0] for p in cfg["peers"])
+            os.environ["ROS_STATIC_PEERS"] = ";".join(ips)
+        if all(ip.startswith("127.") for ip in ips):  # on loopback: no multicast discovery onto the machine's networks
+            os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
