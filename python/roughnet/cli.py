@@ -139,10 +139,15 @@ def _describe_link(link) -> str:
             parts.append(units.format_duration(x.delay_ns))
         if x.loss:
             parts.append(f"{100 * x.loss:g}% loss")
+        if isinstance(x.loss_model, dict) and x.loss_model.get("model"):
+            parts.append(f"{x.loss_model['model']} loss")
         return " ".join(parts) or "clean"
 
     fw, rv = d(link.forward), d(link.reverse)
     body = fw if fw == rv else f"{fw} / {rv}"
+    if link.positions:  # per-pair distances: positions, paths, path traces or vehicles of a SUMO trace
+        moving = sum(len(p) > 1 for p in link.positions)
+        body += f", distances from the hosts' positions ({moving} of {len(link.positions)} moving)"
     return f"{'-'.join(link.hosts)}: {body}"
 
 

@@ -205,3 +205,9 @@ def test_a_network_and_routes_are_simulated_when_planned_as_the_shipped_fcd(tmp_
         plan_sweep(f)
     assert any(p.path == "mobility.net" and "sumo failed" in p.problem and "nowhere" in p.problem
                for p in info.value.problems), str(info.value)
+
+
+def test_show_says_the_link_takes_its_distances_from_moving_hosts(tmp_path: Path) -> None:
+    out = CliRunner().invoke(app, ["show", str(write(tmp_path, scenario()))], env={"COLUMNS": "250"})
+    assert out.exit_code == 0, out.output
+    assert "a-b-c: ieee80211p loss, distances from the hosts' positions (2 of 3 moving)" in out.output, out.output
