@@ -37,7 +37,7 @@ from . import kinds
 from .kinds import has_placeholder
 from .problems import Problem
 from .table import Table, field
-from .tracefile import timed_rows
+from .tracefile import read_trace_text, timed_rows
 from .wire import DISTANCE, DISTANCE_MODELS, _number_unit
 from ..mobility.fcd import FCD_EXPECTED, FcdError, read_fcd
 from ..mobility import sumo
@@ -266,16 +266,7 @@ def read_path_files(s: Scenario, base: Path) -> tuple[dict[str, tuple[dict[str, 
         file = Path(h.path_trace)
         file = file if file.is_absolute() else base / file
         try:
-            size = file.stat().st_size
-            if size > PATH_MAX_BYTES:
-                raise ValueError(f"{file}: {size} bytes, more than {PATH_MAX_BYTES}; expected a smaller path file")
-            paths[h.name] = parse_path_csv(file.read_text(encoding="utf-8"), str(file))
-        except OSError as e:
-            problems.append(Problem(f"host[{i}].path_trace", f"cannot read {file} ({e.strerror or e})",
-                                    PATH_EXPECTED, h.path_trace))  # fmt: skip
-        except UnicodeDecodeError:
-            problems.append(Problem(f"host[{i}].path_trace", f"{file} is not UTF-8 text", PATH_EXPECTED,
-                                    h.path_trace))  # fmt: skip
+            paths[h.name] = parse_path_csv(read_trace_text(file, PATH_MAX_BYTES, PATH_EXPECTED), str(file))
         except ValueError as e:
             problem, _, expected = str(e).partition("; expected ")
             problems.append(Problem(f"host[{i}].path_trace", problem, expected, h.path_trace))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import runspec, units
-from .tracefile import timed_rows
+from .tracefile import read_trace_text, timed_rows
 from .directions import direction_config_json, fields_of, merged_direction, patch
 from .model import DIRECTION_KEYS, LinkTable, Scenario, ScheduleTable
 from .problems import Problem
@@ -91,16 +91,7 @@ def parse_distance_csv(text: str, name: str) -> tuple[dict[str, Any], ...]:
 
 
 def read_distance_trace(path: Path) -> tuple[dict[str, Any], ...]:
-    try:
-        size = path.stat().st_size
-        if size > TRACE_MAX_BYTES:
-            raise ValueError(f"{path}: {size} bytes, more than {TRACE_MAX_BYTES}; expected a smaller trace file")
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ValueError(f"cannot read {path} ({e.strerror or e}); expected {TRACE_EXPECTED}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path} is not UTF-8 text; expected {TRACE_EXPECTED}") from None
-    return parse_distance_csv(text, str(path))
+    return parse_distance_csv(read_trace_text(path, TRACE_MAX_BYTES, TRACE_EXPECTED), str(path))
 
 
 def read_trace_files(s: Scenario, base: Path) -> tuple[dict[int, tuple[dict[str, Any], ...]], list[Problem]]:

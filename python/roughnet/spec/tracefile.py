@@ -8,6 +8,7 @@ never go back, and errors naming the line; the callers turn the rows into their 
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 
 
 def _number(text: str) -> Decimal | None:
@@ -51,3 +52,17 @@ def timed_rows(text: str, name: str, width: int, expected: str) -> list[tuple[st
     if not rows:
         raise ValueError(f"{name}: no points; expected {expected}")
     return rows
+
+
+def read_trace_text(path: Path, max_bytes: int, expected: str) -> str:
+    """The text of a trace file; ValueError "<problem>; expected <expected>" if it is missing, unreadable,
+    larger than ``max_bytes`` or not UTF-8."""
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise ValueError(f"{path}: {size} bytes, more than {max_bytes}; expected a smaller file")
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"cannot read {path} ({e.strerror or e}); expected {expected}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text; expected {expected}") from None
