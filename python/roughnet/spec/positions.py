@@ -37,7 +37,7 @@ from . import kinds
 from .kinds import has_placeholder
 from .problems import Problem
 from .table import Table, field
-from .tracefile import read_trace_text, timed_rows
+from .tracefile import read_trace_text, time_order_problems, timed_rows
 from .wire import DISTANCE, DISTANCE_MODELS, _number_unit
 from ..mobility.fcd import FCD_EXPECTED, FcdError, read_fcd
 from ..mobility import sumo
@@ -113,12 +113,6 @@ class MobilityTable(Table):
     key_owner: ClassVar[str] = "[mobility]"
 
 
-def _concrete(value: Any) -> bool:
-    if isinstance(value, list):
-        return all(_concrete(v) for v in value)
-    return not has_placeholder(value)
-
-
 def distance_based(link: LinkTable) -> bool:
     """Whether the link's loss follows the distance between its hosts (``ieee80211p``, or its profile)."""
     if link.profile in DISTANCE_PROFILES:
@@ -174,15 +168,7 @@ def check_positions(s: Scenario, problems: list[Problem]) -> None:
             problems.append(Problem(f"host[{i}].{given[1]}", both,
                                     "one of them: a fixed position, [[host.path]] points, a path_trace file or a "
                                     "vehicle"))  # fmt: skip
-        last = None
-        for k, point in enumerate(h.path or []):
-            if not _concrete(point.at):
-                continue
-            at = units.parse_duration_ns(point.at)
-            if last is not None and at < last:
-                problems.append(Problem(f"host[{i}].path[{k}].at", "earlier than the point before",
-                                        "points in time order (`at` never decreasing)", point.at))  # fmt: skip
-            last = at
+        problems.extend(time_order_problems(h.path or [], f"host[{i}].path"))
     for li, link in enumerate(s.link):
         if not distance_based(link) or not all(isinstance(n, str) for n in link.between):
             continue

@@ -1,14 +1,20 @@
 """Trace files of the scenario format: lines of numbers, the first a time in seconds.
 
-Owns the line rules every trace file shares (``link.distance_trace``'s ``time_s,metres``, a host's
+Owns the line rules every trace file shares, and the time order of inline points (``link.distance_trace``'s ``time_s,metres``, a host's
 ``path_trace``'s ``time_s,x_m,y_m``): comments, blank lines, one header line, numbers, times that
 never go back, and errors naming the line; the callers turn the rows into their points.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import Any
+
+from .. import units
+from .kinds import has_placeholder
+from .problems import Problem
 
 
 def _number(text: str) -> Decimal | None:
@@ -66,3 +72,19 @@ def read_trace_text(path: Path, max_bytes: int, expected: str) -> str:
         raise ValueError(f"cannot read {path} ({e.strerror or e}); expected {expected}") from None
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not UTF-8 text; expected {expected}") from None
+
+
+def time_order_problems(points: Iterable[Any], path: str) -> list[Problem]:
+    """Problems at ``<path>[k].at`` for inline points (each with an ``at`` duration) that go back in time;
+    points whose ``at`` is still a placeholder are skipped."""
+    problems: list[Problem] = []
+    last = None
+    for k, point in enumerate(points):
+        if has_placeholder(point.at):
+            continue
+        at = units.parse_duration_ns(point.at)
+        if last is not None and at < last:
+            problems.append(Problem(f"{path}[{k}].at", "earlier than the point before",
+                                    "points in time order (`at` never decreasing)", point.at))  # fmt: skip
+        last = at
+    return problems

@@ -27,6 +27,7 @@ from .kinds import describe, has_placeholder
 from .model import DIRECTION_KEYS, DirectionTable, LinkTable
 from .problems import Problem
 from .timeline import SIDES, sets_direction_keys
+from .tracefile import time_order_problems
 from .wire import DISTANCE_MODELS, Markov4Table
 
 _JITTER = "a jitter in this direction, like jitter = \"1 ms\""
@@ -165,15 +166,7 @@ def _check_distance(link: LinkTable, path: str, every: list[State], problems: li
     if link.distance_trace is not None and link.distance is not None:
         problems.append(Problem(f"{path}.distance", "both distance_trace and [[link.distance]]",
                                 "one of them: a trace file or inline points"))  # fmt: skip
-    last = None
-    for i, point in enumerate(link.distance or []):
-        if not _concrete(point.at):
-            continue
-        at = units.parse_duration_ns(point.at)
-        if last is not None and at < last:
-            problems.append(Problem(f"{path}.distance[{i}].at", "earlier than the point before",
-                                    "points in time order (`at` never decreasing)", point.at))  # fmt: skip
-        last = at
+    problems.extend(time_order_problems(link.distance or [], f"{path}.distance"))
     if not trace:
         return
     models = {where: value for state in every for value, where in [state["loss_model"]]
