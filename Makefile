@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 BINARIES := roughnet-agent roughnet-wire
 
-.PHONY: all setup system-deps python-deps kafka build cluster demo test test-rust test-python bench clean-runs
+.PHONY: all setup system-deps python-deps extras kafka build cluster demo test test-rust test-python bench clean-runs
 
 all: setup
 
@@ -22,10 +22,18 @@ system-deps:
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,ros2,sim]'
+	$(PY) -m pip install -q -e '.[test]'
 	@touch $@
 
 python-deps: $(VENV)/.stamp
+
+# ROS 2 (Kilted wheels, protocol ros2), ns-3 (--backend ns3) and SUMO ([mobility]): about 830 MB and a
+# 2-minute cppyy build the first time, so `make demo` does without them; `make test` installs them.
+$(VENV)/.extras-stamp: pyproject.toml $(VENV)/.stamp
+	$(PY) -m pip install -q -e '.[test,ros2,sim]'
+	@touch $@
+
+extras: $(VENV)/.extras-stamp
 
 # Apache Kafka 4.3.1 jars from Maven Central into /var/cache/roughnet (only when missing).
 kafka: system-deps
@@ -48,7 +56,7 @@ cluster: system-deps python-deps build
 demo: setup
 	$(VENV)/bin/roughnet run scenarios/quickstart.toml
 
-test: setup cluster test-rust test-python
+test: setup extras cluster test-rust test-python
 
 test-rust:
 	"$(CARGO)" test --release --locked --workspace

@@ -62,7 +62,7 @@ def checks() -> list[Check]:
 
     ns3 = ns3_version()  # the package's metadata: ns-3 itself is not imported (that takes ~15 s)
     out.append(Check("ns-3", ns3 is not None, f"ns3 {ns3} (--backend ns3)" if ns3
-                     else "missing: `make` installs it (pip install '.[sim]'); the ns3 backend needs it", False))
+                     else "missing: `make extras` installs it (pip install -e '.[sim]'); the ns3 backend needs it", False))
     if root:
         from .links import probe_capabilities
 

@@ -35,7 +35,7 @@ LOSS = 0.03
 
 pytestmark = [
     pytest.mark.root,
-    pytest.mark.skipif(bool(launch.missing()), reason="the ROS 2 wheels are not installed (make python-deps)"),
+    pytest.mark.skipif(bool(launch.missing()), reason="the ROS 2 wheels are not installed (make extras)"),
     pytest.mark.skipif(WIRE is None, reason="roughnet-wire is not built (make build)"),
     pytest.mark.skipif(AGENT is None or "dds" not in agent_version(str(AGENT)).get("protocols", []),
                        reason="roughnet-agent (with dds) is not built (make build)"),

@@ -37,7 +37,7 @@ except ImportError:
     HAVE_SUMO = False
 
 
-@pytest.mark.skipif(not HAVE_SUMO, reason="eclipse-sumo is not installed (make)")
+@pytest.mark.skipif(not HAVE_SUMO, reason="eclipse-sumo is not installed (make extras)")
 def test_sumo_from_the_wheel_writes_an_fcd_of_the_shipped_network_whose_vehicles_move(tmp_path: Path) -> None:
     out = tmp_path / "town.fcd.xml"
     t0 = time.monotonic()
@@ -57,7 +57,7 @@ def test_sumo_from_the_wheel_writes_an_fcd_of_the_shipped_network_whose_vehicles
     assert len(moved) >= 4, {vid: (pts[0], pts[-1]) for vid, pts in v.items()}
 
 
-@pytest.mark.skipif(not HAVE_SUMO, reason="eclipse-sumo is not installed (make)")
+@pytest.mark.skipif(not HAVE_SUMO, reason="eclipse-sumo is not installed (make extras)")
 def test_sumo_refusing_its_files_exits_2_with_sumos_message(tmp_path: Path) -> None:
     bad = tmp_path / "bad.rou.xml"
     bad.write_text('<routes><vehicle id="x" depart="0"><route edges="nowhere"/></vehicle></routes>\n')

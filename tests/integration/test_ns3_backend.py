@@ -26,7 +26,7 @@ from roughnet.report import fmt
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(importlib.util.find_spec("ns") is None,
-                       reason="ns-3's Python package (ns3) is not installed (make installs it)"),
+                       reason="ns-3's Python package (ns3) is not installed (make extras)"),
 ]
 
 RATE_BPS = 10_000_000

@@ -22,7 +22,7 @@ from roughnet.ros2 import launch
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)"),
-    pytest.mark.skipif(bool(launch.missing()), reason="the ROS 2 wheels are not installed (make python-deps)"),
+    pytest.mark.skipif(bool(launch.missing()), reason="the ROS 2 wheels are not installed (make extras)"),
     pytest.mark.skipif(find_binary("roughnet-agent") is None or find_binary("roughnet-wire") is None,
                        reason="roughnet-agent / roughnet-wire are not built (make build)"),
 ]

@@ -186,7 +186,7 @@ def test_run_refuses_an_unknown_vehicle_before_creating_anything(tmp_path: Path)
     assert not results.exists()
 
 
-@pytest.mark.skipif(not HAVE_SUMO, reason="eclipse-sumo is not installed (make)")
+@pytest.mark.skipif(not HAVE_SUMO, reason="eclipse-sumo is not installed (make extras)")
 def test_a_network_and_routes_are_simulated_when_planned_as_the_shipped_fcd(tmp_path: Path) -> None:
     # scenarios/sumo/town.fcd.xml was written by `roughnet mobility fcd` (60 s, 1 s steps, seed 1): a scenario
     # naming the network and routes instead, with a 60 s timeout and seed 1, gets exactly its points.

@@ -2,7 +2,7 @@
 checks (exit 2 naming the key, before any node exists), its QoS from the knobs, its names against rclpy's
 name rules, and the scenario side of protocol ros2 (roughnet validate refuses bad knobs with exit 2).
 
-Skips (with the reason) what needs the ROS 2 wheels when they are not installed (make python-deps)."""
+Skips (with the reason) what needs the ROS 2 wheels when they are not installed (make extras)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from roughnet.ros2 import endpoint, launch, qos, wire
 
-_NO_ROS = pytest.mark.skipif(bool(launch.missing()), reason="the ROS 2 wheels are not installed (make python-deps)")
+_NO_ROS = pytest.mark.skipif(bool(launch.missing()), reason="the ROS 2 wheels are not installed (make extras)")
 #: rosidl's parser (imported by the first type support load) imports lark, which imports the deprecated sre_parse and sre_constants.
 _LARK = pytest.mark.filterwarnings("ignore:module 'sre_(parse|constants)' is deprecated:DeprecationWarning")
 
@@ -220,4 +220,4 @@ def test_doctor_reports_the_ros2_wheels() -> None:
         except metadata.PackageNotFoundError:
             pass
     assert check.ok == (len(installed) == 3) and not check.required, check
-    assert ("rclpy" if check.ok else "make python-deps") in check.detail
+    assert ("rclpy" if check.ok else "make extras") in check.detail

@@ -41,7 +41,7 @@ def find_sumo() -> Sumo:
     try:
         import sumo  # the eclipse-sumo wheel's package
     except ImportError:
-        raise SumoError("SUMO is not installed (the eclipse-sumo package); expected `make` (the 'sim' extra: "
+        raise SumoError("SUMO is not installed (the eclipse-sumo package); expected `make extras` (the 'sim' extra: "
                         "pip install -e '.[sim]')") from None
     home = Path(sumo.SUMO_HOME)
     binary = home / "bin" / "sumo"

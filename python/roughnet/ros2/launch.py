@@ -24,7 +24,7 @@ from ..errors import PreflightError
 PROTOCOL = "ros2"
 #: The Python modules the endpoint imports, and the pip packages that bring them (pyproject's `ros2` extra).
 NEEDS = {"rclpy": "ros-rclpy", "std_msgs": "ros-std-msgs", "rmw_fastrtps_cpp": "ros-rmw-fastrtps-cpp"}
-INSTALL_HINT = "make python-deps (pip install -e '.[ros2]')"
+INSTALL_HINT = "make extras (pip install -e '.[ros2]')"
 
 
 def missing() -> list[str]:

@@ -26,8 +26,8 @@ class Ns3Backend:
     def probe(self) -> dict[str, Any]:
         """ns-3's Python package is installed (checked without importing it: that takes ~10 s)."""
         if importlib.util.find_spec("ns") is None or importlib.util.find_spec("ns3") is None:
-            raise PreflightError("the ns3 backend needs ns-3's Python package (PyPI `ns3`); `make` installs it "
-                                 "(pip install '.[sim]')")
+            raise PreflightError("the ns3 backend needs ns-3's Python package (PyPI `ns3`); `make test` installs it "
+                                 "(`make extras`, or pip install -e '.[sim]')")
         from .sim import version
 
         return {"ns3_version": version()}
