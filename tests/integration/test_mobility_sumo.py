@@ -22,7 +22,7 @@ from roughnet.mobility.fcd import read_fcd
 from roughnet.plan import plan_sweep
 from roughnet.run.runner import Preflight, execute_run
 
-from test_wire_segment import Wired, collect
+from test_wire_positions import before_and_after_leaving
 
 ROOT = Path(__file__).resolve().parents[2]
 TOWN = ROOT / "scenarios" / "sumo"
@@ -172,15 +172,7 @@ def test_a_car_that_drives_off_is_reached_before_and_not_after(tmp_path: Path) -
     assert link.positions[2][8] == {"at_ns": 8_000_000_000, "x_m": 50.0, "y_m": 0.0}
     assert link.positions[2][9] == {"at_ns": 9_000_000_000, "x_m": 2000.0, "y_m": 0.0}
     port, group, n = 7440, "239.255.0.5", 50
-    with Wired(("a", "near", "mid"), link) as w:
-        t0 = time.monotonic()  # the wire started (and the FCD's time 0) just before
-        procs = w.receivers(["near", "mid"], port, group, idle_s=12.0)
-        w.send("a", port, n, "198.18.0.255")
-        first_done = time.monotonic() - t0
-        time.sleep(max(0.0, 9.5 - (time.monotonic() - t0)))
-        w.send("a", port, n, group)
-        got = collect(procs)
-        st = w.stats()
+    first_done, got, st = before_and_after_leaving(("a", "near", "mid"), link, "mid", port, group, n)
     assert first_done < 7.5, f"the first batch ended {first_done:.1f} s after the start: the leaver had left"
     assert got["near"] == {"198.18.0.255": n, group: n}, got
     assert got["mid"] == {"198.18.0.255": n}, got

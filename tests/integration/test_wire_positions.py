@@ -112,6 +112,21 @@ def test_a_broadcast_reaches_the_near_hosts_and_not_the_far_one():
 
 
 @pytest.mark.root
+def before_and_after_leaving(hosts: tuple[str, ...], link: Link, leaver: str, port: int, group: str,
+                             n: int) -> tuple[float, dict, dict]:
+    """``hosts[0]`` broadcasts ``n`` datagrams at once, then ``n`` to ``group`` 9.5 s after the wire's start
+    (time 0 of its positions), to ``near`` and ``leaver`` (a host that drives off at 8-9 s): (when the first
+    batch ended, after the start; what each receiver got; the wire's counters)."""
+    with Wired(hosts, link) as w:
+        t0 = time.monotonic()  # the wire started (and its positions' time 0) just before
+        procs = w.receivers(["near", leaver], port, group, idle_s=12.0)
+        w.send(hosts[0], port, n, "198.18.0.255")
+        first_done = time.monotonic() - t0
+        time.sleep(max(0.0, 9.5 - (time.monotonic() - t0)))
+        w.send(hosts[0], port, n, group)
+        return first_done, collect(procs), w.stats()
+
+
 def test_a_host_that_drives_away_is_reached_before_and_not_after():
     # "mover" waits 50 m from a for 8 s after the wire starts, then drives to 2 km in 1 s and stays there. A
     # first batch (to the broadcast address) goes while it is near, a second (to a multicast group) once it
@@ -124,15 +139,7 @@ def test_a_host_that_drives_away_is_reached_before_and_not_after():
     positions = (({"at_ns": 0, "x_m": 0.0, "y_m": 0.0},), ({"at_ns": 0, "x_m": 0.0, "y_m": 60.0},), path)
     d = Direction(loss_model=RADIO)
     link = Link(index=0, hosts=hosts, forward=d, reverse=d, positions=positions)
-    with Wired(hosts, link) as w:
-        t0 = time.monotonic()  # the wire started (and its positions' time 0) just before
-        procs = w.receivers(["near", "mover"], port, group, idle_s=12.0)
-        w.send("a", port, n, "198.18.0.255")
-        first_done = time.monotonic() - t0
-        time.sleep(max(0.0, 9.5 - (time.monotonic() - t0)))
-        w.send("a", port, n, group)
-        got = collect(procs)
-        st = w.stats()
+    first_done, got, st = before_and_after_leaving(hosts, link, "mover", port, group, n)
     assert first_done < 7.5, f"the first batch ended {first_done:.1f} s after the start: the mover had left"
     assert got["near"] == {"198.18.0.255": n, group: n}, got
     assert got["mover"] == {"198.18.0.255": n}, got
