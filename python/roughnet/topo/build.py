@@ -46,12 +46,6 @@ NS_SYSCTLS = (
     "net.ipv4.conf.all.rp_filter=0",
     "net.ipv4.conf.default.rp_filter=0",
 )
-#: Offloads turned off on every roughnet interface.  With TSO/GSO a socket hands
-#: the qdisc one 64 KiB "super-packet" that becomes ~44 frames only later, and
-#: GRO/LRO merge received frames again: tbf would then meter, and nftables drop,
-#: whole bursts of segments at once instead of the frames a real link carries.
-#: LRO is "fixed off" on veth; asking is harmless and covers other drivers.
-OFFLOADS_OFF = ("tso", "off", "gso", "off", "gro", "off", "lro", "off")
 
 #: How long teardown waits after SIGTERM before SIGKILL: roughnet-wire keeps sending the frames it holds
 #: for up to 2 s after SIGTERM (docs/wire.md, "Stopping: the drain"); other processes exit at once and

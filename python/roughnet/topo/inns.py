@@ -33,6 +33,9 @@ IFNAMSIZ = 16
 ETHTOOL_GSTRINGS, ETHTOOL_GSSET_INFO, ETHTOOL_GFEATURES, ETHTOOL_SFEATURES = 0x1B, 0x37, 0x3A, 0x3B
 ETH_SS_FEATURES = 4
 ETH_GSTRING_LEN = 32
+#: Offloads are turned off on every roughnet interface: with TSO/GSO a socket hands the qdisc one 64 KiB
+#: "super-packet" that becomes ~44 frames only later, and GRO/LRO merge received frames again, so tbf would
+#: meter, and nftables drop, whole bursts of segments at once instead of the frames a real link carries.
 #: The kernel features behind `ethtool -K IF tso off gso off gro off lro off`, as ethtool itself picks
 #: them: every "tx-tcp*segmentation" (TSO: IPv4, IPv6, ECN, mangle-id, and what newer kernels add),
 #: "tx-generic-segmentation" (GSO), "rx-gro", "rx-lro".
