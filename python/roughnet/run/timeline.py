@@ -83,7 +83,8 @@ def plan_flows(run: Run, address_of, broker_of, extra, artifacts: Path) -> list[
     for w in run.all_workloads:
         for sender in w.senders:
             index = len(flows)
-            fw = dataclasses.replace(w, sender=sender, also_from=())
+            fw = dataclasses.replace(w, sender=sender, also_from=(),  # a sender in `to`: to the others (spec.groups)
+                                     receivers=tuple(r for r in w.receivers if r != sender))
             view = dataclasses.replace(run, workload=fw)
             specs = agent_specs(view, address_of, broker_of, extra)
             prepare_specs(view, specs, artifacts)

@@ -88,8 +88,12 @@ def workload_views(s: Scenario) -> Iterator[tuple[str, Scenario]]:
     """Per workload and sender, the scenario as if it had only that workload with only that sender (the
     single-workload checks then apply unchanged), with the workload's key path."""
     for path, w in workload_tables(s):
-        for sender in senders_of(w.from_):
-            yield path, s.model_copy(update={"workload": w.model_copy(update={"from_": sender})})
+        senders = senders_of(w.from_)
+        for sender in senders:
+            update: dict[str, Any] = {"from_": sender}
+            if len(senders) > 1 and isinstance(w.to, list) and sender in w.to:  # each sender to the others
+                update["to"] = [h for h in w.to if h != sender]
+            yield path, s.model_copy(update={"workload": w.model_copy(update=update)})
 
 
 def _at_path(p: Problem, path: str) -> Problem:
@@ -130,6 +134,11 @@ def _check_timeline(s: Scenario, hosts: set[str] | None, problems: list[Problem]
                                     "a single host name (several senders: stream or bulk)", w.from_))  # fmt: skip
         if len(set(map(str, senders))) != len(senders):
             problems.append(Problem(f"{path}.from", "sender listed twice", "distinct senders", w.from_))
+        elif len(senders) > 1 and isinstance(w.to, list) and _concrete(w.from_, w.to):
+            alone = [h for h in senders if not [r for r in w.to if r != h]]
+            if alone:
+                problems.append(Problem(f"{path}.to", f"sender {alone[0]!r} has no receiver other than itself",
+                                        "at least one receiver besides each sender", w.to))  # fmt: skip
         if w.start is not None and _concrete(w.start) and units.parse_duration_ns(w.start) >= timeout:
             problems.append(Problem(f"{path}.start", f"not before the end of the run ([scenario] timeout "
                                     f"{s.scenario.timeout})", "a start time within the run", w.start))  # fmt: skip

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from .checks import check_scenario
 from .model import Scenario
 from .placeholders import check_placeholders
+from . import groups
 from .problems import Problem, ScenarioError, from_validation_error
 from .schedule import expand_file_axes
 from .sweep import check_sweep
@@ -92,6 +93,8 @@ def check_data(data: dict[str, Any], expanded: bool = False) -> tuple[Scenario |
         if len(entries) > 1:
             data["workloads"] = entries[1:]
     problems = [] if expanded else check_sweep(data) + check_placeholders(data)
+    data, patterns = groups.expand(data)  # host-name patterns in from / to (spec.groups)
+    problems += patterns
     try:
         model = Scenario.model_validate(data)
     except ValidationError as e:

@@ -288,7 +288,8 @@ class WorkloadTable(_Table):
         "Background traffic (for example a bulk transfer sharing the link): measured and stored, but the "
         "run's headline metrics and verdict are those of the other workloads.", None)
     to: TO.type() = _f(
-        "Receiving host(s), not including `from`; ping and ramp take exactly one. Also `{ first = n, of = [...] "
+        "Receiving host(s), not including `from` (with several senders, each sends to those other than itself); "
+        "ping and ramp take exactly one. Names in `from` and `to` may be patterns: `car*` or `*` (every host). Also `{ first = n, of = [...] "
         "}`: the first n hosts of the list (n may be a placeholder, like ${schedule.subscribers}).")
     payload: kinds.size().type() = _f(
         "Message size at the application level, the 32-byte header included: " + kinds.SIZE + "; at least "
