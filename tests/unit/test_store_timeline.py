@@ -44,7 +44,7 @@ def _columns(con, table: str) -> list[tuple[str, str]]:
 
 
 def test_version_5_has_the_timeline_tables():
-    assert FORMAT_VERSION == 5 and schema.TIMELINE_SINCE == 5
+    assert FORMAT_VERSION == 6 and schema.TIMELINE_SINCE == 5 and schema.DISTANCE_SINCE == 6
     assert sorted(migrate.MIGRATIONS) == list(range(FORMAT_VERSION))
     con = duckdb.connect()
     migrate.create(con)
@@ -57,6 +57,10 @@ def test_version_5_has_the_timeline_tables():
     migrate.create(con4, 4)
     assert not set(schema.TIMELINE_TABLES) & {r[0] for r in con4.execute(
         "SELECT table_name FROM information_schema.tables").fetchall()}
+    con5 = duckdb.connect()
+    migrate.create(con5, 5)
+    assert set(schema.TIMELINE_TABLES) & {r[0] for r in con5.execute(
+        "SELECT table_name FROM information_schema.tables").fetchall()} == set(schema.TIMELINE_TABLES) - {"distance"}
 
 
 def test_round_trip_of_every_timeline_table(tmp_path):
@@ -182,7 +186,7 @@ def test_upgrade_from_v4_creates_the_empty_tables(tmp_path, monkeypatch):
     with pytest.raises(ResultsError, match="needs an upgrade"):
         Store(root, read_only=True)
     with Store(root) as store:
-        assert store.format_version() == FORMAT_VERSION == 5
+        assert store.format_version() == FORMAT_VERSION == 6
         fresh = duckdb.connect()
         migrate.create(fresh)
         for table in ("runs", "receivers", *schema.TIMELINE_TABLES):
@@ -200,14 +204,15 @@ def test_upgrade_from_v4_creates_the_empty_tables(tmp_path, monkeypatch):
     con.close()
 
 
-def test_upgrade_from_v0_reaches_5_with_timeline_tables(tmp_path):
+def test_upgrade_from_v0_reaches_the_current_format_with_timeline_tables(tmp_path):
     con = duckdb.connect(str(tmp_path / "results.duckdb"))
     for stmt in migrate.V0_STATEMENTS:
         con.execute(stmt)
     con.close()
     with Store(tmp_path) as store:
-        assert store.format_version() == 5
+        assert store.format_version() == 6
         assert store.workloads("nothing-00000000") == []
+        assert store.distance("nothing-00000000") == []
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])

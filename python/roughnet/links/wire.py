@@ -262,6 +262,8 @@ class WireProcess:
                     continue
                 if obj.get("type") == "stats":
                     self.final_stats = obj
+                elif obj.get("type") == "ready":  # time 0 of its position traces (about when it starts forwarding)
+                    obj["seen_mono_ns"] = time.monotonic_ns()
                 self.lines.put(obj)
             self.proc.stdout.close()
             self.lines.put(None)
@@ -453,7 +455,10 @@ class WireEngine:
 
     def counters(self, topo: Topology, link: Link) -> dict[str, Any]:
         wp = self.process(link)
-        return counters_from_stats(wp.stats(), wp.config, link.hosts)
+        out = counters_from_stats(wp.stats(), wp.config, link.hosts)
+        if link.positions:  # when its time 0 was (CLOCK_MONOTONIC), for the distances of messages (mobility.distance)
+            out["ready_mono_ns"] = (wp.ready or {}).get("seen_mono_ns")
+        return out
 
     def control(self, link: Link, cmd: dict[str, Any]) -> dict[str, Any]:
         """Send a run-time command (``{"cmd": "down"}``, ``{"cmd": "set", "config": {...}}``) to a link's wire."""

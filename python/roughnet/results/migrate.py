@@ -15,6 +15,7 @@ hosts' UDP receive-buffer drops (``udp_rcvbuf_errors``).  Version 3 -> 4 adds
 where each run happened: ``backend`` (older runs: "namespace") and
 ``backend_info``.  Version 4 -> 5 creates the (empty) tables of run timelines:
 ``workloads``, ``flows``, ``series``, ``events``, ``recovery`` (docs/timelines.md).
+Version 5 -> 6 creates the (empty) table ``distance`` (issue 16: delivery by sender-receiver distance).
 docs/results-format.md describes every step.
 """
 
@@ -200,8 +201,13 @@ def _v3_to_v4(con: duckdb.DuckDBPyConnection) -> None:
 
 def _v4_to_v5(con: duckdb.DuckDBPyConnection) -> None:
     """Version 4 -> 5: the tables of run timelines, empty (older runs had one workload and no events)."""
-    for stmt in schema.create_statements(5)[-len(schema.TIMELINE_TABLES):]:
+    for stmt in schema.create_statements(5)[-len(schema.timeline_tables(5)):]:
         con.execute(stmt)
+
+
+def _v5_to_v6(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 5 -> 6: the (empty) table ``distance`` (older runs recorded no distances)."""
+    con.execute(schema.create_statements(6)[-1])
 
 
 #: from-version -> function upgrading a connection to from-version + 1.
@@ -211,6 +217,7 @@ MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     2: _v2_to_v3,
     3: _v3_to_v4,
     4: _v4_to_v5,
+    5: _v5_to_v6,
 }
 
 

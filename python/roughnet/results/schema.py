@@ -18,7 +18,7 @@ from roughnet.errors import ResultsError
 #: Layout version written into ``meta.format_version``.  Bump it, add a
 #: migration in ``migrate.MIGRATIONS`` and describe the change in
 #: docs/results-format.md whenever a table or column changes.
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -135,8 +135,19 @@ BACKEND_SINCE = 4
 #: row, ``position`` the item's place in its list (readers return rows in that order).  Records without
 #: these keys write nothing here.
 TIMELINE_SINCE = 5
-#: The timeline tables, in the order ``create_statements`` makes them.
-TIMELINE_TABLES: tuple[str, ...] = ("workloads", "flows", "series", "events", "recovery")
+#: Format 6: ``distance``, what the messages of runs whose hosts have positions (issue 16) delivered by the
+#: distance between sender and receiver at each message's send time (``mobility.distance``).
+DISTANCE_SINCE = 6
+#: The timeline tables, in the order ``create_statements`` makes them (``distance`` from format 6).
+TIMELINE_TABLES: tuple[str, ...] = ("workloads", "flows", "series", "events", "recovery", "distance")
+
+
+def timeline_tables(version: int | None = None) -> tuple[str, ...]:
+    """The timeline tables format ``version`` (default: the current one) has."""
+    version = FORMAT_VERSION if version is None else version
+    if version < TIMELINE_SINCE:
+        return ()
+    return tuple(t for t in TIMELINE_TABLES if t != "distance" or version >= DISTANCE_SINCE)
 
 _KEY: tuple[tuple[str, str], ...] = (("sweep_id", "VARCHAR NOT NULL"), ("run_id", "VARCHAR NOT NULL"))
 _LATENCY = (("lat_p50_us", "DOUBLE"), ("lat_p90_us", "DOUBLE"), ("lat_p99_us", "DOUBLE"), ("lat_max_us", "DOUBLE"))
@@ -184,6 +195,25 @@ SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
     ("lost", "BIGINT"),
     ("duplicates", "BIGINT"),
     ("reordered", "BIGINT"),
+    *_LATENCY,
+    ("extra", "JSON"),
+)
+#: distance: per flow, send interval (``t_s``, ``interval_s``) and distance bin (``d_bin_m``, its lower edge): the
+#: messages sent then at that sender-receiver distance (``distance_m``: their mean), how many arrived, and the
+#: latency of those (mean, nearest-rank percentiles, max).
+DISTANCE_COLUMNS: tuple[tuple[str, str], ...] = (
+    *_KEY,
+    ("position", "INTEGER"),
+    ("workload", "VARCHAR NOT NULL"),
+    ("sender", "VARCHAR"),
+    ("receiver", "VARCHAR"),
+    ("t_s", "DOUBLE"),
+    ("interval_s", "DOUBLE"),
+    ("d_bin_m", "DOUBLE"),
+    ("distance_m", "DOUBLE"),
+    ("sent", "BIGINT"),
+    ("delivered", "BIGINT"),
+    ("lat_mean_us", "DOUBLE"),
     *_LATENCY,
     ("extra", "JSON"),
 )
@@ -241,6 +271,7 @@ def timeline_columns(table: str, version: int | None = None) -> list[tuple[str, 
         "series": list(SERIES_COLUMNS),
         "events": list(EVENT_COLUMNS),
         "recovery": list(RECOVERY_COLUMNS),
+        "distance": list(DISTANCE_COLUMNS),
     }.get(table)
     if cols is None:
         raise ResultsError(f"timeline table {table!r}: unknown; expected one of {TIMELINE_TABLES}")
@@ -249,7 +280,7 @@ def timeline_columns(table: str, version: int | None = None) -> list[tuple[str, 
 
 def _timeline_ddl(version: int) -> list[str]:
     out = []
-    for table in TIMELINE_TABLES:
+    for table in timeline_tables(version):
         body = ",\n    ".join(f'"{n}" {t}' if n == "index" else f"{n} {t}" for n, t in timeline_columns(table, version))
         out.append(f"CREATE TABLE {table} (\n    {body}\n)")
     return out

@@ -781,16 +781,23 @@ class Store:
         """The stored recovery rows (per fault and flow), as in the record's ``recovery``."""
         return self._timeline_table("recovery", sweep_id, run_id)
 
+    def distance(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The stored rows of delivery by distance (per flow, send interval and distance bin), as in the record's
+        ``distance``."""
+        return self._timeline_table("distance", sweep_id, run_id)
+
     def timelines(self, sweep_id: str, run_id: str | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """run_id -> {table: rows} for the runs of a sweep (or one run) with rows in any timeline table, in plan
-        order; each run has every key of ``schema.TIMELINE_TABLES`` (an empty list where it has none)."""
+        order; each run has every key of ``schema.TIMELINE_TABLES`` but ``distance`` (``distance()`` reads it)
+        (an empty list where it has none)."""
         out: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        tables = {t: self._timeline_table(t, sweep_id, run_id) for t in schema.TIMELINE_TABLES}
+        names = [t for t in schema.TIMELINE_TABLES if t != "distance"]
+        tables = {t: self._timeline_table(t, sweep_id, run_id) for t in names}
         order = [r[0] for r in self.con.execute(
             "SELECT run_id FROM runs WHERE sweep_id = ? ORDER BY run_index, repeat, run_id", [sweep_id]).fetchall()]
         for table, rows in tables.items():
             for row in rows:
-                out.setdefault(row["run_id"], {t: [] for t in schema.TIMELINE_TABLES})[table].append(row)
+                out.setdefault(row["run_id"], {t: [] for t in names})[table].append(row)
         rank = {rid: i for i, rid in enumerate(order)}
         return dict(sorted(out.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
 
