@@ -141,6 +141,17 @@ pub fn ros2_topic(topic: &str) -> String {
     format!("rt/{}", toks.join("/"))
 }
 
+/// `std_msgs/msg/UInt8MultiArray`'s type hash (REP 2011, the wheel's share/std_msgs/msg/UInt8MultiArray.json):
+/// ROS 2 (Kilted) endpoints carry it in their user_data as `typehash=<this>;`.
+pub const UINT8_MULTI_ARRAY_HASH: &str =
+    "RIHS01_5687e861b8d307a5e48b7515467ae7a5fc2daf805bd0ce6d8e9e604bade9f385";
+
+/// The ROS 2 node name the agent presents in ROS 2 mode (`roughnet_sender_4242`): its role and
+/// process id, so that agents on one domain never share a node name.
+pub fn node_name(role: Role, pid: u32) -> String {
+    format!("roughnet_{}_{pid}", role.as_str())
+}
+
 pub fn type_name(ros2: bool) -> &'static str {
     if ros2 {
         "std_msgs::msg::dds_::UInt8MultiArray_"
@@ -329,7 +340,12 @@ impl Dds {
             .map(|d| format!("{d}/cdds-{}.log", std::process::id()));
         let xml = cyclone_xml(iface, &peers, self.multicast, self.batch, trace.as_deref());
         tracing::debug!(%xml, domain = self.domain_id, "creating the Cyclone DDS domain");
-        Domain::new(self.domain_id, &xml, type_name(self.ros2), self.ros2)
+        let node = self.ros2.then(|| ffi::RosNode {
+            namespace: "/".into(),
+            name: node_name(cfg.role, std::process::id()),
+            type_hash: UINT8_MULTI_ARRAY_HASH,
+        });
+        Domain::new(self.domain_id, &xml, type_name(self.ros2), node)
     }
 
     fn topic(&self, what: &str) -> String {
@@ -460,6 +476,7 @@ impl Driver for Dds {
         let writer = dom
             .writer(&self.topic("data"), &self.data_qos())?
             .stamp_from_header();
+        dom.announce_node()?;
         self.await_ready(&dom, &writer, &mut ready, cfg.peers.len(), cfg)?;
         Ok(Box::new(DdsSender {
             writer,
@@ -479,6 +496,7 @@ impl Driver for Dds {
             cfg.max_message_bytes(),
         )?;
         let announcer = ReadyAnnouncer::new(&dom, &self.base)?;
+        dom.announce_node()?;
         let local = cfg
             .listen
             .map(|l| l.to_string())
@@ -509,6 +527,7 @@ impl Driver for Dds {
         let writer = dom
             .writer(&self.topic("ping"), &self.data_qos())?
             .stamp_from_header();
+        dom.announce_node()?;
         self.await_ready(&dom, &writer, &mut ready, cfg.peers.len(), cfg)?;
         // Our reply readers must know each ponger's reply writer before we ask.
         let give_up = cfg.give_up_ns();
@@ -552,6 +571,7 @@ impl Driver for Dds {
             &self.data_qos(),
         )?;
         let announcer = ReadyAnnouncer::new(&dom, &self.base)?;
+        dom.announce_node()?;
         Ok(Box::new(DdsResponder {
             reader,
             writer,

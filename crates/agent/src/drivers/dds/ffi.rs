@@ -5,7 +5,7 @@
 //! readers.  Every `unsafe` C call of
 //! the driver is here.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_void, CString};
 use std::ptr;
 
@@ -41,6 +41,87 @@ static OPS: [u32; 3] = [OP_OCTET_SEQ, DATA_OFFSET, 0];
 /// on the wire), `layout.data_offset`, `data`.  A peer's array with dimensions does not decode into
 /// this (its data then fails the header check: `bad_messages`).
 static OPS_ROS2: [u32; 7] = [OP_U32, 0, OP_U32, 4, OP_OCTET_SEQ, DATA_OFFSET, 0];
+
+/// DDS_OP_ADR | DDS_OP_TYPE_ARR | DDS_OP_SUBTYPE_1BY (an `octet[n]`), DDS_OP_ADR | DDS_OP_TYPE_STR,
+/// DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_STU (a sequence of structs), DDS_OP_RTS.
+const OP_OCTET_ARR: u32 = 0x0100_0000 | (0x08 << 16) | (0x01 << 8);
+const OP_STR: u32 = 0x0100_0000 | (0x05 << 16);
+const OP_STRUCT_SEQ: u32 = 0x0100_0000 | (0x07 << 16) | (0x0a << 8);
+const OP_RTS: u32 = 0;
+/// The DDS type of ROS 2's graph topic `ros_discovery_info`.
+pub const PEI_TYPE: &str = "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_";
+pub const PEI_TOPIC: &str = "ros_discovery_info";
+/// Marshalling ops of `rmw_dds_common/msg/ParticipantEntitiesInfo` (Kilted: `Gid` is `char[16] data`):
+/// `Gid gid; NodeEntitiesInfo[] node_entities_info_seq` with `NodeEntitiesInfo` = `string node_namespace;
+/// string node_name; Gid[] reader_gid_seq; Gid[] writer_gid_seq` (final types: plain XCDR1, the bounded
+/// strings are on the wire as unbounded ones).  A sequence's element ops follow it inline, its
+/// `[next-insn, elem-insn]` word skipping them (dds_opcodes.h).
+static OPS_PEI: [u32; 29] = [
+    OP_OCTET_ARR,
+    std::mem::offset_of!(PeiSample, gid) as u32,
+    16,
+    OP_STRUCT_SEQ,
+    std::mem::offset_of!(PeiSample, nodes) as u32,
+    std::mem::size_of::<NodeSample>() as u32,
+    (25 << 16) | 4,
+    OP_STR,
+    std::mem::offset_of!(NodeSample, namespace) as u32,
+    OP_STR,
+    std::mem::offset_of!(NodeSample, name) as u32,
+    OP_STRUCT_SEQ,
+    std::mem::offset_of!(NodeSample, readers) as u32,
+    16,
+    (8 << 16) | 4,
+    OP_OCTET_ARR,
+    0,
+    16,
+    OP_RTS,
+    OP_STRUCT_SEQ,
+    std::mem::offset_of!(NodeSample, writers) as u32,
+    16,
+    (8 << 16) | 4,
+    OP_OCTET_ARR,
+    0,
+    16,
+    OP_RTS,
+    OP_RTS,
+    OP_RTS,
+]; // fmt: skip
+
+/// The C layout of a generic sequence (dds_sequence_t).
+#[repr(C)]
+struct AnySeq {
+    maximum: u32,
+    length: u32,
+    buffer: *mut c_void,
+    release: bool,
+}
+
+impl AnySeq {
+    /// A sequence over `v` (borrowed: Cyclone only reads it when writing).
+    fn over<T>(v: &[T]) -> AnySeq {
+        AnySeq {
+            maximum: v.len() as u32,
+            length: v.len() as u32,
+            buffer: v.as_ptr() as *mut c_void,
+            release: false,
+        }
+    }
+}
+
+#[repr(C)]
+struct NodeSample {
+    namespace: *const std::ffi::c_char,
+    name: *const std::ffi::c_char,
+    readers: AnySeq,
+    writers: AnySeq,
+}
+
+#[repr(C)]
+struct PeiSample {
+    gid: [u8; 16],
+    nodes: AnySeq,
+}
 
 /// The C layout of `sequence<octet>` (dds_sequence_t).
 #[repr(C)]
@@ -110,42 +191,203 @@ pub struct Domain {
     participant: dds_entity_t,
     descriptor: Box<dds_topic_descriptor_t>,
     _type_name: CString,
+    /// ROS 2 mode: the node this participant presents to the ROS graph.
+    graph: Option<Graph>,
+}
+
+/// A ROS 2 node as ROS's graph sees one (rmw_dds_common): the participant's `ros_discovery_info`
+/// sample lists the node and the GUIDs of its readers and writers, and every endpoint carries its
+/// type's hash in its user_data.
+pub struct RosNode {
+    pub namespace: String,
+    pub name: String,
+    /// `RIHS01_<hex>` of the data type (std_msgs/msg/UInt8MultiArray).
+    pub type_hash: &'static str,
+}
+
+struct Graph {
+    namespace: CString,
+    name: CString,
+    /// `typehash=RIHS01_<hex>;`: the endpoints' user_data as rmw (Kilted) writes it.
+    user_data: String,
+    readers: RefCell<Vec<[u8; 16]>>,
+    writers: RefCell<Vec<[u8; 16]>>,
+    pei_descriptor: Box<dds_topic_descriptor_t>,
+    pei_writer: Cell<dds_entity_t>,
+    _pei_type: CString,
+}
+
+/// `rmw_dds_common/msg/ParticipantEntitiesInfo`'s type hash (the wheel's share/rmw_dds_common/msg/*.json).
+pub const PEI_TYPE_HASH: &str =
+    "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e";
+
+fn make_descriptor(
+    size: usize,
+    align: usize,
+    type_name: &CString,
+    ops: &'static [u32],
+) -> Box<dds_topic_descriptor_t> {
+    Box::new(dds_topic_descriptor_t {
+        m_size: size as u32,
+        m_align: align as u32,
+        m_flagset: 0,
+        m_nkeys: 0,
+        m_typename: type_name.as_ptr(),
+        m_keys: ptr::null(),
+        m_nops: ops.len() as u32,
+        m_ops: ops.as_ptr(),
+        m_meta: c"".as_ptr(),
+        // No XTypes type information: peers match on the type name.
+        // SAFETY: all-zero is "none" for both.
+        type_information: unsafe { std::mem::zeroed() },
+        type_mapping: unsafe { std::mem::zeroed() },
+        restrict_data_representation: 0,
+    })
 }
 
 impl Domain {
-    pub fn new(id: u32, xml: &str, type_name: &str, ros2: bool) -> Result<Domain, DriverError> {
-        let ops: &'static [u32] = if ros2 { &OPS_ROS2 } else { &OPS };
+    pub fn new(
+        id: u32,
+        xml: &str,
+        type_name: &str,
+        ros2: Option<RosNode>,
+    ) -> Result<Domain, DriverError> {
+        let ops: &'static [u32] = if ros2.is_some() { &OPS_ROS2 } else { &OPS };
         let cxml = cstring(xml);
         let tn = cstring(type_name);
         // SAFETY: valid C strings; entities are checked.
         unsafe {
             let domain = check("dds_create_domain", dds_create_domain(id, cxml.as_ptr()))?;
-            let participant = dds_create_participant(id, ptr::null(), ptr::null());
+            // ROS 2 participants say which security enclave they are in (rmw: `enclave=/;`).
+            let pq = dds_create_qos();
+            if ros2.is_some() {
+                let ud = b"enclave=/;";
+                dds_qset_userdata(pq, ud.as_ptr() as *const c_void, ud.len());
+            }
+            let participant = dds_create_participant(id, pq, ptr::null());
+            dds_delete_qos(pq);
             if participant < 0 {
                 dds_delete(domain);
                 return Err(err("dds_create_participant", participant));
             }
-            let descriptor = Box::new(dds_topic_descriptor_t {
-                m_size: std::mem::size_of::<Sample>() as u32,
-                m_align: std::mem::align_of::<Sample>() as u32,
-                m_flagset: 0,
-                m_nkeys: 0,
-                m_typename: tn.as_ptr(),
-                m_keys: ptr::null(),
-                m_nops: ops.len() as u32,
-                m_ops: ops.as_ptr(),
-                m_meta: c"".as_ptr(),
-                // No XTypes type information: peers match on the type name.
-                type_information: std::mem::zeroed(),
-                type_mapping: std::mem::zeroed(),
-                restrict_data_representation: 0,
+            let descriptor = make_descriptor(
+                std::mem::size_of::<Sample>(),
+                std::mem::align_of::<Sample>(),
+                &tn,
+                ops,
+            );
+            let graph = ros2.map(|n| {
+                let pei_type = cstring(PEI_TYPE);
+                Graph {
+                    namespace: cstring(&n.namespace),
+                    name: cstring(&n.name),
+                    user_data: format!("typehash={};", n.type_hash),
+                    readers: RefCell::new(Vec::new()),
+                    writers: RefCell::new(Vec::new()),
+                    pei_descriptor: make_descriptor(
+                        std::mem::size_of::<PeiSample>(),
+                        std::mem::align_of::<PeiSample>(),
+                        &pei_type,
+                        &OPS_PEI,
+                    ),
+                    pei_writer: Cell::new(0),
+                    _pei_type: pei_type,
+                }
             });
             Ok(Domain {
                 domain,
                 participant,
                 descriptor,
                 _type_name: tn,
+                graph,
             })
+        }
+    }
+
+    /// ROS 2 mode: publish (again) this participant's node and its endpoints on `ros_discovery_info`
+    /// (reliable, transient local, keep last 1, as rmw_dds_common's graph cache reads it), so that
+    /// ROS tools list the node and tie the endpoints to it.  Nothing outside ROS 2 mode.
+    pub fn announce_node(&self) -> Result<(), DriverError> {
+        let Some(g) = &self.graph else {
+            return Ok(());
+        };
+        // SAFETY: live participant; the descriptor lives as long as the domain; the sample borrows
+        // vectors and strings alive during the write.
+        unsafe {
+            if g.pei_writer.get() == 0 {
+                let cname = cstring(PEI_TOPIC);
+                let t = check(
+                    PEI_TOPIC,
+                    dds_create_topic(
+                        self.participant,
+                        &*g.pei_descriptor,
+                        cname.as_ptr(),
+                        ptr::null(),
+                        ptr::null(),
+                    ),
+                )?;
+                let q = dds_create_qos();
+                dds_qset_reliability(
+                    q,
+                    dds_reliability_kind_DDS_RELIABILITY_RELIABLE,
+                    MAX_BLOCKING_NS,
+                );
+                dds_qset_history(q, dds_history_kind_DDS_HISTORY_KEEP_LAST, 1);
+                dds_qset_durability(q, dds_durability_kind_DDS_DURABILITY_TRANSIENT_LOCAL);
+                let ud = format!("typehash={PEI_TYPE_HASH};");
+                dds_qset_userdata(q, ud.as_ptr() as *const c_void, ud.len());
+                let w = dds_create_writer(self.participant, t, q, ptr::null());
+                dds_delete_qos(q);
+                g.pei_writer.set(check(PEI_TOPIC, w)?);
+            }
+            let mut gid: dds_guid_t = std::mem::zeroed();
+            check(PEI_TOPIC, dds_get_guid(self.participant, &mut gid))?;
+            let readers = g.readers.borrow();
+            let writers = g.writers.borrow();
+            let node = [NodeSample {
+                namespace: g.namespace.as_ptr(),
+                name: g.name.as_ptr(),
+                readers: AnySeq::over(&readers),
+                writers: AnySeq::over(&writers),
+            }];
+            let sample = PeiSample {
+                gid: gid.v,
+                nodes: AnySeq::over(&node),
+            };
+            check(
+                PEI_TOPIC,
+                dds_write(
+                    g.pei_writer.get(),
+                    &sample as *const PeiSample as *const c_void,
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The QoS an endpoint is created with: `qos`, in ROS 2 mode with the type hash as user_data.
+    /// The caller deletes the returned copy.
+    ///
+    /// # Safety
+    /// `qos.q` is live.
+    unsafe fn endpoint_qos(&self, qos: &Qos) -> *mut dds_qos_t {
+        let q = dds_create_qos();
+        dds_copy_qos(q, qos.q);
+        if let Some(g) = &self.graph {
+            dds_qset_userdata(q, g.user_data.as_ptr() as *const c_void, g.user_data.len());
+        }
+        q
+    }
+
+    fn register(&self, entity: dds_entity_t, writer: bool) {
+        if let Some(g) = &self.graph {
+            let mut gid: dds_guid_t = unsafe { std::mem::zeroed() };
+            // SAFETY: live entity, out-parameter of the right type.
+            if unsafe { dds_get_guid(entity, &mut gid) } >= 0 {
+                if writer { &g.writers } else { &g.readers }
+                    .borrow_mut()
+                    .push(gid.v);
+            }
         }
     }
 
@@ -169,11 +411,18 @@ impl Domain {
     pub fn writer(&self, topic: &str, qos: &Qos) -> Result<Writer, DriverError> {
         let t = self.topic(topic)?;
         // SAFETY: live participant/topic/qos.
-        let w = unsafe { dds_create_writer(self.participant, t, qos.q, ptr::null()) };
+        let w = unsafe {
+            let q = self.endpoint_qos(qos);
+            let w = dds_create_writer(self.participant, t, q, ptr::null());
+            dds_delete_qos(q);
+            w
+        };
+        let w = check(topic, w)?;
+        self.register(w, true);
         // SAFETY: plain clock reads.
         let realtime_minus_monotonic = unsafe { dds_time() } - now_ns() as i64;
         Ok(Writer {
-            w: check(topic, w)?,
+            w,
             batching: qos.batching,
             stamp_from_header: false,
             realtime_minus_monotonic,
@@ -188,10 +437,11 @@ impl Domain {
         let t = self.topic(topic)?;
         // SAFETY: live entities; the buffers come from malloc so Cyclone may realloc/free them.
         unsafe {
-            let r = check(
-                topic,
-                dds_create_reader(self.participant, t, qos.q, ptr::null()),
-            )?;
+            let q = self.endpoint_qos(qos);
+            let r = dds_create_reader(self.participant, t, q, ptr::null());
+            dds_delete_qos(q);
+            let r = check(topic, r)?;
+            self.register(r, false);
             let rc = check(topic, dds_create_readcondition(r, ANY_STATE))?;
             let ws = check(topic, dds_create_waitset(self.participant))?;
             check(topic, dds_waitset_attach(ws, rc, r as dds_attach_t))?;
