@@ -483,6 +483,41 @@ pub struct HalfDuplex {
     pub buffer_bytes: Option<u64>,
 }
 
+/// The CSMA shared medium (ns-3's CSMA channel: `csma.rs`): one transmitter at a time, the
+/// channel busy for a frame's serialisation plus the propagation delay, binary exponential
+/// backoff for a sender that finds it busy. The defaults are ns-3's (`Backoff::Backoff()`,
+/// `CsmaNetDevice`'s `InterframeGap`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Csma {
+    /// One backoff slot.
+    pub slot_ns: u64,
+    /// Fewest slots of one backoff.
+    pub min_slots: u32,
+    /// Most slots of one backoff.
+    pub max_slots: u32,
+    /// Retry count past which the backoff range stops doubling.
+    pub ceiling: u32,
+    /// Backoffs of one frame before it is aborted (counted as `queue_full`: it never left its
+    /// sender's queue).
+    pub max_retries: u32,
+    /// Time between the end of a sender's frame and its readiness for the next.
+    pub interframe_gap_ns: u64,
+}
+
+impl Default for Csma {
+    fn default() -> Self {
+        Csma {
+            slot_ns: 1000,
+            min_slots: 1,
+            max_slots: 1000,
+            ceiling: 10,
+            max_retries: 1000,
+            interframe_gap_ns: 0,
+        }
+    }
+}
+
 /// One piecewise change: at `at_ns` after the start, the given parts of the link are replaced.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -524,6 +559,9 @@ pub struct LinkConfig {
     pub a_to_b: DirectionConfig,
     pub b_to_a: DirectionConfig,
     pub half_duplex: Option<HalfDuplex>,
+    /// A CSMA shared medium (ns-3's channel model); not with `half_duplex`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csma: Option<Csma>,
     /// Piecewise changes, applied in `at_ns` order (sorted on load).
     pub schedule: Vec<ScheduledChange>,
     /// Distance over time, feeding `LossModel::Ieee80211p` in both directions.
@@ -567,6 +605,34 @@ impl LinkConfig {
                     0,
                     "at least 1 byte, or no limit",
                 ));
+            }
+        }
+        if let Some(c) = &self.csma {
+            if self.half_duplex.is_some() {
+                return Err(ConfigError::invalid(
+                    "csma",
+                    "csma and half_duplex",
+                    "one shared medium: csma or half_duplex",
+                ));
+            }
+            if c.slot_ns == 0 {
+                return Err(ConfigError::invalid("csma.slot_ns", 0, "at least 1 ns"));
+            }
+            if c.max_slots == 0 || c.min_slots > c.max_slots {
+                return Err(ConfigError::invalid(
+                    "csma.max_slots",
+                    c.max_slots,
+                    "at least 1 and at least min_slots",
+                ));
+            }
+            for (name, d) in [("a_to_b", &self.a_to_b), ("b_to_a", &self.b_to_a)] {
+                if d.delivery_trace.is_some() {
+                    return Err(ConfigError::invalid(
+                        &format!("{name}.delivery_trace"),
+                        "a trace",
+                        "no delivery trace on a CSMA medium (the medium serialises at rate_bps)",
+                    ));
+                }
             }
         }
         for (i, c) in self.schedule.iter().enumerate() {

@@ -16,7 +16,9 @@
 //! - `pipeline`: one frame through one direction (shared by `Emulator` and `Segment`);
 //! - `segment`: a shared segment of N ports (a learning-free bridge: per-port uplink and
 //!   downlink pipelines, forwarding by destination MAC, one half-duplex medium for all);
-//! - `halfduplex`: the shared medium of a half-duplex link or segment;
+//! - `halfduplex`: the shared medium of a half-duplex link or segment (and the channel state the
+//!   CSMA medium shares);
+//! - `csma`: the CSMA shared medium (ns-3's channel: busy for serialisation + propagation, backoff);
 //! - `schedule`: piecewise changes over time and the distance trace;
 //! - `positions`: each port's position over time and the distance between two ports (a segment's
 //!   per-pair 802.11p loss; a two-sided link's distance);
@@ -34,6 +36,7 @@
 //! [`forwarding`], [`parse_mac`] and [`DirectionStats::sum`].
 
 mod config;
+mod csma;
 mod direction;
 mod halfduplex;
 mod jitter;
@@ -52,7 +55,7 @@ use std::collections::BinaryHeap;
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    ConfigError, DeliveryTrace, DirectionConfig, DistanceLoss, DistancePoint, HalfDuplex,
+    ConfigError, Csma, DeliveryTrace, DirectionConfig, DistanceLoss, DistancePoint, HalfDuplex,
     Ieee80211pParams, JitterDist, LinkConfig, LossModel, PositionPoint, ScheduledChange,
     DEFAULT_QUEUE_PACKETS, ETHERNET_HEADER_BYTES, HELD_LIMIT_PACKETS, MAHIMAHI_OPPORTUNITY_BYTES,
 };
@@ -65,9 +68,10 @@ pub use segment::{
 };
 pub use stats::{DirectionStats, DropCounts, DropReason, Stats};
 
+use csma::Backoff;
 use direction::Direction;
 use halfduplex::Medium;
-use pipeline::Hop;
+use pipeline::{Hop, Shared};
 use positions::link_distance;
 use schedule::Schedule;
 
@@ -139,8 +143,35 @@ pub struct Emulator {
     seq: u64,
     start_ns: Option<u64>,
     medium: Medium,
+    backoff: Backoff,
     schedule: Schedule,
     schedule_applied: u64,
+}
+
+/// Counters of a CSMA medium (zero without one).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CsmaCounts {
+    /// Backoffs taken (a ready frame found the channel busy and waited).
+    pub backoffs: u64,
+    /// Frames aborted after `max_retries` backoffs (also counted as `queue_full`).
+    pub aborted: u64,
+}
+
+/// The medium of a link: half-duplex, CSMA (with the propagation delay of the transmitting
+/// direction), or none.
+pub(crate) fn shared_medium<'a>(
+    cfg: &'a LinkConfig,
+    backoff: &'a mut Backoff,
+    propagation_ns: u64,
+) -> Option<Shared<'a>> {
+    if let Some(h) = &cfg.half_duplex {
+        return Some(Shared::HalfDuplex(h));
+    }
+    cfg.csma.as_ref().map(|c| Shared::Csma {
+        cfg: c,
+        backoff,
+        propagation_ns,
+    })
 }
 
 impl Emulator {
@@ -160,9 +191,18 @@ impl Emulator {
             seq: 0,
             start_ns: None,
             medium: Medium::default(),
+            backoff: Backoff::new(seed),
             schedule,
             schedule_applied: 0,
         })
+    }
+
+    /// The CSMA medium's counters.
+    pub fn csma_counts(&self) -> CsmaCounts {
+        CsmaCounts {
+            backoffs: self.backoff.backoffs,
+            aborted: self.backoff.aborted,
+        }
     }
 
     /// Sets time 0 of schedules and traces (only the first call, or the first time seen, counts).
@@ -196,10 +236,12 @@ impl Emulator {
             heap,
             seq,
             medium,
+            backoff,
             ..
         } = self;
+        let propagation = dirs[from.index()].cfg.delay_ns;
         let mut hop = Hop {
-            medium: cfg.half_duplex.as_ref().map(|h| (medium, h, from.index())),
+            medium: shared_medium(cfg, backoff, propagation).map(|s| (medium, s, from.index())),
             start_ns: start,
             distance_m: distance,
             per_pair: false,
@@ -303,7 +345,7 @@ impl Emulator {
             }
         }
         self.heap = BinaryHeap::from(keep);
-        if self.cfg.half_duplex.is_some() {
+        if self.cfg.half_duplex.is_some() || self.cfg.csma.is_some() {
             let other_finish = self.dirs[from.other().index()].tx_finish_ns;
             self.medium.side_down(now_ns, other_finish);
         }

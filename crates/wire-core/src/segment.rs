@@ -31,6 +31,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::config::{ConfigError, LinkConfig, ETHERNET_HEADER_BYTES};
+use crate::csma::Backoff;
 use crate::direction::Direction;
 use crate::halfduplex::Medium;
 use crate::loss::distance_draw;
@@ -124,6 +125,7 @@ pub struct Segment {
     seq: u64,
     start_ns: Option<u64>,
     medium: Medium,
+    backoff: Backoff,
     schedule: Schedule,
     schedule_applied: u64,
     fwd: ForwardCounts,
@@ -182,11 +184,20 @@ impl Segment {
             seq: 0,
             start_ns: None,
             medium: Medium::default(),
+            backoff: Backoff::new(seed),
             schedule,
             schedule_applied: 0,
             fwd: ForwardCounts::default(),
             radio,
         })
+    }
+
+    /// The CSMA medium's counters.
+    pub fn csma_counts(&self) -> crate::CsmaCounts {
+        crate::CsmaCounts {
+            backoffs: self.backoff.backoffs,
+            aborted: self.backoff.aborted,
+        }
     }
 
     pub fn ports(&self) -> usize {
@@ -224,10 +235,15 @@ impl Segment {
             medium_q,
             seq,
             medium,
+            backoff,
+            down,
             ..
         } = self;
+        // a CSMA segment's channel is busy for the whole one-way delay: the uplink's and the
+        // downlink's (as the ns3 backend's CSMA channel has Delay = forward + reverse)
+        let propagation = up[port].cfg.delay_ns + down[0].cfg.delay_ns;
         let mut hop = Hop {
-            medium: cfg.half_duplex.as_ref().map(|h| (medium, h, port)),
+            medium: crate::shared_medium(cfg, backoff, propagation).map(|s| (medium, s, port)),
             start_ns: start,
             distance_m: distance,
             per_pair: !cfg.positions.is_empty(),
@@ -429,7 +445,7 @@ impl Segment {
                 go(&mut self.down[p], &mut self.out_q, |t| *t == p, now_ns, up);
             }
         }
-        if self.cfg.half_duplex.is_some() && uplink && !up {
+        if (self.cfg.half_duplex.is_some() || self.cfg.csma.is_some()) && uplink && !up {
             let busy = self
                 .up
                 .iter()
