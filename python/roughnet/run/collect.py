@@ -214,16 +214,22 @@ def verdict(
     link_counters: dict[Any, dict[str, Any]] | None = None,
     protocol: str = "",
     ns_counters: dict[str, dict[str, int]] | None = None,
+    distance_loss: bool = False,
 ) -> tuple[str, list[str]]:
     """Validity v1: ``valid``, ``suspect`` (numbers usable with care) or ``invalid``, with reasons.
 
     ``link_counters`` (link index -> engine counters) adds the wire engine's reasons;
     ``ns_counters`` (host -> kernel counter deltas) the receiving hosts' UDP buffer drops.
+    ``distance_loss``: the receivers' links lose by the hosts' distance (issue 16), so a receiver out of
+    range when the stream ended never hears the end marker and ends at its timeout by design: that end is
+    not a reason (every message's fate is still known from the traces).
     """
     invalid: list[str] = []
     suspect: list[str] = []
     for host, res in receivers:
         reason = res.get("end_reason")
+        if reason == "timeout" and distance_loss:
+            continue
         if reason in ("timeout", "signal") and not res.get("complete", False):
             got, exp = res.get("received"), res.get("expected")
             count = f" ({got}/{exp} messages)" if exp else ""

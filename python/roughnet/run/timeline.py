@@ -433,7 +433,8 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
             merged["sent"] = sum(int(s.get("sent") or 0) for s in senders)
         metrics = collect.aggregate(w.pattern, per_rx, merged)
         validity, reasons = collect.verdict(w.pattern, rx_results if w.pattern in ("stream", "bulk") else [],
-                                            merged, cpu_stats, link_counters, w.protocol, tcp_deltas)
+                                            merged, cpu_stats, link_counters, w.protocol, tcp_deltas,
+                                            distance_loss=any(link.positions for link in run.links))
         gone = [a.name for f in wflows for a in [*f.receivers, f.sender_agent]
                 if a is not None and a.proc.pid in killed]  # fmt: skip
         if gone:
@@ -482,6 +483,12 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
         record["validity_reasons"].append(f"no time series: internal error {type(e).__name__}: {e}")
         if record["validity"] == "valid":
             record["validity"] = "suspect"
+    try:  # hosts with positions: every message's sender-receiver distance (docs/results-format.md, distance)
+        from ..mobility.distance import record_distances
+        record_distances(record, run, tl, link_counters)
+    except Exception as e:  # noqa: BLE001 - as above
+        log.exception("distances of run %s", run.run_id)
+        record["validity_reasons"].append(f"no distances: internal error {type(e).__name__}: {e}")
     record["status"] = "ok"
 
 
