@@ -29,8 +29,9 @@ python-deps: $(VENV)/.stamp
 
 # ROS 2 (Kilted wheels, protocol ros2), ns-3 (--backend ns3) and SUMO ([mobility]): about 830 MB and a
 # 2-minute cppyy build the first time, so `make demo` does without them; `make test` installs them.
-$(VENV)/.extras-stamp: pyproject.toml $(VENV)/.stamp
+$(VENV)/.extras-stamp: pyproject.toml $(VENV)/.stamp python/roughnet/ros2/typegen.py
 	$(PY) -m pip install -q -e '.[test,ros2,sim]'
+	$(PY) -m roughnet.ros2.typegen
 	@touch $@
 
 extras: $(VENV)/.extras-stamp
