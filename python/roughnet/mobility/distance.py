@@ -186,6 +186,11 @@ def record_distances(record: dict[str, Any], run, tl, link_counters: dict[Any, A
         return
     messages = message_distances(run, tl, link_counters)
     record["distance"] = distance_rows(messages, tl.t0_ns, run.series_interval_ns)
+    for link in run.links:  # where t0 is on each wire's timeline (the report's fleet map places hosts with it)
+        ready = ready_of(link_counters, link.index)
+        stored = (record.get("link_counters") or {}).get(str(link.index))
+        if link.positions and ready is not None and isinstance(stored, dict):
+            stored["t0_after_ready_s"] = round((tl.t0_ns - ready) / 1e9, 6)
     traced = [f for f in tl.flows if "trace_path" in f.specs[-1].config]
     if messages and traced:
         write_messages(messages, tl.t0_ns, Path(traced[0].specs[-1].config["trace_path"]).parent)

@@ -53,7 +53,8 @@ def build_report(store: Store, sweep_id: str, out_dir: Path | None = None) -> Pa
         out_dir = store.root / REPORTS_DIR / sweep_id
     from roughnet.report import html  # matplotlib: only for the report, not for the CLI's summary
 
-    return html.render(sweep, runs, histograms, Path(out_dir), timelines=store.timelines(sweep_id))
+    return html.render(sweep, runs, histograms, Path(out_dir), timelines=store.timelines(sweep_id),
+                       distance=store.distance(sweep_id), run_dir=lambda r: store.run_dir(sweep_id, r["run_id"]))
 
 
 def summary_rows(store: Store, sweep_id: str) -> list[dict[str, str]]:

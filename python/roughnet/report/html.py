@@ -23,6 +23,7 @@ from typing import Any
 
 from roughnet.report import efficiency, fanout, fmt, packets, payload, plots, points, shaping, sync
 from roughnet.report import timeline as timeline_report
+from roughnet.report import fleet
 
 log = logging.getLogger(__name__)
 
@@ -180,10 +181,13 @@ def render(
     histograms: list[dict[str, Any]],
     out_dir: Path,
     timelines: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
+    distance: list[dict[str, Any]] | None = None,
+    run_dir: Any = None,
 ) -> Path:
     """Write ``out_dir/index.html`` and the PNGs; returns the HTML path.
 
-    ``timelines``: ``Store.timelines(sweep_id)`` (run id -> workloads, flows, series, events, recovery)."""
+    ``timelines``: ``Store.timelines(sweep_id)`` (run id -> workloads, flows, series, events, recovery);
+    ``distance``: ``Store.distance(sweep_id)`` and ``run_dir(run)`` its folder (``report.fleet``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_pngs(out_dir)
     axes = shaping.axis_values(sweep.get("axes") or {}, runs)
@@ -237,6 +241,8 @@ def render(
     elif runs and not timelines:
         sections.append("<p>No sweep axis to plot against; see the table below.</p>")
     sections.append(timeline_report.section(runs, timelines or {}, list(axes), out_dir, _img))
+    if distance:  # hosts with positions (issue 16): delivery by distance, pairs over time, the fleet map
+        sections.append(fleet.section(runs, distance, out_dir, _img, run_dir or (lambda r: None)))
     payload_html, payload_png = payload.section(axes, runs, roles.x)  # payload axis: best range, delay/drop table + plot
     if payload_html:
         figures.clear()
@@ -282,6 +288,7 @@ def _remove_stale_pngs(out_dir: Path) -> None:
     for name in (*METRIC_NAMES, "latency_cdf", "ramp", "payload", *sync.PNG_NAMES):
         (out_dir / f"{name}.png").unlink(missing_ok=True)
     timeline_report.remove_stale_pngs(out_dir)
+    fleet.remove_stale_pngs(out_dir)
 
 
 def _single_run_metrics(run: dict[str, Any]) -> str:
