@@ -209,6 +209,9 @@ def check_config(cfg: Any) -> dict[str, Any]:
     if not isinstance(topic, str) or not re.search(r"[A-Za-z0-9_]", topic):
         raise ConfigError(f"topic: {topic!r}; expected a name with at least one letter, digit or underscore")
     out["base"] = ros_name(topic)
+    out["service"] = options.get("request_reply", "topics") == "service"
+    if out["service"] and pattern not in ("ping", "ramp"):
+        raise ConfigError(f"options.request_reply: \"service\" is for patterns ping and ramp, not {pattern!r}")
     out["trace"] = None
     if tp is not None:  # created (or truncated) now, so that a path we cannot write is a configuration error
         try:
@@ -714,7 +717,180 @@ def run_ponger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
             "bytes": st["bytes"], "reply_errors": st["errors"], "bad_messages": st["bad"], "cpu": wire.cpu()}
 
 
+# ---- ping, ramp as a ROS 2 service ------------------------------------------------------------------------
+
+def service_name(base: str, listen: str) -> str:
+    """Each ponger's service: ``<base>/service/<key>`` (DDS: ``rq/<base>/service/<key>Request``, ``rr/...Reply``)."""
+    return f"{base}/service/{addr_token(listen)}"
+
+
+def _service_type(node: Node):
+    from . import typegen
+
+    if not typegen.installed():
+        raise IoError("options.request_reply = \"service\" needs roughnet_msgs/srv/Bytes: build it with make extras "
+                      "(python -m roughnet.ros2.typegen)")
+    return typegen.load()
+
+
+def run_service_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Ping/ramp as ROS 2 service calls: one client per ponger, each request a call (the message in
+    ``data``), each response the ponger's reply.  Same measurements and result as over topics."""
+    Bytes = _service_type(node)
+    pattern = cfg["pattern"]
+    deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
+    peers = cfg["peers"]
+    clients = [node.node.create_client(Bytes, service_name(node.base, p), qos_profile=node.qos) for p in peers]
+    st = {"received": 0, "dup": 0, "reord": 0, "bad": 0}
+    got: dict[int, set[int]] = {}
+    maxseq = [-1] * len(peers)
+    rtt_i: list[int] = []
+    rtt_a: list[int] = []
+    points: list[list[float]] = []
+    iv = Intervals("pinger", cfg["report_interval_ms"])
+    warmup = cfg["warmup"]
+
+    def on_reply(k: int):
+        def cb(fut) -> None:
+            t = now_ns()
+            try:
+                data = bytes(fut.result().data)
+            except Exception:  # noqa: BLE001 (a failed call: counted as bad)
+                st["bad"] += 1
+                return
+            h = wire.parse(data)
+            if h is None or not h.flags & wire.FLAG_REPLY:
+                st["bad"] += 1
+                return
+            peers_of = got.setdefault(h.seq, set())
+            if k in peers_of:
+                st["dup"] += 1
+                return
+            peers_of.add(k)
+            if h.flags & wire.FLAG_WARMUP:
+                return
+            if h.seq < maxseq[k]:
+                st["reord"] += 1
+            maxseq[k] = max(maxseq[k], h.seq)
+            st["received"] += 1
+            rtt_i.append(t - h.intended_ns)
+            rtt_a.append(t - h.actual_ns)
+            if pattern == "ramp":
+                points.append([len(data), (t - h.actual_ns) / 1e3])
+            iv.add(len(data))
+        return cb
+
+    while not all(c.service_is_ready() for c in clients):
+        if _stop:
+            break
+        if now_ns() > deadline:
+            raise IoError(f"waiting for the {len(peers)} service(s) {service_name(node.base, peers[0])}... until timeout_ms")
+        node.spin(SPIN_S)
+    # A matched server may not have matched our reply reader yet (rmw_fastrtps answers only known clients):
+    # the same grace as the topics' handshake gives a non-roughnet peer.
+    settle = now_ns() + int(0.5e9)
+    while not _stop and now_ns() < settle:
+        node.spin(SPIN_S)
+    interval = cfg["interval_ns"]
+    reply_ns = cfg["reply_timeout_ms"] * 1_000_000
+    sched = wire.Schedule()
+    total = warmup + cfg["messages"]
+    start = now_ns()
+    prev_return = start
+    sent = 0
+    end_reason = "complete"
+    cbs = [on_reply(k) for k in range(len(peers))]
+    for seq in range(total):
+        counted = seq >= warmup
+        size = cfg["payload_bytes"] + (cfg["step_bytes"] * (seq - warmup) if pattern == "ramp" and counted else 0)
+        intended = start + seq * interval if interval else now_ns()
+        if interval:
+            sleep_until(node, intended)
+        if _stop:
+            end_reason = "signal"
+            break
+        actual = now_ns()
+        if actual > deadline:
+            end_reason = "timeout"
+            break
+        msg = wire.message(0 if counted else wire.FLAG_WARMUP, seq, intended if interval else actual, actual, size)
+        for k, c in enumerate(clients):
+            c.call_async(Bytes.Request(data=msg)).add_done_callback(cbs[k])
+        if counted:
+            sched.record(intended if interval else actual, actual, prev_return)
+            sent += 1
+        prev_return = now_ns()
+        iv.tick(prev_return)
+        if not interval:
+            until = actual + reply_ns
+            while not _stop and len(got.get(seq, ())) < len(peers) and now_ns() < until:
+                node.spin(min(SPIN_S, (until - now_ns()) / 1e9))
+    until = now_ns() + reply_ns
+    while not _stop and now_ns() < until and any(len(got.get(s, ())) < len(peers) for s in range(warmup, total)):
+        node.spin(min(SPIN_S, (until - now_ns()) / 1e9))
+    # The end marker is a call too (its response is not counted): the ponger ends its run on it.
+    t = now_ns()
+    end = [c.call_async(Bytes.Request(data=wire.message(wire.FLAG_END, total, t, t, wire.HEADER_LEN))) for c in clients]
+    until = now_ns() + reply_ns
+    while not _stop and now_ns() < until and not all(f.done() for f in end):
+        node.spin(SPIN_S)
+    return {"type": "result", "role": "pinger", "pattern": pattern, "protocol": "ros2", "end_reason": end_reason,
+            "peers": len(peers), "sent": sent, "warmup_sent": min(warmup, total), "received": st["received"],
+            "lost": max(0, sent * len(peers) - st["received"]), "duplicates": st["dup"], "reordered": st["reord"],
+            "bad_messages": st["bad"], "send_errors": 0, "rtt_intended": wire.latency_object(rtt_i),
+            "rtt_actual": wire.latency_object(rtt_a), "schedule": sched.result(), "cpu": wire.cpu(),
+            **({"points": points} if pattern == "ramp" else {})}
+
+
+def run_service_ponger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The ponger as a ROS 2 service server: answers each call with the request's message flagged as a reply."""
+    Bytes = _service_type(node)
+    st = {"received": 0, "warm": 0, "bytes": 0, "bad": 0, "end": None}
+
+    def cb(req, resp):
+        data = bytes(req.data)
+        h = wire.parse(data)
+        if h is None or h.flags & wire.FLAG_REPLY:
+            st["bad"] += 1
+            return resp
+        if h.flags & wire.FLAG_END:
+            st["end"] = st["end"] or now_ns()
+            resp.data = data
+            return resp
+        reply = bytearray(data)
+        wire.HEADER.pack_into(reply, 0, wire.MAGIC, h.flags | wire.FLAG_REPLY, wire.HEADER_LEN, h.seq,
+                              h.intended_ns, h.actual_ns)
+        resp.data = bytes(reply)
+        if h.flags & wire.FLAG_WARMUP:
+            st["warm"] += 1
+        else:
+            st["received"] += 1
+            st["bytes"] += len(data)
+        return resp
+
+    srv = node.node.create_service(Bytes, service_name(node.base, cfg["listen"]), cb, qos_profile=node.qos)
+    emit({"type": "ready", "role": "ponger", "listen": cfg["listen"]})
+    deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
+    end_reason = "timeout"
+    while True:
+        if _stop:
+            end_reason = "signal"
+            break
+        # After the end marker's call, a moment for its response to leave.
+        if st["end"] is not None and now_ns() - st["end"] >= cfg["linger_ms"] * 1_000_000:
+            end_reason = "end_marker"
+            break
+        if now_ns() >= deadline:
+            break
+        node.spin(SPIN_S)
+    node.node.destroy_service(srv)
+    return {"type": "result", "role": "ponger", "pattern": cfg["pattern"], "protocol": "ros2",
+            "end_reason": end_reason, "received": st["received"], "warmup_received": st["warm"],
+            "bytes": st["bytes"], "reply_errors": 0, "bad_messages": st["bad"], "cpu": wire.cpu()}
+
+
 ROLE_RUN = {"sender": run_sender, "receiver": run_receiver, "pinger": run_pinger, "ponger": run_ponger}
+SERVICE_RUN = {"pinger": run_service_pinger, "ponger": run_service_ponger}
 
 
 def run(cfg: dict[str, Any]) -> int:
@@ -724,7 +900,7 @@ def run(cfg: dict[str, Any]) -> int:
     node = Node(cfg)
     node.base = cfg["base"]
     try:
-        emit(ROLE_RUN[cfg["role"]](node, cfg))
+        emit((SERVICE_RUN if cfg["service"] else ROLE_RUN)[cfg["role"]](node, cfg))
         return 0
     except IoError as e:
         emit({"type": "error", "kind": "io", "message": str(e)})

@@ -23,7 +23,10 @@ RELIABILITY = ("reliable", "best_effort")
 DURABILITY = ("volatile", "transient_local")
 #: Depth bound: Fast DDS preallocates the history (``depth`` samples of the type's size) per writer.
 DEPTH_MAX = 1_000_000
-KNOBS = ("profile", "reliability", "history_depth", "durability")
+KNOBS = ("profile", "reliability", "history_depth", "durability", "request_reply")
+#: ``request_reply``: ping and ramp over topics (the default; the dds driver's shape) or as a ROS 2 service
+#: (roughnet_msgs/srv/Bytes, roughnet.ros2.typegen).
+REQUEST_REPLY = ("topics", "service")
 
 
 class QosError(ValueError):
@@ -67,6 +70,9 @@ def from_options(options: dict[str, Any]) -> Qos:
         if dur not in DURABILITY:
             raise QosError(f"options.durability: {dur!r}; expected \"volatile\" or \"transient_local\"")
         transient = dur == "transient_local"
+    rr = options.get("request_reply")
+    if rr is not None and rr not in REQUEST_REPLY:
+        raise QosError(f"options.request_reply: {rr!r}; expected \"topics\" or \"service\"")
     return Qos(reliable, depth, transient)
 
 
