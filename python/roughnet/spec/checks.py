@@ -91,8 +91,9 @@ def workload_views(s: Scenario) -> Iterator[tuple[str, Scenario]]:
         senders = senders_of(w.from_)
         for sender in senders:
             update: dict[str, Any] = {"from_": sender}
-            if len(senders) > 1 and isinstance(w.to, list) and sender in w.to:  # each sender to the others
-                update["to"] = [h for h in w.to if h != sender]
+            to = receivers(w.to) if not isinstance(w.to, dict) else []
+            if len(senders) > 1 and sender in to:  # each sender to the others (spec.groups)
+                update["to"] = [h for h in to if h != sender]
             yield path, s.model_copy(update={"workload": w.model_copy(update=update)})
 
 
@@ -134,8 +135,8 @@ def _check_timeline(s: Scenario, hosts: set[str] | None, problems: list[Problem]
                                     "a single host name (several senders: stream or bulk)", w.from_))  # fmt: skip
         if len(set(map(str, senders))) != len(senders):
             problems.append(Problem(f"{path}.from", "sender listed twice", "distinct senders", w.from_))
-        elif len(senders) > 1 and isinstance(w.to, list) and _concrete(w.from_, w.to):
-            alone = [h for h in senders if not [r for r in w.to if r != h]]
+        elif len(senders) > 1 and not isinstance(w.to, dict) and _concrete(w.from_, w.to):
+            alone = [h for h in senders if not [r for r in receivers(w.to) if r != h]]
             if alone:
                 problems.append(Problem(f"{path}.to", f"sender {alone[0]!r} has no receiver other than itself",
                                         "at least one receiver besides each sender", w.to))  # fmt: skip
