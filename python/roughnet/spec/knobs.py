@@ -245,6 +245,10 @@ class Ros2Knobs(Knobs):
         "History QoS: keep last this many; 0 = keep all. Default: the profile's.", None)
     durability: kinds.choice(ros2_qos.DURABILITY).type() = field(
         'Durability QoS: "volatile" or "transient_local"; default: the profile\'s.', None)
+    request_reply: kinds.choice(ros2_qos.REQUEST_REPLY).type() = field(
+        'Ping and ramp over "topics" (the default: a request topic and a reply topic per ponger, as the dds '
+        'driver does) or as a ROS 2 "service" (roughnet_msgs/srv/Bytes, built by make extras; one service per '
+        "ponger).", None)
 
 
 #: Knob table per protocol: the key under [workload] is the protocol's name.
