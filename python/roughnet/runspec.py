@@ -25,6 +25,9 @@ PROTOCOLS = ("tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "ros2
 SERVICE_KINDS = ("mosquitto", "kafka", "nats", "zenoh-router")
 #: How a link carries the hosts' traffic: plain routed, or a VXLAN overlay on top (docs/scenario-format.md).
 OVERLAYS = ("none", "vxlan")
+#: A link's medium: "plain" (each direction its own serialiser) or "csma" (ns-3's CSMA channel: one
+#: transmitter at a time, busy for a frame's serialisation plus the propagation delay, backoff).
+MEDIA = ("plain", "csma")
 #: Bytes VXLAN adds to every frame: outer Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8 (RFC 7348).
 VXLAN_OVERHEAD_BYTES = 50
 #: Which service kind a protocol's agents connect to (zenoh only in client mode).
@@ -104,6 +107,7 @@ class Link:
     # --- wire-only link features (wire-core's LinkConfig JSON shapes); defaults mean "off" ---
     profile: str | None = None  # a named wire profile the directions started from (recorded for reports)
     half_duplex: dict[str, Any] | None = None  # wire-core HalfDuplex JSON
+    medium: str = "plain"  # one of MEDIA; "csma": wire-core's Csma medium (ns-3's defaults)
     schedule: tuple[dict[str, Any], ...] = ()  # wire-core ScheduledChange JSON objects
     distance_trace: tuple[dict[str, Any], ...] = ()  # wire-core DistancePoint JSON objects
     positions: tuple[tuple[dict[str, Any], ...], ...] = ()  # per host in `hosts` order, wire-core PositionPoint JSON
@@ -128,6 +132,8 @@ class Link:
             caps.add("profile")
         if self.half_duplex is not None:
             caps.add("half_duplex")
+        if self.medium == "csma":
+            caps.add("csma")
         if self.schedule:
             caps.add("schedule")
         if self.distance_trace:

@@ -140,6 +140,8 @@ def link_config(link: Link, profile: dict[str, Any] | None = None) -> dict[str, 
         cfg["half_duplex"] = {**under, **dict(link.half_duplex)}
     elif base.get("half_duplex") is not None:
         cfg["half_duplex"] = base["half_duplex"]
+    if link.medium == "csma":  # ns-3's CSMA channel with ns-3's backoff defaults (wire-core csma.rs)
+        cfg["csma"] = {}
     if link.schedule:
         # Each change replaces a direction's whole configuration: the profile goes under it as under the link.
         cfg["schedule"] = []
@@ -213,6 +215,7 @@ def counters_from_stats(stats: dict[str, Any], config: dict[str, Any],
         "forward": direction_counters(stats.get("a_to_b") or {}, config.get("a_to_b") or {}),
         "reverse": direction_counters(stats.get("b_to_a") or {}, config.get("b_to_a") or {}),
         "half_duplex": config.get("half_duplex") is not None,
+        "csma": config.get("csma") is not None,
         "uptime_s": _num(stats.get("uptime_s")),
         "seed": stats.get("seed"),
     }

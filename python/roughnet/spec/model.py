@@ -218,6 +218,12 @@ class LinkTable(DirectionTable):
         "given on the link and its direction tables override the profile's values.", None)
     half_duplex: HalfDuplexTable | None = Field(
         None, description="Make the link a half-duplex shared medium (an inline table, see `half_duplex` below).")
+    medium: kinds.choice(runspec.MEDIA).type() = _f(
+        'The medium the hosts share: "plain" (each direction of a pair, or each port of a segment, has its '
+        'own serialiser) or "csma" (ns-3\'s CSMA channel: one transmitter at a time, the channel busy for a '
+        "frame's serialisation plus the propagation delay `delay`, a sender that finds it busy backs off "
+        "(binary exponential, 1 us slots, ns-3's defaults); the wire engine, and the ns3 backend's CSMA "
+        'channel). Not with `half_duplex`. Unset: "plain".', None)
     schedule: list[ScheduleTable] | None = Field(
         None, description="Changes over time (`[[link.schedule]]` entries, see below), in time order.")
     distance_trace: kinds.text("a path to a CSV file of 'time_s,metres' lines").type() = _f(

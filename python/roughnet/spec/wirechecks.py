@@ -87,6 +87,10 @@ def check_wire_link(link: LinkTable, path: str, problems: list[Problem]) -> None
         _check_state(state, link.profile is not None, False, problems)
     _check_schedule(link, path, states, every, problems)
     _check_distance(link, path, every, problems)
+    if link.medium == "csma" and (link.half_duplex is not None or link.profile == "hf-modem"):
+        problems.append(Problem(f"{path}.medium", "csma on a half-duplex link",
+                                "one shared medium: medium = \"csma\" or half_duplex (or the hf-modem profile)",
+                                "csma"))  # fmt: skip
 
 
 def _check_table(table: DirectionTable, where: str, problems: list[Problem]) -> None:
