@@ -214,6 +214,12 @@ PutHeader(uint8_t* b, uint16_t flags, uint64_t seq, int64_t intended, int64_t ac
 
 // The agent's stream sender over UDP: open loop at ``rate`` messages per second, warm-up first, then
 // ``messages`` counted ones (or as many as fit in ``duration_ns``), then the end markers.
+//
+// ``saturate`` (UDP bulk, "as fast as possible"): no rate; the sender keeps its node's sending queues
+// full instead, one message whenever a queue disc has room for it, and waits for a dequeue when none
+// has (back-pressure, as a blocking Linux UDP socket gets from its send buffer on a real NIC, or as
+// ns-3's BulkSend gets from a TCP socket).  A simulated socket has no such limit of its own: without
+// this it would hand the queue any number of datagrams at one instant.
 class StreamSender : public Application
 {
   public:
@@ -230,6 +236,7 @@ class StreamSender : public Application
     int64_t messages = -1;    // counted messages, or -1: duration_ns decides
     int64_t duration_ns = -1; // send while the intended time is within this long of the start
     double rate = 1.0;
+    bool saturate = false;
     uint32_t warmup = 0;
 
     uint64_t seq = 0, sent = 0, warmup_sent = 0, bytes = 0, send_errors = 0;
@@ -239,6 +246,8 @@ class StreamSender : public Application
   private:
     Ptr<Socket> m_sock;
     std::vector<uint8_t> m_buf;
+    std::vector<Ptr<QueueDisc>> m_discs; // saturate: the node's sending queues
+    bool m_waiting = false;              // saturate: every queue full, a dequeue will resume
 
     void StartApplication() override
     {
@@ -246,7 +255,63 @@ class StreamSender : public Application
         m_sock->Bind();
         m_buf.assign(payload, 0);
         start_ns = Simulator::Now().GetNanoSeconds();
+        if (saturate)
+        {
+            Ptr<TrafficControlLayer> tc = GetNode()->GetObject<TrafficControlLayer>();
+            for (uint32_t i = 0; i < GetNode()->GetNDevices(); i++)
+            {
+                Ptr<QueueDisc> q = tc->GetRootQueueDiscOnDevice(GetNode()->GetDevice(i));
+                if (q)
+                {
+                    q->TraceConnectWithoutContext("Dequeue", MakeCallback(&StreamSender::Dequeued, this));
+                    m_discs.push_back(q);
+                }
+            }
+            Fill();
+            return;
+        }
         Next();
+    }
+
+    // saturate: whether a queue disc has room for one more message (UDP + IP headers included)
+    bool Room() const
+    {
+        for (const Ptr<QueueDisc>& q : m_discs)
+        {
+            QueueSize max = q->GetMaxSize(), cur = q->GetCurrentSize();
+            uint32_t need = max.GetUnit() == QueueSizeUnit::PACKETS ? 1 : payload + 28;
+            if (cur.GetValue() + need <= max.GetValue())
+                return true;
+        }
+        return m_discs.empty();
+    }
+
+    void Dequeued(Ptr<const QueueDiscItem>)
+    {
+        if (m_waiting)
+        {
+            m_waiting = false;
+            Simulator::ScheduleNow(&StreamSender::Fill, this);
+        }
+    }
+
+    // saturate: send while a queue has room and there is more to send, then wait for a dequeue
+    void Fill()
+    {
+        while (true)
+        {
+            if (!More())
+            {
+                Next();
+                return;
+            }
+            if (!Room())
+            {
+                m_waiting = true;
+                return;
+            }
+            SendNow();
+        }
     }
 
     void StopApplication() override
@@ -266,6 +331,8 @@ class StreamSender : public Application
             return true;
         if (messages >= 0)
             return (int64_t)(seq - warmup) < messages;
+        if (saturate)
+            return Simulator::Now().GetNanoSeconds() - start_ns < duration_ns;
         return Intended(seq) - start_ns < duration_ns;
     }
 
@@ -286,9 +353,15 @@ class StreamSender : public Application
 
     void SendOne()
     {
+        SendNow();
+        Next();
+    }
+
+    void SendNow()
+    {
         int64_t now = Simulator::Now().GetNanoSeconds();
         bool warm = seq < warmup;
-        PutHeader(m_buf.data(), warm ? FLAG_WARMUP : 0, seq, Intended(seq), now);
+        PutHeader(m_buf.data(), warm ? FLAG_WARMUP : 0, seq, saturate ? now : Intended(seq), now);
         for (const Address& a : peers)
         {
             Ptr<Packet> p = Create<Packet>(m_buf.data(), payload);
@@ -306,11 +379,16 @@ class StreamSender : public Application
             last_ns = now;
         }
         seq++;
-        Next();
     }
 
     void SendEnd()
     {
+        if (saturate && !Room())
+        {
+            // the queues are still full of the last messages: a blocking socket would wait too
+            Simulator::Schedule(MicroSeconds(100), &StreamSender::SendEnd, this);
+            return;
+        }
         int64_t now = Simulator::Now().GetNanoSeconds();
         PutHeader(m_buf.data(), FLAG_END, seq, now, now);
         for (const Address& a : peers)

@@ -143,6 +143,7 @@ class Ns3Environment:
 def _result(spec: Any, r: dict[str, Any], peers: int) -> dict[str, Any]:
     """The result line of the Application that played ``spec``, from its fields (``sim.read_app``)."""
     tcp = spec.config["protocol"] == "tcp"
+    pattern = spec.config.get("pattern") or "stream"  # UDP: stream, or bulk (the same Applications)
     if spec.role == "receiver":
-        return results.bulk_receiver(r) if tcp else results.stream_receiver(r)
-    return results.bulk_sender(r, peers) if tcp else results.stream_sender(r, peers)
+        return results.bulk_receiver(r) if tcp else results.stream_receiver(r, pattern)
+    return results.bulk_sender(r, peers) if tcp else results.stream_sender(r, peers, pattern)

@@ -5,11 +5,13 @@ what the backend does model, as a PreflightError (exit code 2).  It does not bui
 simulation (``sim``) nor judge results.
 
 What is modelled: hosts as ns-3 nodes with the Internet stack; a two-host link as a
-point-to-point channel (rate and MTU per direction, one propagation delay for both), a
+point-to-point channel (rate and MTU per direction, one propagation delay for both), or with
+``medium = "csma"`` as a CSMA channel of two devices (one rate, one delay), a
 shared segment as one CSMA channel (one rate and one delay for the medium); Bernoulli
 loss and Gilbert-Elliott loss as receive error models; a drop-tail queue in packets or
-bytes; TCP bulk (segment size, buffers, send size, congestion control) and UDP streams
-at a rate (open loop).
+bytes; TCP bulk (segment size, buffers, send size, congestion control), UDP streams
+at a rate (open loop), and UDP bulk or streams without a rate, which keep the sending
+queue full (back-pressure: apps.cc, ``saturate``).
 """
 
 from __future__ import annotations
@@ -55,10 +57,9 @@ def refusals(run: Any) -> list[str]:
         out.append(f"[[service]] {run.services[0].kind!r}: the ns3 backend runs no services")
     if run.has_timeline:
         out.append("[[workload]] / [[event]] / several senders / start: the ns3 backend runs one workload from t0")
-    if w.protocol == "udp" and not (w.pattern == "stream" and w.rate_msgs_per_s):
-        out.append(f"pattern {w.pattern!r} with rate {w.rate_msgs_per_s or 'max'}: over udp the ns3 backend runs "
-                   "streams at a rate (open loop); a simulated socket has no kernel back-pressure to pace 'as fast "
-                   "as possible'")
+    if w.protocol == "udp" and w.pattern not in ("stream", "bulk"):
+        out.append(f"pattern {w.pattern!r}: over udp the ns3 backend runs streams (at a rate, or as fast as the "
+                   "sending queue drains) and bulk")
     if w.protocol == "tcp" and w.pattern != "bulk":
         out.append(f"pattern {w.pattern!r}: over tcp the ns3 backend runs bulk only")
     if w.protocol == "tcp" and len(w.receivers) > 1:
@@ -103,6 +104,9 @@ def _link_refusals(link: Any) -> list[str]:
     if link.shared and (fwd.loss_model is not None or rev.loss_model is not None):
         out.append(f"{name}: loss_model on a shared segment is not modelled by the ns3 backend (a frame passes "
                    "two chains there, the sender's and the receiver's; ns-3's CSMA receivers have one each)")
+    if not link.shared and getattr(link, "medium", "plain") == "csma" and fwd.rate_bps != rev.rate_bps:
+        out.append(f"{name}: rate differs by direction on medium = \"csma\"; an ns-3 CSMA channel has one data "
+                   "rate, so forward and reverse must be equal")
     if link.shared:
         for attr, key in (("rate_bps", "rate"), ("queue_packets", "queue"), ("queue_bytes", "queue"),
                           ("loss", "loss"), ("loss_model", "loss_model")):

@@ -72,13 +72,13 @@ def _base(role: str, pattern: str, protocol: str, end_reason: str) -> dict[str, 
             "end_reason": end_reason}
 
 
-def stream_receiver(r: dict[str, Any]) -> dict[str, Any]:
+def stream_receiver(r: dict[str, Any], pattern: str = "stream") -> dict[str, Any]:
     """``r``: expected (-1 unknown), received, duplicates, reordered, warmup_received, bytes, bad,
     highest (-1 none), first_ns, last_ns, end_reason, complete, lat_intended, lat_actual (ns)."""
     expected = r["expected"] if r["expected"] >= 0 else None
     lost = expected - r["received"] if expected is not None else max(0, r["highest"] + 1 - r["received"])
     duration = _span(r["first_ns"], r["last_ns"])
-    return _base("receiver", "stream", "udp", r["end_reason"]) | {
+    return _base("receiver", pattern, "udp", r["end_reason"]) | {
         "expected": expected, "received": r["received"], "lost": max(0, lost), "duplicates": r["duplicates"],
         "reordered": r["reordered"], "warmup_received": r["warmup_received"], "bytes": r["bytes"],
         "duration_s": duration, "throughput_bps": _rate(r["bytes"], duration), "complete": bool(r["complete"]),
@@ -91,10 +91,10 @@ _NO_LAG = {"behind_max_us": 0.0, "behind_p99_us": 0.0, "late_fraction": 0.0, "ow
            "own_late_fraction": 0.0, "held_fraction": 0.0, "held_s": 0.0}
 
 
-def stream_sender(r: dict[str, Any], peers: int) -> dict[str, Any]:
+def stream_sender(r: dict[str, Any], peers: int, pattern: str = "stream") -> dict[str, Any]:
     """``r``: sent, warmup_sent, bytes, send_errors, first_ns, last_ns, finished (all sent before the timeout)."""
     duration = _span(r["first_ns"], r["last_ns"])
-    return _base("sender", "stream", "udp", "complete" if r["finished"] else "timeout") | {
+    return _base("sender", pattern, "udp", "complete" if r["finished"] else "timeout") | {
         "sent": r["sent"], "warmup_sent": r["warmup_sent"], "peers": peers, "bytes": r["bytes"],
         "duration_s": duration, "throughput_bps": _rate(r["bytes"], duration), "send_errors": r["send_errors"],
         "schedule": dict(_NO_LAG),

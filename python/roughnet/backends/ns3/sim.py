@@ -235,7 +235,25 @@ def _simulate(ns: Any, run: Any, specs: list[Any]) -> Raw:
         members = ns.NodeContainer()
         for h in link.hosts:
             members.Add(node[h])
-        if not link.shared:
+        if not link.shared and link.medium == "csma":
+            # A pair on ns-3's CSMA channel (medium = "csma"; SEEDS S1's channel): one transmitter at a
+            # time, busy for serialisation + the one-way delay; losses per receiving side as point-to-point.
+            helper = ns.CsmaHelper()
+            helper.SetChannelAttribute("DataRate", ns.DataRateValue(ns.DataRate(fwd.rate_bps)))
+            helper.SetChannelAttribute("Delay", ns.TimeValue(ns.NanoSeconds(fwd.delay_ns)))
+            devs = helper.Install(members)
+            queues = [queue_size(fwd, link.mtu), queue_size(rev, link.mtu)]
+            models = {}
+            for pos, d in ((1, fwd), (0, rev)):
+                rs.ConfigureDevice(devs.Get(pos), fwd.rate_bps, link.mtu)
+                if d.loss or d.loss_model is not None:
+                    models[pos] = _attach_loss(rs, devs.Get(pos), d, None, stream, True)
+                    stream += 1
+            link_drops[link.index] = {"kind": "csma", "pair": True, "models": models}
+            channels[str(link.index)] = {"channel": "csma", "delay_ns": fwd.delay_ns, "rate_bps": fwd.rate_bps,
+                                         "mtu": link.mtu, "queue": {"forward": queues[0], "reverse": queues[1]},
+                                         "backoff": "ns-3's defaults (1 us slots, ceiling 10, 1000 retries)"}
+        elif not link.shared:
             helper = ns.PointToPointHelper()
             helper.SetChannelAttribute("Delay", ns.TimeValue(ns.NanoSeconds(fwd.delay_ns)))
             devs = helper.Install(members)
@@ -350,7 +368,9 @@ def _application(rs: Any, node: Any, start_ns: int, spec: Any, done: Any, counte
     app.payload = int(cfg["payload_bytes"])
     app.messages = -1 if cfg.get("messages") is None else int(cfg["messages"])
     app.duration_ns = -1 if cfg.get("duration_ms") is None else int(cfg["duration_ms"]) * 1_000_000
-    app.rate = float(cfg["rate_msgs_per_s"])
+    # UDP bulk ("as fast as possible"): the sender keeps its sending queue full (apps.cc, ``saturate``)
+    app.saturate = cfg["pattern"] == "bulk" or not cfg.get("rate_msgs_per_s")
+    app.rate = float(cfg.get("rate_msgs_per_s") or 1.0)
     app.warmup = int(cfg.get("warmup") or 0)
     return app
 
@@ -364,8 +384,8 @@ def _node_counters(c: Any) -> dict[str, int]:
 def _link_counters(run: Any, index: int, d: dict[str, Any]) -> dict[str, Any]:
     """Per direction, what the link dropped (as the link engines count: ``drops_loss``, ``drops_queue``).
 
-    Point-to-point: forward is what hosts[0] sent (its queue) and hosts[1] received (its error model).
-    CSMA: forward holds the sending queues of every host, reverse the losses at every receiver.
+    Point-to-point (and a pair on a CSMA channel): forward is what hosts[0] sent (its queue) and hosts[1]
+    received (its error model).  A shared CSMA segment: forward holds the sending queues of every host, reverse the losses at every receiver.
     """
     models, qdrops = d["models"], [int(q[0]) for q in d["qdrops"]]
 
@@ -374,7 +394,7 @@ def _link_counters(run: Any, index: int, d: dict[str, Any]) -> dict[str, Any]:
         return sum(int(m.dropped) for m in ms), sum(int(m.decided) for m in ms)
 
     out: dict[str, Any] = {"engine": "ns3", "channel": d["kind"]}
-    if d["kind"] == "point-to-point":
+    if d["kind"] == "point-to-point" or d.get("pair"):
         for name, tx, rx in (("forward", 0, 1), ("reverse", 1, 0)):
             dropped, decided = lost([rx])
             out[name] = {"drops_loss": dropped, "drops_queue": qdrops[tx], "seen_frames": decided}
