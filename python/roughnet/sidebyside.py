@@ -7,7 +7,8 @@ backend), and the comparison of every further backend against the first, written
 ``<results>/reports/<sweep>--<first>-vs-<other>/``: ``compare.json`` and ``compare.png``
 (``roughnet.compare``: per point and metric both values and the difference; one panel per metric),
 ``sidebyside.png`` and ``index.html`` (``report.sidebyside``: both backends' values in one plot per
-metric, one table per metric with the difference).
+metric, one table per metric with the difference); the same plot and tables go into each backend's normal
+report (``<results>/<backend>/reports/<sweep>/index.html``) as a section after its plots.
 The CLI runs the sweep on each backend (``cli.run``) and prints; this module prints nothing.
 """
 
@@ -43,7 +44,8 @@ def compare_backends(root: Path, sweep_id: str, first: str, other: str) -> tuple
     from .compare import compare, metric_columns
     from .compare_cli import _open, _side, _title
     from .report.compare_plot import compare_png
-    from .report.sidebyside import index_html, values_png
+    from .report import build_report
+    from .report.sidebyside import index_html, section, values_png
 
     stores = [_open(results_of(root, first)), _open(results_of(root, other))]
     try:
@@ -51,6 +53,11 @@ def compare_backends(root: Path, sweep_id: str, first: str, other: str) -> tuple
         side_b = _side(stores[1], "B", sweep_id, [])
         columns = metric_columns([], side_a.runs, side_b.runs)
         result = compare(side_a, side_b, columns)
+        plain = {c: _title(result, c) for c in columns}
+        both = values_png(result, plain, (first, other))
+        # each backend's normal report gets the side by side too (one plot, one table per metric)
+        for store in stores:
+            build_report(store, sweep_id, extra=[section(result, plain, (first, other), both)])
     finally:
         for s in stores:
             s.close()
@@ -60,7 +67,6 @@ def compare_backends(root: Path, sweep_id: str, first: str, other: str) -> tuple
     (folder / "compare.json").write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
     titles = {c: f"{_title(result, c)}: {other} vs {first}" for c in columns}
     (folder / "compare.png").write_bytes(compare_png(result, titles))
-    plain = {c: _title(result, c) for c in columns}
-    (folder / "sidebyside.png").write_bytes(values_png(result, plain, (first, other)))
+    (folder / "sidebyside.png").write_bytes(both)
     (folder / "index.html").write_text(index_html(result, plain, (first, other), "sidebyside.png"), encoding="utf-8")
     return result, folder

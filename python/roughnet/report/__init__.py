@@ -44,8 +44,9 @@ __all__ = ["build_report", "perftest_lines", "point_rows", "recovery_lines", "su
 REPORTS_DIR = "reports"
 
 
-def build_report(store: Store, sweep_id: str, out_dir: Path | None = None) -> Path:
-    """Write the HTML report of ``sweep_id`` and its PNGs; returns index.html's path."""
+def build_report(store: Store, sweep_id: str, out_dir: Path | None = None, extra: list[str] | None = None) -> Path:
+    """Write the HTML report of ``sweep_id`` and its PNGs; returns index.html's path.  ``extra``: HTML sections
+    after the plots (a sweep run on several backends: the side by side, ``sidebyside.compare_backends``)."""
     sweep = store.sweep(sweep_id)
     runs = store.runs(sweep_id)
     histograms = store.histograms(sweep_id)
@@ -54,7 +55,8 @@ def build_report(store: Store, sweep_id: str, out_dir: Path | None = None) -> Pa
     from roughnet.report import html  # matplotlib: only for the report, not for the CLI's summary
 
     return html.render(sweep, runs, histograms, Path(out_dir), timelines=store.timelines(sweep_id),
-                       distance=store.distance(sweep_id), run_dir=lambda r: store.run_dir(sweep_id, r["run_id"]))
+                       distance=store.distance(sweep_id), run_dir=lambda r: store.run_dir(sweep_id, r["run_id"]),
+                       extra=extra)
 
 
 def summary_rows(store: Store, sweep_id: str) -> list[dict[str, str]]:

@@ -183,8 +183,11 @@ def render(
     timelines: dict[str, dict[str, list[dict[str, Any]]]] | None = None,
     distance: list[dict[str, Any]] | None = None,
     run_dir: Any = None,
+    extra: list[str] | None = None,
 ) -> Path:
     """Write ``out_dir/index.html`` and the PNGs; returns the HTML path.
+
+    ``extra``: HTML sections placed after the plots (the side by side of several backends: ``report.sidebyside``).
 
     ``timelines``: ``Store.timelines(sweep_id)`` (run id -> workloads, flows, series, events, recovery);
     ``distance``: ``Store.distance(sweep_id)`` and ``run_dir(run)`` its folder (``report.fleet``)."""
@@ -240,6 +243,7 @@ def render(
         sections.append("<h2>Plots</h2>" + "".join(figures))
     elif runs and not timelines:
         sections.append("<p>No sweep axis to plot against; see the table below.</p>")
+    sections.extend(extra or [])
     sections.append(timeline_report.section(runs, timelines or {}, list(axes), out_dir, _img))
     if distance:  # hosts with positions (issue 16): delivery by distance, pairs over time, the fleet map
         sections.append(fleet.section(runs, distance, out_dir, _img, run_dir or (lambda r: None)))

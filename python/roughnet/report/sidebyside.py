@@ -2,7 +2,8 @@
 
 Owns the look of ``sidebyside.png`` (one panel per metric, the points as rows, each backend's value as
 its own marker with its interval, so emulated and simulated results sit in one plot) and of
-``index.html`` (that picture and one table per metric: point, each backend's value, the difference).
+``index.html`` (that picture and one table per metric: point, each backend's value, the difference), and
+of the same as a ``section`` of each backend's normal report.
 The numbers are ``roughnet.compare``'s (a Comparison of backend B against backend A); this module
 only draws and writes text.  Same Agg-only drawing as ``plots``.
 """
@@ -67,22 +68,39 @@ def values_png(comparison: Any, titles: dict[str, str], names: tuple[str, str]) 
 
 def index_html(comparison: Any, titles: dict[str, str], names: tuple[str, str], png: str) -> str:
     """The page: the picture, then per metric a table of point, A's value, B's value and B against A."""
+    e = html.escape
+    a, b = (e(x) for x in names)
+    head = [f"<!doctype html><meta charset='utf-8'><title>{e(comparison.a.sweep_id)}: {a} and {b}</title>",
+            f"<h1>{e(comparison.a.sweep_id)}: {a} and {b}</h1>"]
+    return "\n".join(head + _body(comparison, titles, names, f"<img src='{e(png)}' alt='each metric on both backends'>",
+                                   "h2")) + "\n"
+
+
+def section(comparison: Any, titles: dict[str, str], names: tuple[str, str], png: bytes) -> str:
+    """The same picture (embedded) and tables as a section of a backend's normal report (``build_report``'s
+    ``extra``), so a sweep run on several backends shows them together in its own report too."""
+    import base64
+
+    data = base64.b64encode(png).decode("ascii")
+    img = f"<img alt='each metric on both backends' src='data:image/png;base64,{data}'>"
+    a, b = (html.escape(x) for x in names)
+    return "\n".join([f"<h2>Side by side: {a} and {b}</h2>"] + _body(comparison, titles, names, img, "h3"))
+
+
+def _body(comparison: Any, titles: dict[str, str], names: tuple[str, str], img: str, h: str) -> list[str]:
     from roughnet.compare import change_text, params_text
 
     e = html.escape
     a, b = (e(x) for x in names)
-    parts = [f"<!doctype html><meta charset='utf-8'><title>{e(comparison.a.sweep_id)}: {a} and {b}</title>",
-             f"<h1>{e(comparison.a.sweep_id)}: {a} and {b}</h1>",
-             f"<p>{a}: {e(comparison.a.results)} ({len(comparison.a.runs)} runs); {b}: {e(comparison.b.results)} "
+    parts = [f"<p>{a}: {e(comparison.a.results)} ({len(comparison.a.runs)} runs); {b}: {e(comparison.b.results)} "
              f"({len(comparison.b.runs)} runs). Difference: {b} against {a}, "
-             f"{100 * comparison.confidence:g} % intervals where there are repeats.</p>",
-             f"<img src='{e(png)}' alt='each metric on both backends'>"]
+             f"{100 * comparison.confidence:g} % intervals where there are repeats.</p>", img]
     for column in comparison.columns:
-        parts.append(f"<h2>{e(titles.get(column, column))}</h2>")
+        parts.append(f"<{h}>{e(titles.get(column, column))}</{h}>")
         parts.append(f"<table><tr><th>point</th><th>{a}</th><th>{b}</th><th>{b} vs {a}</th></tr>")
         for p in comparison.points:
             m = _metric(p, column)
             parts.append(f"<tr><td>{e(params_text(p.params))}</td><td>{e(interval_text(column, m.a))}</td>"
                          f"<td>{e(interval_text(column, m.b))}</td><td>{e(change_text(m))}</td></tr>")
         parts.append("</table>")
-    return "\n".join(parts) + "\n"
+    return parts

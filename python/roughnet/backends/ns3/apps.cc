@@ -248,6 +248,7 @@ class StreamSender : public Application
     std::vector<uint8_t> m_buf;
     std::vector<Ptr<QueueDisc>> m_discs; // saturate: the node's sending queues
     bool m_waiting = false;              // saturate: every queue full, a dequeue will resume
+    uint64_t m_dequeued = 0;             // saturate: messages the queue discs passed on
 
     void StartApplication() override
     {
@@ -286,8 +287,17 @@ class StreamSender : public Application
         return m_discs.empty();
     }
 
+    uint64_t Queued() const
+    {
+        uint64_t n = m_dequeued;
+        for (const Ptr<QueueDisc>& q : m_discs)
+            n += q->GetNPackets();
+        return n;
+    }
+
     void Dequeued(Ptr<const QueueDiscItem>)
     {
+        m_dequeued++;
         if (m_waiting)
         {
             m_waiting = false;
@@ -310,7 +320,15 @@ class StreamSender : public Application
                 m_waiting = true;
                 return;
             }
+            uint64_t before = Queued();
             SendNow();
+            if (Queued() == before)
+            {
+                // the message reached no queue disc (waiting for ARP, or dropped before it): look again
+                // later rather than flood at one instant
+                Simulator::Schedule(MicroSeconds(100), &StreamSender::Fill, this);
+                return;
+            }
         }
     }
 
