@@ -1,0 +1,55 @@
+"""Every message's sender-receiver distance at its send time (mobility.distance) and the rows of the
+`distance` table, from traces made here with known positions; the report's bins (report.fleet)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roughnet.mobility.distance import BIN_M, distance_rows, flow_distances, position_at
+from roughnet.report.fleet import by_distance, pdr_png
+from roughnet.timeline import series
+from roughnet.timeline.traces import Rx, Tx
+
+S = 1_000_000_000
+
+
+@dataclass
+class Link:
+    index: int
+    hosts: tuple[str, ...]
+    positions: tuple
+
+
+def test_position_is_linear_between_points_and_held_outside() -> None:
+    pts = [{"at_ns": 1 * S, "x_m": 0.0, "y_m": 0.0}, {"at_ns": 3 * S, "x_m": 100.0, "y_m": 50.0}]
+    got = position_at(pts, np.array([0, 1 * S, 2 * S, 3 * S, 9 * S]))
+    assert got.tolist() == [[0, 0], [0, 0], [50, 25], [100, 50], [100, 50]]
+
+
+def test_each_message_gets_the_distance_at_its_send_time_on_the_wires_timeline() -> None:
+    # b drives away from a at 100 m/s from 0 m at the wire's time 0; the wire was ready 5 s before t0.
+    ready, t0 = 10 * S, 15 * S
+    link = Link(0, ("a", "b"), ([{"at_ns": 0, "x_m": 0.0, "y_m": 0.0}],
+                                [{"at_ns": 0, "x_m": 0.0, "y_m": 0.0}, {"at_ns": 20 * S, "x_m": 2000.0, "y_m": 0.0}]))
+    seq = np.arange(40)
+    sent = t0 + seq * (S // 10)  # 10 msg/s for 4 s: at 500 m ... 890 m
+    got = seq < 20  # the first 2 s arrive, 1 ms later
+    tx = Tx.from_arrays(seq, sent)
+    rx = Rx.from_arrays(seq[got], sent[got], sent[got] + 1_000_000)
+    m = flow_distances("cam", "a", "b", series.prepare(tx, rx), link, ready)
+    assert np.allclose(m.distance_m, 500 + 10 * seq)
+    assert m.delivered.tolist() == got.tolist()
+    assert (m.latency_ns[got] == 1_000_000).all() and (m.latency_ns[~got] == -1).all()
+    rows = distance_rows([m], t0, S)
+    # per second and 10 m bin: each message its own bin (10 m apart)
+    assert len(rows) == 40 and all(r["d_bin_m"] == np.floor((500 + 10 * i) / BIN_M) * BIN_M
+                                   for i, r in enumerate(rows))  # fmt: skip
+    assert [r["t_s"] for r in rows[:11]] == [0.0] * 10 + [1.0]
+    assert sum(r["delivered"] for r in rows) == 20 and sum(r["sent"] for r in rows) == 40
+    assert rows[0]["lat_p99_us"] == 1000.0 and rows[-1]["lat_mean_us"] is None
+    # the report's 50 m bins: 500-549 m all arrived, 700 m and beyond none
+    agg = {a["d_m"]: a["ratio"] for a in by_distance(rows)}
+    assert agg[500.0] == 1.0 and agg[700.0] == 0.0 and agg[850.0] == 0.0
+    assert pdr_png([("udp", rows)])[:8] == b"\x89PNG\r\n\x1a\n"
