@@ -8,7 +8,7 @@ exceeds the link rate; no latency is below the configured one-way delay; on the 
 the two backends' UDP latency and TCP throughput agree.
 Then, on ns3 alone (in this process, so ns-3 is imported once more, not per run): Gilbert-Elliott
 loss is counted by the link as the receiver counts it, and its rate is the chain's; SEEDS S1's TCP
-findings.
+findings, and its UDP finding on the CSMA channel (medium = "csma").
 """
 
 from __future__ import annotations
@@ -288,6 +288,65 @@ def test_s1_larger_segments_and_buffers_raise_tcp_throughput_to_a_ceiling(tmp_pa
         small, large = tp[f"mss={mss},buffer=16 KiB"], tp[f"mss={mss},buffer=256 KiB"]
         assert small < 0.7 * 100_000_000 < large, (mss, small, large)
     assert tp["mss=1436 B,buffer=256 KiB"] > tp["mss=536 B,buffer=256 KiB"], tp
+
+
+S1_UDP = """
+[scenario]
+name = "ns3-s1-udp"
+seed = 1
+timeout = "60 s"
+
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+
+[[link]]
+between = ["a", "b"]
+rate = "${link.rate}"
+delay = "${link.delay}"
+medium = "${medium}"
+queue = "100 packets"
+
+[workload]
+pattern = "bulk"
+protocol = "udp"
+from = "a"
+to = ["b"]
+payload = "1436 B"
+duration = "500 ms"
+
+[sweep]
+link = [
+  { name = "5M-2ms", rate = "5 Mbit/s", delay = "2 ms" },
+  { name = "10M-1ms", rate = "10 Mbit/s", delay = "1 ms" },
+  { name = "100M-50us", rate = "100 Mbit/s", delay = "50 us" },
+  { name = "1G-0.5us", rate = "1 Gbit/s", delay = "0.5 us" },
+]
+medium = ["csma", "plain"]
+"""
+S1_RATES = {"5M-2ms": 5e6, "10M-1ms": 10e6, "100M-50us": 100e6, "1G-0.5us": 1e9}
+
+
+def test_s1_efficiency_grows_as_propagation_delay_shrinks_on_csma(tmp_path: Path):
+    """SEEDS S1's UDP finding on its own channel (scenarios/tcp-udp-link-csma.toml, cut to UDP bulk of
+    1436 B, here 0.5 s): on ns-3's CSMA channel a frame holds the medium for its serialisation plus the propagation delay,
+    so the share of the rate that arrives grows as rate x delay shrinks (10 kbit on the first two links, 5 on
+    the third, 0.5 on the fourth); on the point-to-point channel (medium plain) every link gets nearly all of
+    it.  Also: UDP bulk runs (the sender keeps its queue full) and never exceeds the rate."""
+    recs = simulate(tmp_path, S1_UDP)
+    eff = {}
+    for key, r in recs.items():
+        params = dict(kv.split("=", 1) for kv in key.split(","))
+        m = r["metrics"]
+        eff[(params["medium"], params["link"])] = e = m["throughput_bps"] / S1_RATES[params["link"]]
+        assert 0 < e <= 1.0, (key, e)
+        assert m["sent"] > 0 and m["received"] > 0, key
+    csma = [eff[("csma", link)] for link in S1_RATES]
+    assert abs(csma[0] - csma[1]) < 0.1, csma  # the same rate x delay
+    assert csma[2] > max(csma[:2]) and csma[3] > csma[2], csma
+    assert csma[0] < 0.6 and csma[3] > 0.85, csma
+    assert all(eff[("plain", link)] > 0.9 for link in S1_RATES), eff
 
 
 BULK_WRITES = """
