@@ -14,7 +14,11 @@ BINARIES := roughnet-agent roughnet-wire
 
 all: setup
 
-setup: system-deps python-deps kafka build
+# After the Debian packages, the Python venv, the Kafka jars and the Rust build have nothing to wait
+# for from each other: the downloads run while cargo compiles (a cold `make demo` waits for the build
+# alone, docs/PERFORMANCE.md "First run").
+setup: system-deps
+	@$(MAKE) --no-print-directory -j3 python-deps kafka build
 
 system-deps:
 	@bash scripts/install-system-deps.sh
