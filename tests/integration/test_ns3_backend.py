@@ -365,6 +365,75 @@ def test_ten_gigabit_scenario_runs_in_simulated_time(tmp_path: Path):
         assert info["simulated_s"] >= 0.02 and info["wall_s"] > 0 and info["sim_wall_ratio"] > 0
 
 
+LONG = """
+[scenario]
+name = "ns3-long"
+seed = 1
+timeout = "700 s"
+
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+
+[[link]]
+between = ["a", "b"]
+rate = "10 Mbit/s"
+delay = "1 ms"
+
+[workload]
+pattern = "stream"
+protocol = "udp"
+from = "a"
+to = ["b"]
+payload = "200 B"
+duration = "600 s"
+rate = "5000 msg/s"
+"""
+
+
+class _Stop(BaseException):
+    """What the test's signal handler raises (a BaseException, as the CLI's Interrupted)."""
+
+
+def test_a_signal_ends_a_long_simulation_within_a_slice(tmp_path: Path, monkeypatch):
+    """A signal during a simulation of 600 s (3 million datagrams) is acted on while it runs: the handler sees
+    the simulated clock well short of the end (the simulation returns to Python every 20 ms of simulated time,
+    sim.run_in_slices), the simulator is destroyed, and the next simulation runs."""
+    import os
+    import signal
+    import threading
+
+    from roughnet.backends.ns3 import sim
+
+    ns = sim.load()
+    seen: dict[str, int] = {}
+
+    def handler(signum, frame):
+        seen["at_ns"] = ns.Simulator.Now().GetNanoSeconds()
+        raise _Stop()
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1))
+    run_in_slices = sim.run_in_slices
+
+    def running(*args, **kwargs):  # the signal comes 1 s after the simulation started running
+        timer.start()
+        return run_in_slices(*args, **kwargs)
+
+    monkeypatch.setattr(sim, "run_in_slices", running)
+    try:
+        with pytest.raises(_Stop):
+            simulate(tmp_path / "long", LONG)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, old)
+        monkeypatch.setattr(sim, "run_in_slices", run_in_slices)
+    assert 0 < seen["at_ns"] < 600e9, seen
+    (rec,) = simulate(tmp_path / "after", FAN_OUT).values()
+    assert rec["metrics"]["sent"] == 300
+
+
 BULK_WRITES = """
 [scenario]
 name = "ns3-bulk-writes"

@@ -9,7 +9,8 @@ be simulated at all is ``preflight``'s.
 
 ns-3 is imported here, lazily (``load``: about 10 s, once per process), and only this module and
 ``apps.cc`` touch it.  The simulator is a process-wide singleton: one simulation at a time, each
-ending with ``Simulator::Destroy``.
+ending with ``Simulator::Destroy``; it runs in slices of simulated time (``run_in_slices``), so a
+signal is acted on within one slice.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ DEFAULT_RCV_BUF = 6291456
 ARP_PENDING_PACKETS = 101
 #: ns-3's own default buffer (ns3::TcpSocket::SndBufSize), the least a simulated sender gets.
 NS3_BUF = 131072
+#: Simulated time between the simulation's returns to Python (where Ctrl-C is acted on): ``run_in_slices``.
+SLICE_NS = 20_000_000
 
 
 def load() -> Any:
@@ -316,7 +319,7 @@ def _simulate(ns: Any, run: Any, specs: list[Any]) -> Raw:
         apps.append((spec, _application(rs, node[spec.host], start_ns, spec, done, counters[spec.host])))
     ns.Simulator.Stop(ns.NanoSeconds(int(w.timeout_ns)))
     t0 = time.monotonic()
-    ns.Simulator.Run()
+    run_in_slices(ns, done, int(w.timeout_ns))
     wall = time.monotonic() - t0
     simulated = ns.Simulator.Now().GetNanoSeconds() / 1e9
     return Raw(
@@ -329,6 +332,22 @@ def _simulate(ns: Any, run: Any, specs: list[Any]) -> Raw:
                "queue": "ns3::FifoQueueDisc of the scenario's size over a one-packet device queue",
                "arp": {"request_jitter_ns": 0, "pending_packets": ARP_PENDING_PACKETS}},
     )
+
+
+def run_in_slices(ns: Any, done: Any, timeout_ns: int, slice_ns: int = SLICE_NS) -> None:
+    """``Simulator::Run`` until every receiver is done (``done.pending``) or ``timeout_ns`` of simulated time,
+    returning to Python every ``slice_ns`` of simulated time: a signal handler (Ctrl-C, SIGTERM: the CLI's
+    ``Interrupted``) runs there, so an interruption ends a long simulation within one slice instead of when
+    the whole simulation returns.  The caller's ``finally`` destroys the simulator."""
+    while True:
+        now = ns.Simulator.Now().GetNanoSeconds()
+        if done.pending <= 0 or now >= timeout_ns:
+            return
+        step = min(slice_ns, timeout_ns - now)
+        ns.Simulator.Stop(ns.NanoSeconds(step))
+        ns.Simulator.Run()
+        if ns.Simulator.Now().GetNanoSeconds() < now + step:  # stopped before the slice's end: finished
+            return
 
 
 def _application(rs: Any, node: Any, start_ns: int, spec: Any, done: Any, counters: Any) -> Any:
