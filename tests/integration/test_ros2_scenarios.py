@@ -37,7 +37,8 @@ SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "ros2-camera-wifi
 def ci_copy(tmp_path: Path) -> Path:
     """ros2-camera-wifi.toml cut to 1 KB and 100 KB, 100 messages at 20 msg/s, keep all, five runs: best effort
     with both sizes and both stacks, and Cyclone reliable at 100 KB (the rclpy nodes' reliable 100 KB stream is
-    left out: over this link Fast DDS's repairs flood the link's queue and it takes minutes, see docs/scenarios.md)."""
+    left out: over this link Fast DDS's repairs flood the link's queue and not every message arrives, see
+    docs/scenarios.md)."""
     text = SCENARIO.read_text()
     for old, new in (('messages = 200', 'messages = 100'), ('rate = "10 msg/s"', 'rate = "20 msg/s"'),
                      ('payload = ["1 KB", "100 KB", "400 KB"]', 'payload = ["1 KB", "100 KB"]'),
