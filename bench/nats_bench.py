@@ -69,6 +69,32 @@ def nats_server() -> Iterator[str]:
         p.wait(timeout=10)
 
 
+def _reap(p: subprocess.Popen, timeout: float) -> tuple[str, float]:
+    """Read a child's stdout to the end and reap it; (stdout, its CPU seconds, user + system)."""
+    out = p.stdout.read() if p.stdout is not None else ""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            p.kill()
+            raise RuntimeError(f"{p.args[0]} did not finish in {timeout} s")
+        time.sleep(0.005)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{p.args[0]} exited {p.returncode}")
+    return out, ru.ru_utime + ru.ru_stime
+
+
+CPU: dict[str, list[float]] = {}
+
+
+def _cpu(which: str, seconds: float, n: int) -> None:
+    """Record CPU time per message (us) of one process, for the profile in docs/PERFORMANCE.md."""
+    CPU.setdefault(which, []).append(seconds / n * 1e6)
+
+
 def agent_rate(agent: Path, server: str, subject: str, n: int, size: int) -> float:
     def cfg(role: str) -> str:
         return json.dumps({"v": 1, "role": role, "protocol": "nats", "pattern": "stream", "broker": server,
@@ -78,9 +104,12 @@ def agent_rate(agent: Path, server: str, subject: str, n: int, size: int) -> flo
     rx = subprocess.Popen([str(agent), "run", "--config-json", cfg("receiver")], stdout=subprocess.PIPE, text=True)
     assert rx.stdout is not None
     assert json.loads(rx.stdout.readline())["type"] == "ready"
-    subprocess.run([str(agent), "run", "--config-json", cfg("sender")], capture_output=True, check=True,
-                   timeout=300)
-    out, _ = rx.communicate(timeout=120)
+    tx = subprocess.Popen([str(agent), "run", "--config-json", cfg("sender")], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True)
+    _, tx_cpu = _reap(tx, 300)
+    out, rx_cpu = _reap(rx, 120)
+    _cpu("agent_sender", tx_cpu, n)
+    _cpu("agent_receiver", rx_cpu, n)
     r = json.loads(out.splitlines()[-1])
     if r["lost"]:
         print(f"agent receiver lost {r['lost']} (slow consumer)", file=sys.stderr)
@@ -111,9 +140,12 @@ def bench_rate_2proc(tool: str, server: str, subject: str, n: int, size: int) ->
         line = sub.stderr.readline()  # printed once the subscription is flushed to the server
         if "Starting benchmark" not in line:
             raise RuntimeError(f"nats-bench subscriber: {line!r}")
-        subprocess.run([tool, *common, "-np", "1", "-ns", "0", subject], capture_output=True, check=True,
-                       timeout=300)
-        out, _ = sub.communicate(timeout=120)
+        pub = subprocess.Popen([tool, *common, "-np", "1", "-ns", "0", subject], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, text=True)
+        _, pub_cpu = _reap(pub, 300)
+        out, sub_cpu = _reap(sub, 120)
+        _cpu("nats_bench_pub", pub_cpu, n)
+        _cpu("nats_bench_sub", sub_cpu, n)
     finally:
         if sub.poll() is None:
             sub.kill()
@@ -157,7 +189,10 @@ def main() -> None:
                "agent_median": statistics.median(r["agent_msgs_s"] for r in rows),
                "nats_bench_2proc_median": statistics.median(r["nats_bench_sub_msgs_s"] for r in rows),
                "nats_bench_1proc_median": statistics.median(r["nats_bench_1proc_sub_msgs_s"] for r in rows),
-               "size": a.size, "messages": a.messages, "load_end": round(os.getloadavg()[0], 2)}
+               "size": a.size, "messages": a.messages, "load_end": round(os.getloadavg()[0], 2),
+               # CPU per message of each process (user + system, us), medians over rounds: load-independent
+               # where the rates are not.
+               "cpu_us_per_msg": {k: round(statistics.median(v), 3) for k, v in CPU.items()}}
     print(json.dumps(summary))
     if a.json:
         a.json.write_text(json.dumps({"rounds": rows, "summary": summary}, indent=1))

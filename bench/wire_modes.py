@@ -9,7 +9,9 @@ Modes:
   for one thread per direction (what the C relay of MEASUREMENTS.md did);
 - ``no-rxts``: the default loop with kernel RX timestamps off (arrival time = the loop's clock);
 - ``no-spin``: the default loop with ``--spin-us 0`` (sleep until the due time, no busy wait);
-- ``no-realtime``: the default loop under ordinary scheduling (``--realtime 0``) instead of SCHED_FIFO 10.
+- ``no-realtime``: the default loop under ordinary scheduling (``--realtime 0``) instead of SCHED_FIFO 10;
+- ``no-busy-poll``: the default loop without the busy-poll window after traffic (``--busy-poll-us 0``: sleep in
+  ppoll as soon as nothing is due, issue 17).
 
 Workloads: iperf3 TCP at 0 and 10 ms each way; sockperf UDP ping-pong p50 at 0 ms; one-way UDP probe at 10 ms
 (realised p50/p99 minus configured). Usage (root): python bench/wire_modes.py [--rounds 2] [--seconds 5]
@@ -42,7 +44,9 @@ MODES = {
     "no-rxts": [["--rx-timestamps", "false"]],
     "no-spin": [["--spin-us", "0"]],
     "no-realtime": [["--realtime", "0"]],
+    "no-busy-poll": [["--busy-poll-us", "0"]],
 }
+PARTS = ("tcp0", "rtt", "tcp10", "oneway10")
 
 
 def start(t: Topo, binary: Path, delay_ms: float, mode: str, workdir: Path) -> list[subprocess.Popen]:
@@ -60,24 +64,30 @@ def stop(procs: list[subprocess.Popen]) -> None:
         p.communicate(timeout=10)
 
 
-def measure(binary: Path, mode: str, seconds: float, workdir: Path) -> dict:
+def measure(binary: Path, mode: str, seconds: float, workdir: Path, parts: tuple[str, ...] = PARTS) -> dict:
     r = {}
-    with Topo(f"m{mode[:3]}0") as t:
-        tune_tcp(t)
-        procs = start(t, binary, 0, mode, workdir)
-        r["tcp_0ms_gbps"] = iperf(t, seconds, 1) / 1e9
-        r["rtt_p50_us"] = sockperf_rtt(t, seconds)["p50_us"]
-        stop(procs)
-        t.wire = None
-    with Topo(f"m{mode[:3]}10") as t:
-        tune_tcp(t)
-        procs = start(t, binary, 10, mode, workdir)
-        r["tcp_10ms_gbps"] = iperf(t, seconds + 4, 3) / 1e9
-        lat = one_way(t, 2000, 500)["latency_us"]
-        r["oneway_10ms_excess_p50_us"] = lat["p50"] - 10_000
-        r["oneway_10ms_excess_p99_us"] = lat["p99"] - 10_000
-        stop(procs)
-        t.wire = None
+    if "tcp0" in parts or "rtt" in parts:
+        with Topo(f"m{mode[:3]}0") as t:
+            tune_tcp(t)
+            procs = start(t, binary, 0, mode, workdir)
+            if "tcp0" in parts:
+                r["tcp_0ms_gbps"] = iperf(t, seconds, 1) / 1e9
+            if "rtt" in parts:
+                r["rtt_p50_us"] = sockperf_rtt(t, seconds)["p50_us"]
+            stop(procs)
+            t.wire = None
+    if "tcp10" in parts or "oneway10" in parts:
+        with Topo(f"m{mode[:3]}10") as t:
+            tune_tcp(t)
+            procs = start(t, binary, 10, mode, workdir)
+            if "tcp10" in parts:
+                r["tcp_10ms_gbps"] = iperf(t, seconds + 4, 3) / 1e9
+            if "oneway10" in parts:
+                lat = one_way(t, 2000, 500)["latency_us"]
+                r["oneway_10ms_excess_p50_us"] = lat["p50"] - 10_000
+                r["oneway_10ms_excess_p99_us"] = lat["p99"] - 10_000
+            stop(procs)
+            t.wire = None
     return r
 
 
@@ -86,6 +96,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--seconds", type=float, default=5)
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--parts", default=",".join(PARTS), help="what to measure per mode: " + ",".join(PARTS))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     if os.geteuid() != 0:
@@ -96,12 +107,18 @@ def main() -> int:
         print("roughnet-wire is not built", file=sys.stderr)
         return 2
     modes = args.modes.split(",")
+    parts = tuple(args.parts.split(","))
+    if unknown := [x for x in parts if x not in PARTS] + [m for m in modes if m not in MODES]:
+        print(f"unknown --parts/--modes {unknown}; parts are {','.join(PARTS)}, modes {','.join(MODES)}",
+              file=sys.stderr)
+        return 2
     results: dict[str, list[dict]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="rn-wire-modes-") as d:
         for rnd in range(args.rounds):
             order = modes if rnd % 2 == 0 else list(reversed(modes))
             for m in order:
-                r = measure(binary, m, args.seconds, Path(d))
+                r = measure(binary, m, args.seconds, Path(d), parts)
+                r["load"] = os.getloadavg()[0]
                 results[m].append(r)
                 print(f"round {rnd} {m:14s} " + "  ".join(f"{k} {v:.2f}" for k, v in r.items()), flush=True)
     print("median over rounds:")
