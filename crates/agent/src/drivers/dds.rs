@@ -152,6 +152,43 @@ pub fn node_name(role: Role, pid: u32) -> String {
     format!("roughnet_{}_{pid}", role.as_str())
 }
 
+/// ROS 2's longest topic name (rmw: RMW_TOPIC_MAX_NAME_LENGTH, 255 - 8 for the `rt/` and `rq/`..`Reply`
+/// decorations).
+pub const ROS2_NAME_MAX: usize = 255 - 8;
+
+/// ROS 2 mode: the run's topic gives legal ROS 2 names for every topic the driver creates (at least one
+/// name token, so never `rt//data`; no name longer than ROS allows), else a configuration error naming
+/// `topic`.
+fn check_ros2_names(topic: &str, cfg: &Config) -> Result<(), ConfigError> {
+    let base = ros2_topic(topic);
+    if base == "rt/" {
+        return Err(ConfigError::invalid(
+            "topic",
+            format!("{topic:?}"),
+            "a name with at least one letter, digit or underscore for protocol dds with ros2 = true",
+        ));
+    }
+    let longest_key = cfg
+        .peers
+        .iter()
+        .chain(cfg.listen.iter())
+        .map(|a| addr_key(a, true).len())
+        .max()
+        .unwrap_or(0);
+    // `/<base>/pong/<key>` is the longest (ROS names drop the `rt` prefix).
+    let longest = base.len() - 2 + "/pong/".len() + longest_key;
+    if longest > ROS2_NAME_MAX {
+        return Err(ConfigError::invalid(
+            "topic",
+            format!("{topic:?}"),
+            format!(
+                "a topic whose ROS 2 names stay within {ROS2_NAME_MAX} characters (the ponger's reply topic would have {longest}) for protocol dds with ros2 = true"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub fn type_name(ros2: bool) -> &'static str {
     if ros2 {
         "std_msgs::msg::dds_::UInt8MultiArray_"
@@ -309,6 +346,9 @@ impl Dds {
         }
         let ros2 = o.ros2.unwrap_or(false);
         let topic = cfg.topic.clone().unwrap_or_else(|| DEFAULT_TOPIC.into());
+        if ros2 {
+            check_ros2_names(&topic, cfg)?;
+        }
         let base = if ros2 { ros2_topic(&topic) } else { topic };
         Ok(Dds {
             qos: QosSpec {
@@ -784,6 +824,29 @@ mod tests {
         let v = serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
             "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"options":options});
         Dds::from_config(&Config::parse(&v.to_string()).unwrap())
+    }
+
+    #[test]
+    fn ros2_mode_refuses_topics_without_a_legal_name() {
+        for bad in ["/", "//", &"a/".repeat(130)] {
+            let v = serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
+                "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"topic":bad,"options":{"ros2":true}});
+            let e = Dds::from_config(&Config::parse(&v.to_string()).unwrap())
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} accepted"))
+                .to_string();
+            assert!(e.contains("topic"), "{e}");
+        }
+        let v = serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"topic":"/a/","options":{"ros2":true}});
+        let d = Dds::from_config(&Config::parse(&v.to_string()).unwrap()).unwrap();
+        assert_eq!(d.topic("data"), "rt/a/data");
+        // An empty topic is no topic: the default name.
+        let v = serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"topic":"","options":{"ros2":true}});
+        let d = Dds::from_config(&Config::parse(&v.to_string()).unwrap()).unwrap();
+        assert_eq!(d.topic("data"), "rt/roughnet/data");
+        assert_eq!(node_name(Role::Ponger, 42), "roughnet_ponger_42");
     }
 
     #[test]
