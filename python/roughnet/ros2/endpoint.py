@@ -209,6 +209,7 @@ def check_config(cfg: Any) -> dict[str, Any]:
     if not isinstance(topic, str) or not re.search(r"[A-Za-z0-9_]", topic):
         raise ConfigError(f"topic: {topic!r}; expected a name with at least one letter, digit or underscore")
     out["base"] = ros_name(topic)
+    check_names(out)
     out["service"] = options.get("request_reply", "topics") == "service"
     if out["service"] and pattern not in ("ping", "ramp"):
         raise ConfigError(f"options.request_reply: \"service\" is for patterns ping and ramp, not {pattern!r}")
@@ -219,6 +220,26 @@ def check_config(cfg: Any) -> dict[str, Any]:
         except OSError as e:
             raise ConfigError(f"trace_path: {tp!r}: cannot create it ({e.strerror})") from None
     return out
+
+
+def check_names(cfg: dict[str, Any]) -> None:
+    """Every ROS name the run creates passes rclpy's own validation (length above all: 255 - 8 characters);
+    ConfigError naming ``topic`` otherwise.  Without rclpy (the spec's checks) nothing is checked here."""
+    try:
+        from rclpy.exceptions import InvalidTopicNameException
+        from rclpy.validate_full_topic_name import validate_full_topic_name
+    except ImportError:
+        return
+    base = cfg["base"]
+    keys = [addr_token(a) for a in (cfg.get("peers") or [cfg["listen"]])]
+    names = [f"{base}/{w}" for w in ("data", "ping", "ready")]
+    names += [f"{base}/pong/{k}" for k in keys] + [service_name(base, a) for a in (cfg.get("peers") or [cfg["listen"]])]
+    for n in names:
+        try:
+            validate_full_topic_name(n)
+        except InvalidTopicNameException as e:
+            msg = str(e).splitlines()[0]
+            raise ConfigError(f"topic: {cfg.get('topic')!r} gives the ROS 2 name {n[:60]!r}..., which ROS refuses ({msg})") from None
 
 
 # ---- the node ---------------------------------------------------------------------------------------------
