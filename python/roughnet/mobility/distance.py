@@ -5,8 +5,8 @@ link whose loss follows distance hands the wire one position trace per port (``L
 ``{at_ns, x_m, y_m}`` after the wire's time 0, linear between points, held outside them; wire-core
 ``positions.rs``). The wire's time 0 is when it starts forwarding, just after its ``ready`` line; the runner
 stamps that line with CLOCK_MONOTONIC when its reader thread reads it (``links.wire``: the link's counters'
-``ready_mono_ns``): late by that thread's wake-up, well under a second even on a saturated machine (at 30 m/s
-of relative speed, 100 ms of lateness is 3 m). An agent's trace gives each message's actual send time
+``ready_mono_ns``): late by that thread's wake-up (not measured; at 30 m/s of relative speed each 100 ms of
+lateness is 3 m of distance). An agent's trace gives each message's actual send time
 on the same clock. So a message sent at ``actual_ns`` was sent at ``actual_ns - ready_mono_ns`` on the
 wire's timeline, and the distance between the two hosts then is the distance the wire drew its loss from
 (the wire draws at the frame's entry into the segment, a few microseconds later).
