@@ -46,7 +46,8 @@ def test_all_to_all_fleet_delivery_follows_distance(tmp_path: Path) -> None:
         sweep = store.sweeps()[-1]["sweep_id"]
         [run] = store.runs(sweep)
         assert run["status"] == "ok", run["failure_reason"]
-        assert not [r for r in run["validity_reasons"] if "distances" in r or "incomplete" in r], run["validity_reasons"]
+        reasons = run["validity_reasons"]
+        assert not [r for r in reasons if "distances" in r or "incomplete" in r], reasons
         rows = store.distance(sweep)
         flows = store.flows(sweep)
         folder = store.run_dir(sweep, run["run_id"])

@@ -291,7 +291,8 @@ def section(runs: Sequence[Mapping[str, Any]], distance: Rows, out_dir: Path, im
     parts.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + "".join(trs) + "</table>")
     for n, (lab, r) in enumerate(labelled):
         png, shown_pairs, all_pairs = pairs_png(lab, by_run[r["run_id"]])
-        subset = "" if shown_pairs == all_pairs else f" ({shown_pairs} of {all_pairs} pairs: those whose delivery changed most)"
+        subset = ("" if shown_pairs == all_pairs
+                  else f" ({shown_pairs} of {all_pairs} pairs: those whose delivery changed most)")
         figure(f"fleet_pairs_{n}", png, f"{lab}: delivery over time per pair{subset}, sorted by mean distance")
         m = map_png(lab, r, by_run[r["run_id"]])
         if m is not None:

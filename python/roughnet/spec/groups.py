@@ -11,8 +11,8 @@ every car publishes to every other car and to the roadside units is then::
     from = "car*"       # every car sends
     to = "*"            # to every host other than itself
 
-``between = ["*"]`` puts every host on one segment. The expansion happens on the file's data before the model sees it (``expand``), so everything after
-works on plain host lists. With several senders ``to`` may name senders: each sender's flow goes to
+``between = ["*"]`` puts every host on one segment. The expansion happens on the file's data before the
+model sees it (``expand``), so everything after works on plain host lists. With several senders ``to`` may name senders: each sender's flow goes to
 the hosts of ``to`` other than itself (``spec.checks``, ``run.timeline.plan_flows``). A pattern that
 matches no host is refused naming the key.
 """
@@ -62,8 +62,9 @@ def _expand_value(value: Any, hosts: list[str], path: str, problems: list[Proble
 
 
 def expand(data: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
-    """The data with every pattern of a link's ``between`` and a workload's ``from`` / ``to`` replaced by the host names it matches
-    (``workload``, a table or a list of them; ``workloads``), and a problem per pattern matching nothing."""
+    """The data with every pattern of a link's ``between`` and a workload's ``from`` / ``to`` replaced by the
+    host names it matches (``workload``, a table or a list of them; ``workloads``), and a problem per pattern
+    matching nothing."""
     problems: list[Problem] = []
     hosts = _hosts(data)
     out = dict(data)
