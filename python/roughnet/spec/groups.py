@@ -12,8 +12,8 @@ every car publishes to every other car and to the roadside units is then::
     to = "*"            # to every host other than itself
 
 ``between = ["*"]`` puts every host on one segment. The expansion happens on the file's data before the
-model sees it (``expand``), so everything after works on plain host lists. With several senders ``to`` may name senders: each sender's flow goes to
-the hosts of ``to`` other than itself (``spec.checks``, ``run.timeline.plan_flows``). A pattern that
+model sees it (``expand``), so everything after works on plain host lists. With several senders ``to``
+may name senders: each sender's flow goes to the hosts of ``to`` other than itself (``spec.checks``, ``run.timeline.plan_flows``). A pattern that
 matches no host is refused naming the key.
 """
 
