@@ -13,8 +13,8 @@ every car publishes to every other car and to the roadside units is then::
 
 ``between = ["*"]`` puts every host on one segment. The expansion happens on the file's data before the
 model sees it (``expand``), so everything after works on plain host lists. With several senders ``to``
-may name senders: each sender's flow goes to the hosts of ``to`` other than itself (``spec.checks``, ``run.timeline.plan_flows``). A pattern that
-matches no host is refused naming the key.
+may name senders: each sender's flow goes to the hosts of ``to`` other than itself (``spec.checks``,
+``run.timeline.plan_flows``). A pattern that matches no host is refused naming the key.
 """
 
 from __future__ import annotations
