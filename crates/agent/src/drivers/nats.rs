@@ -1,11 +1,9 @@
 //! The `nats` driver: core NATS publish/subscribe through nats-server, with the
 //! `async-nats` client; request/reply for ping and ramp.
 //!
-//! Each endpoint owns a tokio runtime on which async-nats runs its connection task:
-//! a one-worker runtime, or for a core stream receiver and an unpaced stream sender a
-//! current-thread runtime the endpoint drives itself ([`drives_itself`]; issue 17:
-//! no thread hop per batch).  Publishing hands the message to the client's bounded
-//! command queue (no runtime hop when there is room; the queue filling up is the
+//! Each endpoint owns a one-worker tokio runtime on which async-nats runs its
+//! connection task.  Publishing hands the message to the client's bounded command
+//! queue (no runtime hop when there is room; the queue filling up is the
 //! back-pressure); receiving takes the next message from the subscription's queue,
 //! waiting on the runtime only when it is empty.
 //!
@@ -244,36 +242,9 @@ enum Role {
     Responder,
 }
 
-/// Whether an endpoint runs its connection on its own thread (a current-thread runtime)
-/// rather than on a runtime worker thread.
-///
-/// A core stream receiver, and a stream sender with no rate (as fast as it can), do: the
-/// receiver reads the socket itself whenever its queue is empty (a read takes up to 64 KiB,
-/// hundreds of messages), with no thread hop and no futex wake per batch between a worker
-/// and the caller; the unpaced sender fills the client's queue and, when it is full, writes
-/// it out itself in one go (what nats.go's buffered writer does), instead of waking a
-/// worker thread for every few messages.  Both wait on the runtime often enough to answer
-/// the server's PINGs.  Everything else keeps the worker thread, so that a paced message
-/// leaves as soon as it is published, while the caller sleeps until the next one:
-/// requesters, responders, JetStream (acknowledgements), the sync pattern (which sends
-/// and then waits on another connection), and a sender with a rate.
-fn drives_itself(cfg: &Config, role: Role, jetstream: bool) -> bool {
-    if jetstream || cfg.pattern != Pattern::Stream {
-        return false;
-    }
-    match role {
-        Role::Subscriber => true,
-        Role::Publisher => cfg.rate_msgs_per_s.is_none(),
-        Role::Requester | Role::Responder => false,
-    }
-}
-
 /// One NATS connection: every role is this.
 pub struct NatsEndpoint {
     rt: tokio::runtime::Runtime,
-    /// The connection runs on the calling thread (a current-thread runtime), only while
-    /// the endpoint waits on it ([`drives_itself`]).
-    own_thread: bool,
     client: Client,
     sub: Option<Subscriber>,
     /// Where `publish` goes (stream subject, or `<topic>.ping` for a requester).
@@ -309,19 +280,12 @@ struct JsPublisher {
 
 impl NatsEndpoint {
     fn open(d: &Nats, cfg: &Config, role: Role) -> Result<NatsEndpoint, DriverError> {
-        let own_thread = drives_itself(cfg, role, d.opts.jetstream);
-        let rt = if own_thread {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-        } else {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("nats-rt")
-                .enable_all()
-                .build()
-        }
-        .map_err(|e| DriverError::io("start a tokio runtime for", &d.broker, e))?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("nats-rt")
+            .enable_all()
+            .build()
+            .map_err(|e| DriverError::io("start a tokio runtime for", &d.broker, e))?;
         let link = Arc::new(Link {
             reconnect: d.opts.reconnect,
             ..Link::default()
@@ -388,7 +352,6 @@ impl NatsEndpoint {
         let needs_round_trip = sub.is_some() || js.is_some();
         let e = NatsEndpoint {
             rt,
-            own_thread,
             client,
             sub,
             subject,
@@ -491,21 +454,6 @@ impl NatsEndpoint {
                     std::thread::sleep(CONNECT_RETRY);
                 }
             }
-        }
-    }
-
-    /// Write what the client holds into the socket (async-nats's flush).
-    fn flush(&self) -> Result<(), DriverError> {
-        let limit = until(self.cfg.give_up_ns()).max(Duration::from_millis(1));
-        match self
-            .rt
-            .block_on(async { tokio::time::timeout(limit, self.client.flush()).await })
-        {
-            Ok(r) => r.map_err(|e| protocol_error(&self.broker, e)),
-            Err(_) => Err(protocol_error(
-                &self.broker,
-                "flushing to nats-server took past the run's timeout",
-            )),
         }
     }
 
@@ -627,10 +575,6 @@ impl NatsEndpoint {
                 std::thread::sleep(END_GAP);
             }
             self.publish_to(&subject, reply.as_ref(), end)?;
-            if self.own_thread {
-                // Nothing else moves the connection while this thread sleeps.
-                self.flush()?;
-            }
         }
         // Until the server has all of it (core NATS has no acknowledgements), as long as
         // the run allows.
