@@ -47,10 +47,10 @@ def wire_config(delay_ms: float) -> dict:
     return {"a_to_b": dict(d), "b_to_a": dict(d)}
 
 
-def tune_tcp(t: Topo) -> None:
+def tune_tcp(t: Topo, tcp_mem: str | None = None) -> None:
     for ns in (t.ns_a, t.ns_b):
         for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
-            t.run(ns, ["sysctl", "-q", "-w", f"{key}={TCP_MEM}"])
+            t.run(ns, ["sysctl", "-q", "-w", f"{key}={tcp_mem or TCP_MEM}"])
 
 
 def proc_cpu_s(pid: int) -> float:

@@ -78,6 +78,11 @@ pub struct Options {
     pub spin_budget_ns: u64,
     /// Which ports' sockets are read (all, except in the one-process-per-direction experiment).
     pub receive: Vec<bool>,
+    /// Busy-poll window: for this long after the last frame arrived, keep polling the sockets instead of
+    /// sleeping in ppoll, within the same spin budget (issue 17). A reply or the next frame of an exchange
+    /// usually comes within tens of microseconds, and a ppoll wakeup costs several microseconds on a VM
+    /// (and can come much later under load): polling saves that wakeup in each direction. 0 = off.
+    pub busy_poll_ns: u64,
 }
 
 pub struct Wire {
@@ -388,10 +393,14 @@ impl Wire {
         let mut last_control = 0u64;
         let mut last_drops = 0u64;
         let mut spin = SpinBudget::default();
+        let mut last_frame = 0u64;
         while !stopping() {
             let n = self.receive()?;
             self.transmit();
             let now = now_ns();
+            if n > 0 {
+                last_frame = now;
+            }
             if now.saturating_sub(last_drops) > KERNEL_DROPS_CHECK_NS {
                 self.refresh_kernel_drops();
                 last_drops = now;
@@ -421,6 +430,17 @@ impl Wire {
                         // Spin budget spent: sleep until the due time itself (the wakeup comes late).
                         self.wait(Some(Duration::from_nanos(due.saturating_sub(now))))?;
                     }
+                }
+                _ if now.saturating_sub(last_frame) < self.opts.busy_poll_ns
+                    && spin.spin(now, self.opts.spin_budget_ns) =>
+                {
+                    // Busy-poll window after traffic: the receive calls above are the poll.
+                    self.lp.spin_ns = spin.total;
+                    if now.saturating_sub(last_control) > CONTROL_CHECK_NS {
+                        self.service_control();
+                        last_control = now;
+                    }
+                    std::hint::spin_loop();
                 }
                 _ => {
                     spin.not_spinning();
