@@ -148,6 +148,8 @@ def _describe_link(link) -> str:
     if link.positions:  # per-pair distances: positions, paths, path traces or vehicles of a SUMO trace
         moving = sum(len(p) > 1 for p in link.positions)
         body += f", distances from the hosts' positions ({moving} of {len(link.positions)} moving)"
+    if link.medium == "csma":
+        body += ", CSMA medium"
     return f"{'-'.join(link.hosts)}: {body}"
 
 
