@@ -74,6 +74,11 @@ const ACK_WAIT_NS: i64 = 5_000_000_000;
 const MATCH_WAIT_NS: u64 = 2_000_000_000;
 /// How long a writer waits for readers that matched it to confirm (see await_ready).
 const HANDSHAKE_GRACE_NS: u64 = 2_000_000_000;
+/// How long a writer waits for every reader to match before it goes ahead with the readers
+/// matched so far (at least one), as the zenoh sender does after its TOKEN_GRACE: on a radio
+/// segment some receivers are out of range at the start (or their discovery packets lost) and
+/// match later, missing what was sent before, as they would miss it over the air.
+const MATCH_GRACE_NS: u64 = 5_000_000_000;
 pub const DEFAULT_TOPIC: &str = "roughnet";
 /// `Discovery/SPDPInterval`.  With Cyclone 11's default a configured unicast peer gets ONE
 /// participant announcement (SPDP) when the domain starts: its locators are then "aging",
@@ -406,10 +411,10 @@ impl Dds {
         })
     }
 
-    /// Wait until `writer` matched `peers` readers, then until every peer lists
-    /// `writer` on the ready topic.  A peer that is not roughnet (Python
-    /// cyclonedds, ddsperf) never lists anything: after HANDSHAKE_GRACE_NS the
-    /// writer goes ahead on DDS matching alone.
+    /// Wait until `writer` matched `peers` readers (after MATCH_GRACE_NS: at least one,
+    /// then go ahead with those), then until every matched peer lists `writer` on the
+    /// ready topic.  A peer that is not roughnet (Python cyclonedds, ddsperf) never
+    /// lists anything: after HANDSHAKE_GRACE_NS the writer goes ahead on DDS matching alone.
     fn await_ready(
         &self,
         dom: &Domain,
@@ -423,10 +428,19 @@ impl Dds {
             what,
             timeout_ms: cfg.timeout_ns / 1_000_000,
         };
-        loop {
+        let grace = give_up.min(now_ns() + MATCH_GRACE_NS);
+        let peers = loop {
             let m = writer.matched_count()? as usize;
             if m >= peers {
-                break;
+                break peers;
+            }
+            if m >= 1 && now_ns() >= grace {
+                tracing::info!(
+                    "dds: {m} of {peers} readers of {} matched within {} s; going ahead with them (the others get what is sent after they match)",
+                    writer.topic(),
+                    MATCH_GRACE_NS / 1_000_000_000
+                );
+                break m;
             }
             if stop_requested() {
                 return Err(DriverError::Interrupted);
@@ -438,7 +452,7 @@ impl Dds {
                 )));
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+        };
         let me = writer.guid()?;
         let until = give_up.min(now_ns() + HANDSHAKE_GRACE_NS);
         let mut lists: HashMap<u64, Vec<u8>> = HashMap::new();
