@@ -132,6 +132,10 @@ def main() -> int:
             rep = subprocess.run([perf, "report", "-i", f"{d}/perf.data", "--no-children", "--sort", "dso,symbol",
                                   "--stdio", "-g", "none", "--percent-limit", "1.5"],
                                  capture_output=True, text=True, timeout=120).stdout
+            dso = subprocess.run([perf, "report", "-i", f"{d}/perf.data", "--no-children", "--sort", "dso",
+                                  "--stdio", "-g", "none"], capture_output=True, text=True, timeout=120).stdout
+            print("  the wire's samples by object: " + ", ".join(
+                " ".join(m.groups()) for m in re.finditer(r"(\d+\.\d+%)\s+(\S+)", dso)))
             print("  top symbols of the wire (perf record):")
             for line in rep.splitlines():
                 if re.match(r"\s+\d+\.\d+%", line):
