@@ -51,7 +51,8 @@ use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, Pattern, Role};
 use crate::signals::stop_requested;
 
-const KNOBS: [&str; 7] = [
+const KNOBS: [&str; 8] = [
+    "request_reply",
     "reliability",
     "history_depth",
     "durability",
@@ -102,6 +103,7 @@ pub struct DdsOptions {
     pub ros2: Option<bool>,
     pub domain_id: Option<u32>,
     pub batch: Option<u64>,
+    pub request_reply: Option<String>,
 }
 
 /// QoS settings from the knobs.
@@ -123,6 +125,8 @@ pub struct Dds {
     ros2: bool,
     domain_id: u32,
     base: String,
+    /// ROS 2 mode, `request_reply = "service"`: ping and ramp as the ROS 2 service roughnet_msgs/srv/Bytes.
+    service: bool,
 }
 
 /// `roughnet/0123` -> `rt/roughnet/r0123` (ROS 2 names: tokens of [A-Za-z0-9_],
@@ -355,6 +359,17 @@ impl Dds {
             check_ros2_names(&topic, cfg)?;
         }
         let base = if ros2 { ros2_topic(&topic) } else { topic };
+        let service = match o.request_reply.as_deref() {
+            None | Some("topics") => false,
+            Some("service") if ros2 && matches!(cfg.pattern, Pattern::Ping | Pattern::Ramp) => true,
+            Some(v) => {
+                return Err(ConfigError::invalid(
+                    "options.request_reply",
+                    format!("{v:?}"),
+                    "\"topics\", or \"service\" with ros2 = true and pattern ping or ramp, for protocol dds",
+                ))
+            }
+        };
         Ok(Dds {
             qos: QosSpec {
                 reliable,
@@ -367,6 +382,7 @@ impl Dds {
             ros2,
             domain_id,
             base,
+            service,
         })
     }
 
@@ -395,6 +411,13 @@ impl Dds {
 
     fn topic(&self, what: &str) -> String {
         format!("{}/{what}", self.base)
+    }
+
+    /// The DDS topics of the ROS 2 service `<base>/service/<key>` that the ponger at `ponger` offers:
+    /// (`rq/<name>Request`, `rr/<name>Reply`), rmw's naming.
+    fn service_topics(&self, ponger: &SocketAddr) -> (String, String) {
+        let name = format!("{}/service/{}", &self.base[3..], addr_key(ponger, true));
+        (format!("rq/{name}Request"), format!("rr/{name}Reply"))
     }
 
     fn data_qos(&self) -> Qos {
@@ -484,6 +507,61 @@ impl Dds {
     }
 }
 
+impl Dds {
+    /// Ping/ramp as a client of each ponger's ROS 2 service: a request writer and a reply reader per
+    /// ponger.  No ready handshake (a ROS service publishes no lists): the requests wait until each
+    /// writer matched the server's request reader and each reply reader its reply writer.
+    fn open_service_client(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
+        let dom = self.domain(cfg)?;
+        let size = cfg.max_message_bytes();
+        let mut writers = Vec::new();
+        let mut replies = Vec::new();
+        for p in &cfg.peers {
+            let (rq, rr) = self.service_topics(p);
+            replies.push(dom.reader(&rr, &self.data_qos(), size)?);
+            writers.push(dom.writer(&rq, &self.data_qos())?.stamp_from_header());
+        }
+        dom.announce_node()?;
+        let give_up = cfg.give_up_ns();
+        loop {
+            let mut ok = true;
+            for w in &writers {
+                ok &= w.matched_count()? >= 1;
+            }
+            for r in &replies {
+                ok &= r.matched_count()? >= 1;
+            }
+            if ok {
+                break;
+            }
+            if stop_requested() {
+                return Err(DriverError::Interrupted);
+            }
+            if now_ns() >= give_up {
+                return Err(DriverError::GaveUp {
+                    what: format!("waiting for the service behind {}", writers[0].topic()),
+                    timeout_ms: cfg.timeout_ns / 1_000_000,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // The server's side of the match (its reply writer knowing our reader) may come a moment later.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let ready = dom.reader(&self.topic("ready"), &Dds::ready_qos(), 1024)?;
+        let ws = dom.waitset(&replies)?;
+        Ok(Box::new(DdsRequester {
+            writers,
+            replies,
+            ws,
+            next: 0,
+            reliable: self.qos.reliable,
+            give_up,
+            _ready: ready,
+            dom,
+        }))
+    }
+}
+
 /// The receiving side of the handshake: publishes the writers `reader` matched.
 struct ReadyAnnouncer {
     writer: Writer,
@@ -564,6 +642,9 @@ impl Driver for Dds {
     }
 
     fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
+        if self.service {
+            return self.open_service_client(cfg);
+        }
         let dom = self.domain(cfg)?;
         let mut ready = dom.reader(&self.topic("ready"), &Dds::ready_qos(), 16 * 1024)?;
         let size = cfg.max_message_bytes();
@@ -601,7 +682,7 @@ impl Driver for Dds {
         }
         let ws = dom.waitset(&replies)?;
         Ok(Box::new(DdsRequester {
-            writer,
+            writers: vec![writer],
             replies,
             ws,
             next: 0,
@@ -615,15 +696,16 @@ impl Driver for Dds {
     fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
         let dom = self.domain(cfg)?;
         let listen = cfg.listen.expect("checked: pongers listen");
-        let reader = dom.reader(
-            &self.topic("ping"),
-            &self.data_qos(),
-            cfg.max_message_bytes(),
-        )?;
-        let writer = dom.writer(
-            &self.topic(&format!("pong/{}", addr_key(&listen, self.ros2))),
-            &self.data_qos(),
-        )?;
+        let (ping_topic, pong_topic) = if self.service {
+            self.service_topics(&listen)
+        } else {
+            (
+                self.topic("ping"),
+                self.topic(&format!("pong/{}", addr_key(&listen, self.ros2))),
+            )
+        };
+        let reader = dom.reader(&ping_topic, &self.data_qos(), cfg.max_message_bytes())?;
+        let writer = dom.writer(&pong_topic, &self.data_qos())?;
         let announcer = ReadyAnnouncer::new(&dom, &self.base)?;
         dom.announce_node()?;
         Ok(Box::new(DdsResponder {
@@ -727,7 +809,8 @@ impl Receiver for DdsReceiver {
 }
 
 pub struct DdsRequester {
-    writer: Writer,
+    /// One (topics: the ping topic) or one per ponger (services).
+    writers: Vec<Writer>,
     replies: Vec<Reader>,
     ws: ffi::WaitSet,
     next: usize,
@@ -740,9 +823,11 @@ pub struct DdsRequester {
 impl Requester for DdsRequester {
     #[inline]
     fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
-        self.writer.write(msg, self.give_up)?;
-        // A request waits for its reply: it may not wait in a batch (ddsperf flushes pings too).
-        self.writer.flush()?;
+        for w in &mut self.writers {
+            w.write(msg, self.give_up)?;
+            // A request waits for its reply: it may not wait in a batch (ddsperf flushes pings too).
+            w.flush()?;
+        }
         Ok(0)
     }
 
@@ -769,7 +854,10 @@ impl Requester for DdsRequester {
     }
 
     fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        send_end(&mut self.writer, self.reliable, end, self.give_up)
+        for w in &mut self.writers {
+            send_end(w, self.reliable, end, self.give_up)?;
+        }
+        Ok(())
     }
 
     fn peers(&self) -> usize {
