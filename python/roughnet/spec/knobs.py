@@ -59,6 +59,10 @@ class UdpKnobs(Knobs):
 
     send_buffer: kinds.size().type() = field("SO_SNDBUF: " + kinds.SIZE + ".", None)
     recv_buffer: kinds.size().type() = field("SO_RCVBUF: " + kinds.SIZE + ".", None)
+    broadcast: kinds.boolean().type() = field(
+        "Send each message once to the broadcast address of the sender's segment (SO_BROADCAST) instead of a "
+        "copy per receiver; every receiver on that segment counts it (pattern stream or bulk; the sender and "
+        "every receiver on one [[link]]). Default false.", None)
 
 
 _RELIABILITY = kinds.choice(("reliable", "best_effort"))
@@ -155,6 +159,9 @@ class DdsKnobs(Knobs):
         "writer_batching QoS and General/MaxMessageSize is this size: samples are packed into RTPS messages (UDP "
         "payloads) of up to this many bytes, sent when the next sample would not fit, and flushed after the end "
         "marker and after every ping request and reply. Not RTI perftest's -batchSize (docs/protocols.md).", None)
+    request_reply: kinds.choice(ros2_qos.REQUEST_REPLY).type() = field(
+        'With ros2 = true, ping and ramp over "topics" (default) or as the ROS 2 "service" roughnet_msgs/srv/Bytes '
+        "(rq/<name>Request, rr/<name>Reply; docs/protocols.md, ROS 2).", None)
 
 
 class MqttKnobs(Knobs):
