@@ -402,6 +402,9 @@ def _check_knobs(s: Scenario, problems: list[Problem]) -> None:
             and kafka.acks != "all":
         problems.append(Problem("workload.kafka.acks", "an idempotent producer needs acks = \"all\"",
                                 "acks = \"all\" (or unset) with idempotence = true", kafka.acks))  # fmt: skip
+    udp = w.udp
+    if udp is not None and udp.broadcast is True and w.protocol == "udp":
+        _check_broadcast(s, problems)
     for proto in KNOB_TABLES:
         table = getattr(w, proto, None)
         if table is None:
@@ -482,6 +485,20 @@ def _check_services(s: Scenario, hosts: set[str] | None, problems: list[Problem]
             problems.append(Problem(f"service[{i}].host", f"no path through links from the {kind} service's host "
                                     f"{svc.host!r} to {h!r}", "a service host connected by [[link]]s to the sender "
                                     "and every receiver (directly or over several hops)", svc.host))  # fmt: skip
+
+
+def _check_broadcast(s: Scenario, problems: list[Problem]) -> None:
+    """``udp.broadcast``: one sender to receivers that its segment's broadcast reaches."""
+    w = s.workload
+    if _concrete(w.pattern) and w.pattern not in ("stream", "bulk"):
+        problems.append(Problem("workload.udp.broadcast", f"not for pattern \"{w.pattern}\"",
+                                "broadcast = true with pattern stream or bulk", True))  # fmt: skip
+    to = receivers(w.to)
+    if _concrete(w.from_, to) and all(_concrete(link.between) for link in s.link) and not any(
+            w.from_ in link.between and all(r in link.between for r in to) for link in s.link):
+        problems.append(Problem("workload.udp.broadcast", f"the receivers are not on one segment with {w.from_!r}",
+                                f"every host of `to` on one [[link]] with {w.from_!r} (a broadcast stays on its "
+                                "segment), or broadcast = false", True))  # fmt: skip
 
 
 def _connected(s: Scenario, a: str, b: str) -> bool:

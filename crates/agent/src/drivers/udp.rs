@@ -5,6 +5,13 @@
 //! error.  Senders use one connected socket per peer, so an absent peer's ICMP
 //! refusal is reported per peer (and counted as a send error); end markers are
 //! sent 5 times 10 ms apart because any one of them may be lost.
+//!
+//! `broadcast` (stream and bulk): the sender sends each message once, to the broadcast
+//! address of its interface's subnet on the receivers' port (SO_BROADCAST), instead of a
+//! copy per peer; every peer must be in that subnet and listen on that one port (the
+//! runner gives a flow's receivers one port).  Receivers bind the wildcard address on
+//! their port, where broadcast datagrams arrive; header, end markers and counting are
+//! unchanged, so each receiver counts what reached it.
 
 use serde::Deserialize;
 use std::net::{SocketAddr, UdpSocket};
@@ -14,7 +21,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::sys::{self, BLOCK_TIMEOUT};
 use super::{options_error, Driver, DriverError, Receiver, Requester, Responder, Sender};
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Role};
 
 /// Largest UDP payload over IPv4 (65535 - 20 IP - 8 UDP).
 pub const MAX_DATAGRAM: usize = 65_507;
@@ -23,13 +30,14 @@ pub const END_COPIES: u32 = 5;
 /// ... this far apart.
 pub const END_GAP: std::time::Duration = std::time::Duration::from_millis(10);
 
-const KNOBS: [&str; 2] = ["send_buffer", "recv_buffer"];
+const KNOBS: [&str; 3] = ["send_buffer", "recv_buffer", "broadcast"];
 
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UdpOptions {
     pub send_buffer: Option<usize>,
     pub recv_buffer: Option<usize>,
+    pub broadcast: Option<bool>,
 }
 
 pub struct Udp {
@@ -41,7 +49,18 @@ impl Udp {
         let opts: UdpOptions =
             serde_json::from_value(serde_json::Value::Object(cfg.options.clone()))
                 .map_err(|e| options_error("udp", &KNOBS, e))?;
+        if opts.broadcast == Some(true) && matches!(cfg.role, Role::Pinger | Role::Ponger) {
+            return Err(ConfigError::invalid(
+                "options.broadcast",
+                "true",
+                "false for pattern ping / ramp (broadcast is for stream and bulk senders)",
+            ));
+        }
         Ok(Udp { opts })
+    }
+
+    fn broadcast(&self) -> bool {
+        self.opts.broadcast == Some(true)
     }
 
     fn socket(&self, addr: &SocketAddr) -> Result<Socket, DriverError> {
@@ -57,19 +76,28 @@ impl Udp {
     }
 
     fn bound(&self, cfg: &Config) -> Result<(UdpSocket, String), DriverError> {
-        let addr = cfg
+        let listen = cfg
             .listen
             .expect("checked by config: listening roles have `listen`");
+        // Broadcast datagrams reach a socket bound to the wildcard address, not to a unicast one.
+        let addr = if self.broadcast() && listen.is_ipv4() {
+            SocketAddr::from(([0, 0, 0, 0], listen.port()))
+        } else {
+            listen
+        };
         let s = self.socket(&addr)?;
         s.bind(&addr.into())
             .map_err(|e| DriverError::io("bind", addr, e))?;
         let sock: UdpSocket = s.into();
         sock.set_read_timeout(Some(BLOCK_TIMEOUT))
             .map_err(|e| DriverError::io("SO_RCVTIMEO on", addr, e))?;
-        let local = sock
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| addr.to_string());
+        let local = if addr != listen {
+            listen.to_string()
+        } else {
+            sock.local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_else(|_| addr.to_string())
+        };
         Ok((sock, local))
     }
 
@@ -94,12 +122,25 @@ impl Driver for Udp {
     }
 
     fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
+        if self.broadcast() {
+            let to = broadcast_address(&cfg.peers)?;
+            let s = self.socket(&to)?;
+            s.set_broadcast(true)
+                .map_err(|e| DriverError::io("SO_BROADCAST for", to, e))?;
+            s.connect(&to.into())
+                .map_err(|e| DriverError::io("connect", to, e))?;
+            tracing::info!("udp: broadcast to {to} for {} receivers", cfg.peers.len());
+            return Ok(Box::new(UdpSender {
+                socks: vec![(s.into(), to)],
+                copies: cfg.peers.len() as u32,
+            }));
+        }
         let socks = cfg
             .peers
             .iter()
             .map(|p| Ok((self.connected(p)?, *p)))
             .collect::<Result<Vec<_>, DriverError>>()?;
-        Ok(Box::new(UdpSender { socks }))
+        Ok(Box::new(UdpSender { socks, copies: 1 }))
     }
 
     fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
@@ -155,8 +196,87 @@ fn too_large(n: usize, limit: usize) -> DriverError {
     DriverError::TooLarge { size: n, limit }
 }
 
+/// The broadcast address (on the peers' port) of the subnet of the interface that reaches
+/// `peers[0]`; every peer must be in that subnet and on that port.
+fn broadcast_address(peers: &[SocketAddr]) -> Result<SocketAddr, DriverError> {
+    let bad = |addr: &SocketAddr, msg: String| DriverError::Protocol {
+        addr: addr.to_string(),
+        msg,
+    };
+    let first = peers[0];
+    if !first.is_ipv4() {
+        return Err(bad(&first, "broadcast needs IPv4 peers".into()));
+    }
+    let probe = UdpSocket::bind("0.0.0.0:0").map_err(|e| DriverError::io("bind", first, e))?;
+    probe
+        .connect(first)
+        .map_err(|e| DriverError::io("connect", first, e))?;
+    let local = match probe.local_addr() {
+        Ok(SocketAddr::V4(a)) => *a.ip(),
+        _ => return Err(bad(&first, "no IPv4 address towards it".into())),
+    };
+    let mask = netmask_of(local).ok_or_else(|| {
+        bad(
+            &first,
+            format!("no interface with address {local} (for its netmask)"),
+        )
+    })?;
+    let net = u32::from(local) & mask;
+    for p in peers {
+        let in_net = matches!(p.ip(), std::net::IpAddr::V4(a) if u32::from(a) & mask == net);
+        if !in_net || p.port() != first.port() {
+            return Err(bad(
+                p,
+                format!(
+                    "broadcast needs every receiver in the sender's subnet {}/{} on one port ({}); this one is not",
+                    std::net::Ipv4Addr::from(net),
+                    mask.count_ones(),
+                    first.port()
+                ),
+            ));
+        }
+    }
+    Ok(SocketAddr::from((
+        std::net::Ipv4Addr::from(net | !mask),
+        first.port(),
+    )))
+}
+
+/// The netmask (host order) of the interface holding IPv4 address `ip`.
+fn netmask_of(ip: std::net::Ipv4Addr) -> Option<u32> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list freed below by freeifaddrs; the loop only
+    // reads entries whose address pointers are non-null and of family AF_INET (sockaddr_in).
+    unsafe {
+        if libc::getifaddrs(&mut head) != 0 {
+            return None;
+        }
+        let mut found = None;
+        let mut cur = head;
+        while !cur.is_null() {
+            let ifa = &*cur;
+            if !ifa.ifa_addr.is_null()
+                && !ifa.ifa_netmask.is_null()
+                && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET
+            {
+                let a = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                if u32::from_be(a.sin_addr.s_addr) == u32::from(ip) {
+                    let m = &*(ifa.ifa_netmask as *const libc::sockaddr_in);
+                    found = Some(u32::from_be(m.sin_addr.s_addr));
+                    break;
+                }
+            }
+            cur = ifa.ifa_next;
+        }
+        libc::freeifaddrs(head);
+        found
+    }
+}
+
 pub struct UdpSender {
     socks: Vec<(UdpSocket, SocketAddr)>,
+    /// Receivers each datagram stands for: 1 per socket, or every peer with one broadcast socket.
+    copies: u32,
 }
 
 impl Sender for UdpSender {
@@ -166,7 +286,7 @@ impl Sender for UdpSender {
         for (s, addr) in &self.socks {
             match s.send(msg) {
                 Ok(_) => {}
-                Err(e) if sys::is_soft_send_error(&e) => failed += 1,
+                Err(e) if sys::is_soft_send_error(&e) => failed += self.copies,
                 Err(e) => return Err(DriverError::io("send to", addr, e)),
             }
         }
@@ -188,7 +308,7 @@ impl Sender for UdpSender {
     }
 
     fn peers(&self) -> usize {
-        self.socks.len()
+        self.socks.len() * self.copies as usize
     }
 }
 
