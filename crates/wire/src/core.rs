@@ -133,13 +133,18 @@ impl Core {
         }
     }
 
-    /// The core's stats as JSON (`Stats` or `SegmentStats`).
+    /// The core's stats as JSON (`Stats` or `SegmentStats`), with `csma` (backoffs, aborted) on a
+    /// CSMA medium.
     pub fn stats_json(&self) -> Value {
-        let v = match self {
-            Core::Link(e) => serde_json::to_value(e.stats()),
-            Core::Segment(s) => serde_json::to_value(s.stats()),
+        let (v, csma) = match self {
+            Core::Link(e) => (serde_json::to_value(e.stats()), e.config().csma.is_some().then(|| e.csma_counts())),
+            Core::Segment(s) => (serde_json::to_value(s.stats()), s.config().csma.is_some().then(|| s.csma_counts())),
         };
-        v.unwrap_or_else(|e| json!({"error": e.to_string()}))
+        let mut v = v.unwrap_or_else(|e| json!({"error": e.to_string()}));
+        if let (Some(c), Some(obj)) = (csma, v.as_object_mut()) {
+            obj.insert("csma".into(), json!(c));
+        }
+        v
     }
 
     /// The I/O counter slot of a frame leaving on `port`: per direction on a link (frames to B travel

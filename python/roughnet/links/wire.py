@@ -216,6 +216,8 @@ def counters_from_stats(stats: dict[str, Any], config: dict[str, Any],
         "reverse": direction_counters(stats.get("b_to_a") or {}, config.get("b_to_a") or {}),
         "half_duplex": config.get("half_duplex") is not None,
         "csma": config.get("csma") is not None,
+        # the CSMA medium's backoffs (a ready frame found the channel busy) and aborted frames
+        **{f"csma_{k}": int(v) for k, v in ((stats.get("link") or {}).get("csma") or {}).items()},
         "uptime_s": _num(stats.get("uptime_s")),
         "seed": stats.get("seed"),
     }
