@@ -1,6 +1,7 @@
 """Vehicle fleets (issue 16): scenarios/v2v-fleet-ci.toml, six cars of the shipped SUMO trace and a roadside
-unit on one 802.11p segment, every car publishing 300 B at 10 Hz to every other host over UDP for 20 s
-(`from = "c*"`, `to = "*"`). Every message's sender-receiver distance at its send time is stored (results
+unit on one 802.11p segment, every car publishing 300 B at 10 Hz to every other host over UDP broadcast for
+20 s (`from = "c*"`, `to = "*"`, `[workload.udp] broadcast = true`: one datagram per message on the medium,
+each receiver's copy drawn at its own distance). Every message's sender-receiver distance at its send time is stored (results
 table `distance`, per-message parquet), and delivery follows the model's range curve: within 100 m nearly
 everything arrives, delivery falls with distance, and beyond the model's range (PER > 0.9999 for a 342-byte
 frame from 420 m on: wire-core loss.rs, the defaults) nothing does. The report has the fleet section.
@@ -59,6 +60,10 @@ def test_all_to_all_fleet_delivery_follows_distance(tmp_path: Path) -> None:
     assert all(r["sender"] != r["receiver"] for r in rows)
     # Every sent message is in a row: 20 s at 10 msg/s per flow (nothing lost from the senders' traces).
     assert sum(r["sent"] for r in rows) == 36 * 200
+    # Broadcast: the hosts put one frame per message (and end marker) on the medium, 6 x (200 + 5), not one
+    # per receiver (36 x 205 = 7380); the medium hands each frame to the other 6 hosts.
+    medium = run["link_counters"]["0"]["forward"]
+    assert 6 * 205 <= medium["tx_packets"] < 6 * 205 + 60, medium
 
     near, n_near = ratio(rows, 0, 100)
     mid, n_mid = ratio(rows, 100, 300)
