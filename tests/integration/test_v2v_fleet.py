@@ -96,3 +96,43 @@ def test_all_to_all_fleet_delivery_follows_distance(tmp_path: Path) -> None:
     assert "Vehicle fleet: delivery by distance" in page
     for name in ("fleet_pdr_distance", "fleet_latency_distance", "fleet_pairs_0", "fleet_map_0"):
         assert (report.parent / f"{name}.png").stat().st_size > 5000, name
+
+
+@pytest.mark.root
+@pytest.mark.skipif(WIRE is None, reason="roughnet-wire is not built (make build)")
+@pytest.mark.skipif(AGENT is None, reason="roughnet-agent is not built (make build)")
+def test_fleet_over_dds_starts_with_readers_out_of_range(tmp_path: Path) -> None:
+    """The same fleet over DDS (best effort): the highway cars (c0, c6) are out of range of the town at the
+    start, so their writers never match the town's readers. A DDS sender goes ahead 5 s after it started
+    with the readers matched so far (crates/agent dds.rs, MATCH_GRACE_NS); before, it waited for every
+    reader and the run failed at the timeout. Delivery then follows distance as far as discovery allows."""
+    text = SCENARIO.read_text().replace('protocol = "udp"', 'protocol = "dds"')
+    text = text.replace("[workload.udp]\nbroadcast = true", '[workload.dds]\nreliability = "best_effort"')
+    text = text.replace('fcd = "sumo/', f'fcd = "{SCENARIO.parent}/sumo/')
+    assert 'protocol = "dds"' in text and "[workload.dds]" in text and "[workload.udp]" not in text
+    path = tmp_path / "v2v-fleet-ci-dds.toml"
+    path.write_text(text)
+    results = tmp_path / "res"
+    out = CliRunner().invoke(app, ["run", str(path), "--results", str(results)], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    with Store(results, read_only=True) as store:
+        sweep = store.sweeps()[-1]["sweep_id"]
+        [run] = store.runs(sweep)
+        assert run["status"] == "ok", run["failure_reason"]
+        rows = store.distance(sweep)
+        flows = store.flows(sweep)
+    assert len(flows) == 36
+    assert {(r["sender"], r["receiver"]) for r in rows} == {(f["sender"], f["receiver"]) for f in flows}
+    # Every sender sent (a sender waiting for the unmatched readers would have sent nothing).
+    sent = {}
+    for r in rows:
+        sent[r["sender"]] = sent.get(r["sender"], 0) + r["sent"]
+    assert set(sent) == {"c0", "c1", "c2", "c4", "c5", "c6"} and min(sent.values()) > 6 * 100, sent
+    # The highway pair, under 100 m apart all along, matched and delivered; beyond the range nothing arrives.
+    pair = {f["sender"]: f["metrics"]["received"] for f in flows if {f["sender"], f["receiver"]} == {"c0", "c6"}}
+    assert pair.get("c0", 0) > 100 and pair.get("c6", 0) > 100, pair
+    near, n_near = ratio(rows, 0, 100)
+    far, n_far = ratio(rows, RANGE_M, 1e9)
+    assert n_near > 300 and n_far > 1000, (n_near, n_far)
+    assert near >= 0.8, near
+    assert far == 0.0, far
