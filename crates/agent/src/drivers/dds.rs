@@ -69,7 +69,11 @@ pub const MAX_MESSAGE: usize = 64 << 20;
 /// Best-effort end markers are repeated like UDP's.
 const END_COPIES: u32 = 5;
 const END_GAP: std::time::Duration = std::time::Duration::from_millis(10);
-/// At the end, how long a writer waits for its reliable data to be acknowledged.
+/// At the end, how long a writer waits at least for its reliable data to be acknowledged (longer: until
+/// the run's give-up time).  A fixed 5 s was too short on lossy links: a lost heartbeat or ACKNACK costs a
+/// repair period, and the ros2 endpoint saw a 5 % lossy link leave the last 60 of 300 messages unrepaired
+/// when its writer left after 5 s.  The wait ends as soon as every matched reader acknowledged (a reader
+/// that leaves is no longer waited for).
 const ACK_WAIT_NS: i64 = 5_000_000_000;
 /// How long a ponger waits, before its first reply, for the pinger's reply reader.
 const MATCH_WAIT_NS: u64 = 2_000_000_000;
@@ -720,14 +724,29 @@ impl Driver for Dds {
     }
 }
 
-/// After the last message: reliable writers wait for acknowledgements (bounded).
-fn drain(writer: &Writer, reliable: bool) {
-    if reliable {
-        if let Err(e) = writer.wait_for_acks(ACK_WAIT_NS) {
-            tracing::debug!(
-                "dds: waiting for acknowledgements on {}: {e}",
-                writer.topic()
-            );
+/// After the last message: reliable writers wait for acknowledgements, until the run's give-up time but
+/// at least ACK_WAIT_NS.
+fn drain(writer: &Writer, reliable: bool, give_up: u64) {
+    if !reliable {
+        return;
+    }
+    // In 100 ms steps, so that a signal ends the wait.
+    let until = now_ns() + (ACK_WAIT_NS as u64).max(give_up.saturating_sub(now_ns()));
+    loop {
+        let t0 = now_ns();
+        match writer.wait_for_acks(100_000_000) {
+            Ok(()) => return,
+            Err(e) => {
+                // A timeout returns after the 100 ms; an immediate error is not one to wait out.
+                let immediate = now_ns() - t0 < 50_000_000;
+                if immediate || stop_requested() || now_ns() >= until {
+                    tracing::debug!(
+                        "dds: waiting for acknowledgements on {}: {e}",
+                        writer.topic()
+                    );
+                    return;
+                }
+            }
         }
     }
 }
@@ -747,7 +766,7 @@ fn send_end(
             std::thread::sleep(END_GAP);
         }
     }
-    drain(writer, reliable);
+    drain(writer, reliable, give_up);
     Ok(())
 }
 
