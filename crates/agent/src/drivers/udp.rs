@@ -464,3 +464,75 @@ impl Responder for UdpResponder {
         self.local.clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(v: serde_json::Value) -> Config {
+        let mut base = serde_json::json!({"v":1,"protocol":"udp","pattern":"stream",
+            "payload_bytes":64,"messages":10,"options":{"broadcast":true}});
+        for (k, x) in v.as_object().unwrap() {
+            base[k] = x.clone();
+        }
+        Config::parse(&base.to_string()).unwrap()
+    }
+
+    #[test]
+    fn broadcast_address_is_the_subnets_on_the_peers_port() {
+        let peers: Vec<SocketAddr> = vec![
+            "127.0.0.5:40000".parse().unwrap(),
+            "127.0.0.9:40000".parse().unwrap(),
+        ];
+        // Loopback is 127.0.0.1/8.
+        assert_eq!(
+            broadcast_address(&peers).unwrap(),
+            "127.255.255.255:40000".parse().unwrap()
+        );
+        let ports: Vec<SocketAddr> = vec![
+            "127.0.0.5:40000".parse().unwrap(),
+            "127.0.0.9:40001".parse().unwrap(),
+        ];
+        let e = broadcast_address(&ports).unwrap_err().to_string();
+        assert!(
+            e.contains("one port") && e.contains("127.0.0.9:40001"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_broadcast_datagram_reaches_a_receiver_bound_to_its_unicast_listen_address() {
+        // The receiver's `listen` names one address; in broadcast mode it binds the wildcard, so the
+        // sender's single datagram to 127.255.255.255 reaches it, counted as one send for two peers.
+        let port = {
+            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.local_addr().unwrap().port()
+        };
+        let rx_cfg =
+            cfg(serde_json::json!({"role":"receiver","listen":format!("127.0.0.7:{port}")}));
+        let udp = Udp::from_config(&rx_cfg).unwrap();
+        let mut rx = udp.open_receiver(&rx_cfg).unwrap();
+        assert_eq!(rx.local_addr(), format!("127.0.0.7:{port}"));
+        let tx_cfg = cfg(serde_json::json!({"role":"sender",
+            "peers":[format!("127.0.0.7:{port}"), format!("127.0.0.8:{port}")]}));
+        let mut tx = Udp::from_config(&tx_cfg)
+            .unwrap()
+            .open_sender(&tx_cfg)
+            .unwrap();
+        assert_eq!(tx.peers(), 2);
+        assert_eq!(tx.send(b"hello broadcast").unwrap(), 0);
+        let mut buf = [0u8; 64];
+        let deadline = crate::clock::now_ns() + 2_000_000_000;
+        assert_eq!(rx.recv(&mut buf, deadline).unwrap(), Some(15));
+        assert_eq!(&buf[..15], b"hello broadcast");
+    }
+
+    #[test]
+    fn broadcast_is_refused_for_ping() {
+        let v = serde_json::json!({"v":1,"protocol":"udp","pattern":"ping","role":"pinger",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"options":{"broadcast":true}});
+        let c = Config::parse(&v.to_string()).unwrap();
+        let e = Udp::from_config(&c).err().expect("refused").to_string();
+        assert!(e.contains("broadcast"), "{e}");
+    }
+}
