@@ -239,7 +239,8 @@ def check_names(cfg: dict[str, Any]) -> None:
             validate_full_topic_name(n)
         except InvalidTopicNameException as e:
             msg = str(e).splitlines()[0]
-            raise ConfigError(f"topic: {cfg.get('topic')!r} gives the ROS 2 name {n[:60]!r}..., which ROS refuses ({msg})") from None
+            raise ConfigError(f"topic: {cfg.get('topic')!r} gives the ROS 2 name {n[:60]!r}..., which ROS refuses "
+                              f"({msg})") from None
 
 
 # ---- the node ---------------------------------------------------------------------------------------------
@@ -805,7 +806,8 @@ def run_service_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
         if _stop:
             break
         if now_ns() > deadline:
-            raise IoError(f"waiting for the {len(peers)} service(s) {service_name(node.base, peers[0])}... until timeout_ms")
+            raise IoError(f"waiting for the {len(peers)} service(s) {service_name(node.base, peers[0])}... "
+                          "until timeout_ms")
         node.spin(SPIN_S)
     # A matched server may not have matched our reply reader yet (rmw_fastrtps answers only known clients):
     # the same grace as the topics' handshake gives a non-roughnet peer.

@@ -134,8 +134,8 @@ def _compile(out: Path, inc_root: Path, dest: Path) -> None:
           "rosidl_runtime_c"]),
     ]  # fmt: skip
     for cc, name, srcs, deps in units:
-        cmd = [cc, "-shared", "-fPIC", "-O2", "-w", f"-Wl,-soname,{name}", *incs, "-o", str(dest / name), *map(str, srcs), *libs,
-               *(f"-l{d}" for d in deps)]  # fmt: skip
+        cmd = [cc, "-shared", "-fPIC", "-O2", "-w", f"-Wl,-soname,{name}", *incs, "-o", str(dest / name),
+               *map(str, srcs), *libs, *(f"-l{d}" for d in deps)]  # fmt: skip
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise SystemExit(f"typegen: {cc} failed building {name}:\n{r.stderr[-4000:]}")
