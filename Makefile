@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 BINARIES := roughnet-agent roughnet-wire
 
-.PHONY: all setup system-deps python-deps extras kafka build cluster demo test test-rust test-python bench clean-runs
+.PHONY: all setup system-deps python-deps extras kafka build debuginfo cluster demo test test-rust test-python bench clean-runs
 
 all: setup
 
@@ -49,6 +49,14 @@ build:
 	@mkdir -p $(CARGO_TARGET_DIR) bin
 	"$(CARGO)" build --release --locked -p roughnet-agent -p roughnet-wire
 	@for b in $(BINARIES); do install -m 0755 $(CARGO_TARGET_DIR)/release/$$b bin/$$b; done
+
+# The same binaries with line tables, for a crash report with file and line numbers (profile
+# release-debuginfo in Cargo.toml; `make build` leaves debuginfo out to keep a first build short).
+debuginfo:
+	@test -x "$(CARGO)" || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
+	@mkdir -p $(CARGO_TARGET_DIR) bin
+	"$(CARGO)" build --profile release-debuginfo --locked -p roughnet-agent -p roughnet-wire
+	@for b in $(BINARIES); do install -m 0755 $(CARGO_TARGET_DIR)/release-debuginfo/$$b bin/$$b; done
 
 # The local Kubernetes cluster's parts (docs/kubernetes.md): Debian packages (containerd, etcd, ...),
 # Kubernetes built from the Go module proxy into /var/cache/roughnet/kubernetes (only when missing),

@@ -2,7 +2,7 @@
 # Installs the Debian packages roughnet needs, only when some are missing (idempotent, fast when done).
 set -euo pipefail
 PKGS=(iproute2 nftables ethtool iperf3 sockperf tcpdump procps python3-venv
-      build-essential cmake pkg-config libclang-dev libcurl4-openssl-dev libssl-dev libzmq3-dev
+      build-essential cmake pkg-config libclang-dev libcurl4-openssl-dev libssl-dev libzmq3-dev libzstd-dev
       mosquitto mosquitto-clients nats-server cyclonedds-tools openjdk-17-jre-headless maven)
 missing=()
 for p in "${PKGS[@]}"; do
