@@ -66,7 +66,7 @@ _WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync", 
                         "ros2")
 _SCENARIO_KEYS_ADDED = ("service", "workloads", "event", "mobility")
 #: Protocol knobs added after sweep ids were first stored: hashed only when set.
-_KNOB_KEYS_ADDED = ("congestion", "reconnect", "jetstream")
+_KNOB_KEYS_ADDED = ("congestion", "reconnect", "jetstream", "broadcast", "request_reply")
 #: [[link]] keys (and keys of its direction tables) added after sweep ids were first stored: hashed only when set.
 _LINK_KEYS_ADDED = ("jitter_distribution", "jitter_correlation", "reorder_by_jitter", "reorder", "reorder_gap",
                     "loss_model", "duplicate", "corrupt", "overhead", "profile", "half_duplex", "schedule",
