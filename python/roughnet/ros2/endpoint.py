@@ -597,51 +597,69 @@ def run_receiver(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
 
 # ---- ping, ramp -------------------------------------------------------------------------------------------
 
-def run_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
+class Replies:
+    """What a pinger counts of its replies, the same over topics and over services: one reply per
+    (sequence, ponger), duplicates, reordering, malformed replies, both round-trip times, the ramp's
+    points and the interval reports."""
+
+    def __init__(self, cfg: dict[str, Any], n_peers: int) -> None:
+        self.pattern = cfg["pattern"]
+        self.n_peers = n_peers
+        self.st = {"received": 0, "dup": 0, "reord": 0, "bad": 0}
+        self.got: dict[int, set[int]] = {}  # seq -> pongers that replied
+        self.maxseq = [-1] * n_peers
+        self.rtt_i: list[int] = []
+        self.rtt_a: list[int] = []
+        self.points: list[list[float]] = []
+        self.iv = Intervals("pinger", cfg["report_interval_ms"])
+
+    def bad(self) -> None:
+        self.st["bad"] += 1
+
+    def add(self, k: int, t: int, data: bytes | None) -> None:
+        """Ponger k's reply ``data`` (None: not a message), arrived at t."""
+        h = wire.parse(data) if data is not None else None
+        if h is None or not h.flags & wire.FLAG_REPLY:
+            self.st["bad"] += 1
+            return
+        peers_of = self.got.setdefault(h.seq, set())
+        if k in peers_of:
+            self.st["dup"] += 1
+            return
+        peers_of.add(k)
+        if h.flags & wire.FLAG_WARMUP:
+            return
+        if h.seq < self.maxseq[k]:
+            self.st["reord"] += 1
+        self.maxseq[k] = max(self.maxseq[k], h.seq)
+        self.st["received"] += 1
+        self.rtt_i.append(t - h.intended_ns)
+        self.rtt_a.append(t - h.actual_ns)
+        if self.pattern == "ramp":
+            self.points.append([len(data), (t - h.actual_ns) / 1e3])
+        self.iv.add(len(data))
+
+    def complete(self, seq: int) -> bool:
+        return len(self.got.get(seq, ())) >= self.n_peers
+
+    def result(self, end_reason: str, sent: int, warmup_sent: int, sched: wire.Schedule) -> dict[str, Any]:
+        st = self.st
+        return {"type": "result", "role": "pinger", "pattern": self.pattern, "protocol": "ros2",
+                "end_reason": end_reason, "peers": self.n_peers, "sent": sent, "warmup_sent": warmup_sent,
+                "received": st["received"], "lost": max(0, sent * self.n_peers - st["received"]),
+                "duplicates": st["dup"], "reordered": st["reord"], "bad_messages": st["bad"], "send_errors": 0,
+                "rtt_intended": wire.latency_object(self.rtt_i), "rtt_actual": wire.latency_object(self.rtt_a),
+                "schedule": sched.result(), "cpu": wire.cpu(),
+                **({"points": self.points} if self.pattern == "ramp" else {})}
+
+
+def ping_loop(node: Node, cfg: dict[str, Any], replies: Replies, send, deadline: int) -> tuple[str, int, int, Any]:
+    """The pinger's requests (paced, or closed loop when there is no interval), then the wait for the
+    last replies.  ``send(message)`` sends one request to every ponger and says False when the run
+    must stop.  Returns the end reason, the counted requests sent, the total sequence numbers used and
+    the schedule."""
     pattern = cfg["pattern"]
-    deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
-    peers = cfg["peers"]
-    pub = node.node.create_publisher(node.Bytes, node.base + "/ping", node.qos)
-    ready = ReadyLists(node)
-    st = {"received": 0, "dup": 0, "reord": 0, "bad": 0}
-    got: dict[int, set[int]] = {}  # seq -> peers that replied
-    maxseq = [-1] * len(peers)
-    rtt_i: list[int] = []
-    rtt_a: list[int] = []
-    points: list[list[float]] = []
-    iv = Intervals("pinger", cfg["report_interval_ms"])
     warmup = cfg["warmup"]
-
-    def on_reply(k: int):
-        def cb(raw: bytes) -> None:
-            t = now_ns()
-            data = wire.from_cdr(raw)
-            h = wire.parse(data) if data is not None else None
-            if h is None or not h.flags & wire.FLAG_REPLY:
-                st["bad"] += 1
-                return
-            peers_of = got.setdefault(h.seq, set())
-            if k in peers_of:
-                st["dup"] += 1
-                return
-            peers_of.add(k)
-            if h.flags & wire.FLAG_WARMUP:
-                return
-            if h.seq < maxseq[k]:
-                st["reord"] += 1
-            maxseq[k] = max(maxseq[k], h.seq)
-            st["received"] += 1
-            rtt_i.append(t - h.intended_ns)
-            rtt_a.append(t - h.actual_ns)
-            if pattern == "ramp":
-                points.append([len(data), (t - h.actual_ns) / 1e3])
-            iv.add(len(data))
-        return cb
-
-    subs = [node.node.create_subscription(node.Bytes, f"{node.base}/pong/{addr_token(p)}", on_reply(k), node.qos,
-                                          raw=True) for k, p in enumerate(peers)]  # fmt: skip
-    await_peers(node, cfg, node.base + "/ping", lambda: pub.get_subscription_count() >= len(peers)
-                and all(s.get_publisher_count() >= 1 for s in subs), ready, deadline)
     interval = cfg["interval_ns"]
     reply_ns = cfg["reply_timeout_ms"] * 1_000_000
     sched = wire.Schedule()
@@ -664,28 +682,45 @@ def run_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
             end_reason = "timeout"
             break
         msg = wire.message(0 if counted else wire.FLAG_WARMUP, seq, intended if interval else actual, actual, size)
-        if not publish(pub, wire.to_cdr(msg), deadline):
+        if not send(msg):
             end_reason = "signal"
             break
         if counted:
             sched.record(intended if interval else actual, actual, prev_return)
             sent += 1
         prev_return = now_ns()
-        iv.tick(prev_return)
+        replies.iv.tick(prev_return)
         if not interval:  # closed loop: the next request after every reply, or after reply_timeout_ms
             until = actual + reply_ns
-            while not _stop and len(got.get(seq, ())) < len(peers) and now_ns() < until:
+            while not _stop and not replies.complete(seq) and now_ns() < until:
                 node.spin(min(SPIN_S, (until - now_ns()) / 1e9))
     until = now_ns() + reply_ns
-    while not _stop and now_ns() < until and any(len(got.get(s, ())) < len(peers) for s in range(warmup, total)):
+    while not _stop and now_ns() < until and not all(replies.complete(s) for s in range(warmup, total)):
         node.spin(min(SPIN_S, (until - now_ns()) / 1e9))
+    return end_reason, sent, total, sched
+
+
+def run_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
+    deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
+    peers = cfg["peers"]
+    pub = node.node.create_publisher(node.Bytes, node.base + "/ping", node.qos)
+    ready = ReadyLists(node)
+    replies = Replies(cfg, len(peers))
+
+    def on_reply(k: int):
+        def cb(raw: bytes) -> None:
+            t = now_ns()
+            replies.add(k, t, wire.from_cdr(raw))
+        return cb
+
+    subs = [node.node.create_subscription(node.Bytes, f"{node.base}/pong/{addr_token(p)}", on_reply(k), node.qos,
+                                          raw=True) for k, p in enumerate(peers)]  # fmt: skip
+    await_peers(node, cfg, node.base + "/ping", lambda: pub.get_subscription_count() >= len(peers)
+                and all(s.get_publisher_count() >= 1 for s in subs), ready, deadline)
+    end_reason, sent, total, sched = ping_loop(
+        node, cfg, replies, lambda msg: publish(pub, wire.to_cdr(msg), deadline), deadline)
     send_end(node, pub, total, deadline)
-    return {"type": "result", "role": "pinger", "pattern": pattern, "protocol": "ros2", "end_reason": end_reason,
-            "peers": len(peers), "sent": sent, "warmup_sent": min(warmup, total), "received": st["received"],
-            "lost": max(0, sent * len(peers) - st["received"]), "duplicates": st["dup"], "reordered": st["reord"],
-            "bad_messages": st["bad"], "send_errors": 0, "rtt_intended": wire.latency_object(rtt_i),
-            "rtt_actual": wire.latency_object(rtt_a), "schedule": sched.result(), "cpu": wire.cpu(),
-            **({"points": points} if pattern == "ramp" else {})}
+    return replies.result(end_reason, sent, min(cfg["warmup"], total), sched)
 
 
 def run_ponger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -759,18 +794,10 @@ def run_service_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
     """Ping/ramp as ROS 2 service calls: one client per ponger, each request a call (the message in
     ``data``), each response the ponger's reply.  Same measurements and result as over topics."""
     Bytes = _service_type(node)
-    pattern = cfg["pattern"]
     deadline = now_ns() + cfg["timeout_ms"] * 1_000_000
     peers = cfg["peers"]
     clients = [node.node.create_client(Bytes, service_name(node.base, p), qos_profile=node.qos) for p in peers]
-    st = {"received": 0, "dup": 0, "reord": 0, "bad": 0}
-    got: dict[int, set[int]] = {}
-    maxseq = [-1] * len(peers)
-    rtt_i: list[int] = []
-    rtt_a: list[int] = []
-    points: list[list[float]] = []
-    iv = Intervals("pinger", cfg["report_interval_ms"])
-    warmup = cfg["warmup"]
+    replies = Replies(cfg, len(peers))
 
     def on_reply(k: int):
         def cb(fut) -> None:
@@ -778,28 +805,9 @@ def run_service_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
             try:
                 data = bytes(fut.result().data)
             except Exception:  # noqa: BLE001 (a failed call: counted as bad)
-                st["bad"] += 1
+                replies.bad()
                 return
-            h = wire.parse(data)
-            if h is None or not h.flags & wire.FLAG_REPLY:
-                st["bad"] += 1
-                return
-            peers_of = got.setdefault(h.seq, set())
-            if k in peers_of:
-                st["dup"] += 1
-                return
-            peers_of.add(k)
-            if h.flags & wire.FLAG_WARMUP:
-                return
-            if h.seq < maxseq[k]:
-                st["reord"] += 1
-            maxseq[k] = max(maxseq[k], h.seq)
-            st["received"] += 1
-            rtt_i.append(t - h.intended_ns)
-            rtt_a.append(t - h.actual_ns)
-            if pattern == "ramp":
-                points.append([len(data), (t - h.actual_ns) / 1e3])
-            iv.add(len(data))
+            replies.add(k, t, data)
         return cb
 
     while not all(c.service_is_ready() for c in clients):
@@ -814,55 +822,22 @@ def run_service_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
     settle = now_ns() + int(0.5e9)
     while not _stop and now_ns() < settle:
         node.spin(SPIN_S)
-    interval = cfg["interval_ns"]
-    reply_ns = cfg["reply_timeout_ms"] * 1_000_000
-    sched = wire.Schedule()
-    total = warmup + cfg["messages"]
-    start = now_ns()
-    prev_return = start
-    sent = 0
-    end_reason = "complete"
     cbs = [on_reply(k) for k in range(len(peers))]
-    for seq in range(total):
-        counted = seq >= warmup
-        size = cfg["payload_bytes"] + (cfg["step_bytes"] * (seq - warmup) if pattern == "ramp" and counted else 0)
-        intended = start + seq * interval if interval else now_ns()
-        if interval:
-            sleep_until(node, intended)
-        if _stop:
-            end_reason = "signal"
-            break
-        actual = now_ns()
-        if actual > deadline:
-            end_reason = "timeout"
-            break
-        msg = wire.message(0 if counted else wire.FLAG_WARMUP, seq, intended if interval else actual, actual, size)
+
+    def send(msg: bytes) -> bool:
         for k, c in enumerate(clients):
             c.call_async(Bytes.Request(data=msg)).add_done_callback(cbs[k])
-        if counted:
-            sched.record(intended if interval else actual, actual, prev_return)
-            sent += 1
-        prev_return = now_ns()
-        iv.tick(prev_return)
-        if not interval:
-            until = actual + reply_ns
-            while not _stop and len(got.get(seq, ())) < len(peers) and now_ns() < until:
-                node.spin(min(SPIN_S, (until - now_ns()) / 1e9))
-    until = now_ns() + reply_ns
-    while not _stop and now_ns() < until and any(len(got.get(s, ())) < len(peers) for s in range(warmup, total)):
-        node.spin(min(SPIN_S, (until - now_ns()) / 1e9))
+        return True
+
+    end_reason, sent, total, sched = ping_loop(node, cfg, replies, send, deadline)
     # The end marker is a call too (its response is not counted): the ponger ends its run on it.
+    reply_ns = cfg["reply_timeout_ms"] * 1_000_000
     t = now_ns()
     end = [c.call_async(Bytes.Request(data=wire.message(wire.FLAG_END, total, t, t, wire.HEADER_LEN))) for c in clients]
     until = now_ns() + reply_ns
     while not _stop and now_ns() < until and not all(f.done() for f in end):
         node.spin(SPIN_S)
-    return {"type": "result", "role": "pinger", "pattern": pattern, "protocol": "ros2", "end_reason": end_reason,
-            "peers": len(peers), "sent": sent, "warmup_sent": min(warmup, total), "received": st["received"],
-            "lost": max(0, sent * len(peers) - st["received"]), "duplicates": st["dup"], "reordered": st["reord"],
-            "bad_messages": st["bad"], "send_errors": 0, "rtt_intended": wire.latency_object(rtt_i),
-            "rtt_actual": wire.latency_object(rtt_a), "schedule": sched.result(), "cpu": wire.cpu(),
-            **({"points": points} if pattern == "ramp" else {})}
+    return replies.result(end_reason, sent, min(cfg["warmup"], total), sched)
 
 
 def run_service_ponger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
