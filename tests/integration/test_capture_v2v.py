@@ -4,9 +4,10 @@ scenarios/v2v-payload.toml is shrunk by replacing whole lines (fewer messages, t
 one protocol per sweep) and run with `roughnet run`. Asserted as properties: nothing is lost,
 the packet analysis of the captures sees TCP retransmissions at 10 % drop (and agrees with the
 kernel's counters where the protocol is plain TCP), segments per message grow with the payload,
-the report has its payload and packet sections, and for plain TCP the median latency of the
-largest payload is not below the smallest's (why not for the brokered protocols: see below). Each protocol is skipped, with the reason, while
-roughnet-agent is built without it; plain TCP runs meanwhile.
+the report has its payload and packet sections, and for plain TCP the fastest delivery of the
+largest payload is slower than the smallest's (why not the median, and not for the brokered
+protocols: see below). Each protocol is skipped, with the reason, while roughnet-agent is built
+without it; plain TCP runs meanwhile.
 """
 
 from __future__ import annotations
@@ -104,17 +105,17 @@ def test_v2v_payload_small(tmp_path, protocol):
         for r in rows:  # the pcap count and the kernel's RetransSegs are independent; they agree up to the
             # retransmitted SYN/FIN/bare-ACK probes the kernel counts and the pcap (data segments only) does not
             assert 0 <= r["tcp_retrans_segs"] - r["extra"]["pcap_tcp_retrans"] <= max(3, r["tcp_retrans_segs"] // 20)
-    # Latency against payload. Asserted for plain TCP only, on the median of the largest against the
-    # smallest payload: a 512 KB message is at least 360 segments, so at 10 % drop nearly every one
-    # needs a retransmission round on top of its transmission time. NOT asserted for the brokered
-    # protocols: measured here (60 messages at 10 msg/s, two lossy hops through the broker), 1 KB
-    # MQTT had a higher median and mean than 512 KB (p50 100 ms against 9 ms), because a lost small
-    # message waits for a retransmission timeout (no later data triggers a fast retransmit) and the
-    # messages behind it wait too; large messages recover with SACK inside the message. The report
-    # shows the trend as measured.
+    # Latency against payload. Asserted for plain TCP only, on the fastest delivery of the largest
+    # against the smallest payload: a 512 KB message is at least 360 segments, so even its luckiest
+    # delivery carries 360 serialisations that a 1 KB message does not. NOT asserted on the median or
+    # the mean: a lost small message waits for a retransmission timeout (no later data triggers a
+    # fast retransmit) and the messages behind it wait too, while large messages recover with SACK
+    # inside the message. Measured: 1 KB MQTT over two lossy hops had p50 100 ms against 9 ms for
+    # 512 KB, and once plain TCP too (1 KB p50 8.2 ms with 5 timeouts, 512 KB p50 3.8 ms; the minima
+    # were 0.16 ms and 2.56 ms). The report shows the trend as measured.
     if protocol == "tcp":
-        p50 = [r["lat_p50_us"] for r in rows]
-        assert p50[-1] >= p50[0], (protocol, p50, [r["lat_mean_us"] for r in rows])
+        fastest = [r["lat_min_us"] for r in rows]
+        assert fastest[-1] > fastest[0], (protocol, fastest, [r["lat_p50_us"] for r in rows])
     html = (res / "reports" / rows[0]["sweep_id"] / "index.html").read_text()
     assert "Packet analysis" in html
     assert "Best payload range" in html
