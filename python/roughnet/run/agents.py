@@ -305,10 +305,21 @@ def wait_watching(agent: AgentProcess, budget_s: float, watch) -> bool:
                 raise ServiceError(reason)
 
 
-def prepare_specs(run: Run, specs: list[AgentSpec], artifacts: Path) -> None:
+#: DDS: the fixed participant index of flow k's agents is DDS_PARTICIPANT_INDEX_BASE + k (above the indexes
+#: Cyclone and Fast DDS pick for themselves from 0 up, so a ROS 2 node beside an agent takes none of them).
+DDS_PARTICIPANT_INDEX_BASE = 100
+
+
+def prepare_specs(run: Run, specs: list[AgentSpec], artifacts: Path, flow: int = 0) -> None:
     """What depends on the run's links and folder: zenoh's timeouts on slow links (run.slowlink), TLS files
-    for QUIC (services.tls)."""
+    for QUIC (services.tls), DDS's participant index (flow ``flow`` of the run; every agent of a flow is on
+    its own host, so they share it: a sender announces itself to one discovery port per receiver)."""
     w = run.workload
+    if w.protocol == "dds":
+        hosts = [s.host for s in specs]
+        if len(set(hosts)) == len(hosts):
+            for s in specs:
+                s.config["options"] = s.config["options"] | {"participant_index": DDS_PARTICIPANT_INDEX_BASE + flow}
     if w.protocol == "zenoh":
         for s in specs:
             s.config["options"] = s.config["options"] | zenoh_timing(run, s.config["options"])

@@ -87,7 +87,7 @@ def plan_flows(run: Run, address_of, broker_of, extra, artifacts: Path) -> list[
                                      receivers=tuple(r for r in w.receivers if r != sender))
             view = dataclasses.replace(run, workload=fw)
             specs = agent_specs(view, address_of, broker_of, extra)
-            prepare_specs(view, specs, artifacts)
+            prepare_specs(view, specs, artifacts, flow=index)
             topic = topic_of(run) if index == 0 else f"{topic_of(run)}/{w.name}/{sender}"
             port = AGENT_PORT + index
             for sp in specs:
