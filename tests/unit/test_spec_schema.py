@@ -96,3 +96,25 @@ def test_every_report_metric_name_is_known_to_the_report() -> None:
     from roughnet.report import fmt
 
     assert [m for m in REPORT_METRICS if fmt.metric_column(m) is None] == []
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "scenarios").glob("*.toml")))
+def test_every_shipped_scenario_matches_the_schema(name: str) -> None:
+    """What an editor checks against the schema: the files as written, with [[workload]] lists and the fleets'
+    host-name patterns (`from = "c*"`, `to = "*"`, `between = ["*"]`, spec.groups) before expansion."""
+    data = tomllib.loads((REPO / "scenarios" / name).read_text())
+    assert list(validator().iter_errors(data)) == []
+
+
+def test_schema_admits_host_patterns_only_where_the_format_does() -> None:
+    data = tomllib.loads((FIXTURES / "quick.toml").read_text())
+    data["workload"]["from"] = "a*"
+    data["workload"]["to"] = ["b?", "c"]
+    data["link"][0]["between"] = ["*"]
+    assert list(validator().iter_errors(data)) == []
+    for bad in ("A*", "a;*"):  # not a name's characters
+        data["workload"]["from"] = bad
+        assert list(validator().iter_errors(data)) != [], bad
+    data["workload"]["from"] = "a"
+    data["host"][0]["name"] = "a*"  # a [[host]] is named, never a pattern
+    assert list(validator().iter_errors(data)) != []

@@ -29,6 +29,7 @@ from typing import Any
 from .load import load_scenario, loads, validate_data
 from .model import REPORT_METRICS, Scenario
 from .problems import Problem, ScenarioError
+from .table import HOST, HOST_NAME
 
 __all__ = [
     "FORMAT_VERSION",
@@ -57,7 +58,44 @@ def _tidy(node: Any) -> Any:
     return node
 
 
+#: Where host-name patterns (spec.groups: ``"c*"``, ``"*"``) may stand for host names: (table, key).
+_PATTERN_KEYS = (("WorkloadTable", "from"), ("WorkloadTable", "to"), ("LinkTable", "between"))
+#: A host-name pattern as spec.groups reads one: name characters with at least one ``*`` or ``?``.
+HOST_PATTERN_SCHEMA = {"type": "string", "pattern": r"^[a-z0-9*?]*[*?][a-z0-9*?]*$",
+                       "description": "a host-name pattern: '*' any characters, '?' one; it stands for every "
+                                      "[[host]] whose name matches it, in [[host]] order"}  # fmt: skip
+
+
+def _admit_patterns(node: Any, host: dict[str, Any]) -> Any:
+    """``node`` with every host-name schema ``host`` in it also admitting a pattern."""
+    if node == host:
+        return {"anyOf": [host, HOST_PATTERN_SCHEMA]}
+    if isinstance(node, dict):
+        return {k: _admit_patterns(v, host) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_admit_patterns(v, host) for v in node]
+    return node
+
+
 def json_schema() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of scenario files, for editors and `roughnet schema`."""
+    """JSON Schema (draft 2020-12) of scenario files, for editors and `roughnet schema`.
+
+    The model checks files after spec.groups has expanded host-name patterns, so its own schema knows
+    host names only; here ``from``, ``to`` and ``between`` also admit patterns, and ``between`` one entry
+    (``["*"]``: every host), which the expansion must turn into at least two hosts. ``workload`` is a
+    table or a list of them (``[[workload]]``), as spec.load reads it."""
     schema = _tidy(Scenario.model_json_schema(by_alias=True))
+    defs = schema["$defs"]
+    host = HOST.json_schema()
+    host = next(a for a in host.get("anyOf", [host]) if a.get("pattern") == HOST_NAME)
+    for table, key in _PATTERN_KEYS:
+        prop = _admit_patterns(defs[table]["properties"][key], host)
+        if key == "between":
+            prop["minItems"] = 1
+        defs[table]["properties"][key] = prop
+    # `[workload]` or `[[workload]]` tables (spec.load turns the list into `workload` and `workloads`).
+    one = schema["properties"]["workload"]
+    ref = {"$ref": one["$ref"]}
+    schema["properties"]["workload"] = {"anyOf": [ref, {"type": "array", "items": ref, "minItems": 1}],
+                                        "description": one.get("description", "")}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}
