@@ -221,3 +221,37 @@ def test_doctor_reports_the_ros2_wheels() -> None:
             pass
     assert check.ok == (len(installed) == 3) and not check.required, check
     assert ("rclpy" if check.ok else "make extras") in check.detail
+
+
+
+def _longest(kind, letter: str) -> int:
+    """The longest name of ``letter`` the spec's name kind ``kind`` accepts."""
+    def ok(n: int) -> bool:
+        try:
+            kind.check(letter * n)
+        except ValueError:
+            return False
+        return True
+
+    return max(n for n in range(1, 300) if ok(n))
+
+
+def test_no_scenario_can_give_a_ros_name_longer_than_ros_allows():
+    """The runner's topics are bounded by the spec's names, so `validate` needs no ROS 2 name-length check:
+    the longest (a flow's topic with the longest workload and host names, the ponger reply topic and the
+    service of the longest IPv4 address and port) stays within ROS's 255 - 8 characters, as rclpy checks it."""
+    from rclpy.validate_full_topic_name import validate_full_topic_name
+
+    from roughnet.spec.model import WORKLOAD_NAME
+    from roughnet.spec.table import HOST
+
+    wname = "w" * _longest(WORKLOAD_NAME, "w")
+    host = "h" * _longest(HOST, "h")
+    assert (len(wname), len(host)) == (16, 8)
+    topic = f"roughnet/{'0' * 12}/{wname}/{host}"  # run.timeline.plan_flows: roughnet/<run id>/<workload>/<sender>
+    base = endpoint.ros_name(topic)
+    longest = [f"{base}/pong/{endpoint.addr_token('198.18.255.255:65535')}",
+               endpoint.service_name(base, "198.18.255.255:65535") + "Request"]
+    for name in longest:
+        assert len(name) <= 255 - 8, name
+        validate_full_topic_name(name)
