@@ -25,7 +25,8 @@
 //! receive calls), and a sender/pinger sends nothing before every peer lists
 //! its writer.  With `peers` the count is `peers.len()`.
 //!
-//! Knobs: `reliability` (reliable: KEEP_ALL by default; best_effort: KEEP_LAST 1),
+//! Knobs: `reliability` (reliable: KEEP_ALL by default; best_effort: KEEP_LAST 1; in ROS 2 mode
+//! KEEP_LAST 10 either way, ROS's default profile),
 //! `history_depth` (0 = keep all), `durability` (volatile / transient_local),
 //! `multicast` (false: unicast discovery to `peers`), `ros2`, `domain_id`,
 //! `batch` (bytes; 0 or absent = off): Cyclone's writer batching (the
@@ -181,6 +182,9 @@ pub fn node_name(role: Role, pid: u32) -> String {
 /// decorations).
 pub const ROS2_NAME_MAX: usize = 255 - 8;
 
+/// ROS 2 mode's default history depth: ROS's default QoS profile (keep last 10).
+pub const ROS2_DEFAULT_DEPTH: i32 = 10;
+
 /// ROS 2 mode: the run's topic gives legal ROS 2 names for every topic the driver creates (at least one
 /// name token, so never `rt//data`; no name longer than ROS allows), else a configuration error naming
 /// `topic`.
@@ -258,17 +262,17 @@ fn local_ip_towards(peer: &SocketAddr) -> Option<IpAddr> {
 /// Cyclone DDS configuration (what CYCLONEDDS_URI would hold): the interface
 /// with address `iface`, unicast discovery to `peers` unless `multicast`,
 /// `General/MaxMessageSize` = `max_message` bytes when given, and a trace file
-/// when `trace` names one.  With `fixed` = (participant index, domain id) this
-/// participant takes that index and each peer is named with the discovery port of
-/// the same index (every agent of a flow has the flow's index): one announcement
-/// per peer instead of one per port an automatic index could have taken.
+/// when `trace` names one.  With `fixed` this participant takes that index and each
+/// peer is named with the discovery port of the same index (every agent of a flow has
+/// the flow's index): one announcement per peer instead of one per port an automatic
+/// index could have taken; and the peers are announced to for the agent's whole life.
 pub fn cyclone_xml(
     iface: Option<IpAddr>,
     peers: &[IpAddr],
     multicast: bool,
     max_message: Option<u32>,
     trace: Option<&str>,
-    fixed: Option<(u32, u32)>,
+    fixed: Option<FixedIndex>,
 ) -> String {
     let mut x = String::from("<CycloneDDS><Domain Id=\"any\"><General>");
     if let Some(ip) = iface {
@@ -286,7 +290,10 @@ pub fn cyclone_xml(
     }
     x.push_str("</General><Discovery>");
     match fixed {
-        Some((index, _)) => x.push_str(&format!("<ParticipantIndex>{index}</ParticipantIndex>")),
+        Some(f) => {
+            x.push_str(&format!("<ParticipantIndex>{}</ParticipantIndex>", f.index));
+            x.push_str(&format!("<InitialLocatorPruneDelay>{}s</InitialLocatorPruneDelay>", f.prune_s));
+        }
         None => {
             x.push_str("<ParticipantIndex>auto</ParticipantIndex>");
             x.push_str("<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex>");
@@ -300,8 +307,8 @@ pub fn cyclone_xml(
             if !seen.contains(p) {
                 seen.push(*p);
                 match fixed {
-                    Some((index, domain)) => {
-                        let port = discovery_port(domain, index);
+                    Some(f) => {
+                        let port = discovery_port(f.domain, f.index);
                         let a = match p {
                             IpAddr::V4(v4) => format!("{v4}:{port}"),
                             IpAddr::V6(v6) => format!("[{v6}]:{port}"),
@@ -322,6 +329,19 @@ pub fn cyclone_xml(
     }
     x.push_str("</Domain></CycloneDDS>");
     x
+}
+
+/// A fixed participant index (PARTICIPANT_INDEX_OPTION) in `domain`, and how long the configured peers
+/// are announced to before Cyclone gives up on them (`Discovery/InitialLocatorPruneDelay`, default
+/// 30 s): the agent's whole life.  With the default, in a moving fleet a pair that first came within
+/// range 30 s or more into the run never discovered each other (v2v-fleet: 28 of 156 flows got nothing
+/// over DDS that got something over UDP, every one of them first in range at 30 to 54 s; none of the
+/// pairs in range by 27 s).  With one port per peer the cost is one announcement per peer and second.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedIndex {
+    pub index: u32,
+    pub domain: u32,
+    pub prune_s: u64,
 }
 
 /// The unicast discovery port of participant `index` in `domain` (DDSI's default port mapping:
@@ -357,7 +377,12 @@ impl Dds {
                 ))
             }
         };
-        let depth = o.history_depth.unwrap_or(if reliable { 0 } else { 1 });
+        let ros2 = o.ros2.unwrap_or(false);
+        // ROS 2 mode takes ROS's default profile (rmw_qos_profile_default: keep last 10), as an rclpy node
+        // (protocol ros2) does; plain DDS keeps all when reliable, the latest one when best effort.
+        let depth = o
+            .history_depth
+            .unwrap_or(if ros2 { ROS2_DEFAULT_DEPTH } else if reliable { 0 } else { 1 });
         if depth < 0 {
             return Err(ConfigError::invalid(
                 "options.history_depth",
@@ -395,7 +420,6 @@ impl Dds {
                 "0 (no batching) with pattern sync for protocol dds (sync waits for every reply)",
             ));
         }
-        let ros2 = o.ros2.unwrap_or(false);
         let topic = cfg.topic.clone().unwrap_or_else(|| DEFAULT_TOPIC.into());
         if ros2 {
             check_ros2_names(&topic, cfg)?;
@@ -452,7 +476,11 @@ impl Dds {
             .ok()
             .filter(|d| !d.is_empty() && !d.contains(['<', '>', '&']))
             .map(|d| format!("{d}/cdds-{}.log", std::process::id()));
-        let fixed = self.participant_index.map(|i| (i, self.domain_id));
+        let fixed = self.participant_index.map(|index| FixedIndex {
+            index,
+            domain: self.domain_id,
+            prune_s: cfg.timeout_ns.div_ceil(1_000_000_000).max(30),
+        });
         let xml = cyclone_xml(iface, &peers, self.multicast, self.batch, trace.as_deref(), fixed);
         tracing::debug!(%xml, domain = self.domain_id, "creating the Cyclone DDS domain");
         let node = self.ros2.then(|| ffi::RosNode {
@@ -1086,17 +1114,32 @@ mod tests {
     }
 
     #[test]
+    fn ros2_mode_keeps_the_last_ten_as_ros_does() {
+        assert_eq!(dds(serde_json::json!({"ros2": true})).unwrap().qos.depth, 10);
+        let be = dds(serde_json::json!({"ros2": true, "reliability": "best_effort"})).unwrap();
+        assert_eq!(be.qos.depth, 10);
+        let set = dds(serde_json::json!({"ros2": true, "history_depth": 0})).unwrap();
+        assert_eq!(set.qos.depth, 0);
+        assert_eq!(dds(serde_json::json!({})).unwrap().qos.depth, 0);
+        assert_eq!(dds(serde_json::json!({"reliability": "best_effort"})).unwrap().qos.depth, 1);
+    }
+
+    #[test]
     fn fixed_index_names_one_port_per_peer() {
         let ip: IpAddr = "198.18.0.2".parse().unwrap();
-        let x = cyclone_xml(None, &[ip, ip], false, None, None, Some((103, 0)));
+        let f = |index, domain| Some(FixedIndex { index, domain, prune_s: 70 });
+        let x = cyclone_xml(None, &[ip, ip], false, None, None, f(103, 0));
         assert!(x.contains("<ParticipantIndex>103</ParticipantIndex>"), "{x}");
+        assert!(x.contains("<InitialLocatorPruneDelay>70s</InitialLocatorPruneDelay>"), "{x}");
         assert!(!x.contains("MaxAutoParticipantIndex"), "{x}");
+        let auto = cyclone_xml(None, &[ip], false, None, None, None);
+        assert!(auto.contains("<ParticipantIndex>auto") && !auto.contains("InitialLocatorPruneDelay"), "{auto}");
         // 7400 + 10 + 2 x 103, once
         assert_eq!(x.matches("<Peer address=\"198.18.0.2:7616\"/>").count(), 1, "{x}");
-        let y = cyclone_xml(None, &[ip], false, None, None, Some((0, 2)));
+        let y = cyclone_xml(None, &[ip], false, None, None, f(0, 2));
         assert!(y.contains("<Peer address=\"198.18.0.2:7910\"/>"), "{y}");
         let v6: IpAddr = "fd00::2".parse().unwrap();
-        let z = cyclone_xml(None, &[v6], false, None, None, Some((1, 0)));
+        let z = cyclone_xml(None, &[v6], false, None, None, f(1, 0));
         assert!(z.contains("<Peer address=\"[fd00::2]:7412\"/>"), "{z}");
     }
 
