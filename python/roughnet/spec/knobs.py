@@ -145,7 +145,8 @@ class DdsKnobs(Knobs):
 
     reliability: _RELIABILITY.type() = field('Reliability QoS: "reliable" (default) or "best_effort".', None)
     history_depth: kinds.integer(0, INT32_MAX, "an integer >= 0 (0 = keep all)").type() = field(
-        "History QoS depth; 0 = keep all. Default: 0 with reliable, 1 with best effort.", None)
+        "History QoS depth; 0 = keep all. Default: 0 with reliable, 1 with best effort; 10 with ros2 = true "
+        "(ROS's default profile, as an rclpy node).", None)
     durability: kinds.choice(("volatile", "transient_local")).type() = field(
         'Durability QoS: "volatile" (default) or "transient_local".', None)
     multicast: kinds.boolean().type() = field(
