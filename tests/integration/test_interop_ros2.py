@@ -82,7 +82,9 @@ def exchange(topo, tmp_path: Path, pattern: str, rclpy_side: str, durability: st
             spec.config["protocol"] = "ros2"
             spec.config["options"] = {"history_depth": 0, "durability": durability}  # reliable (default profile)
         else:
-            spec.config["options"] = {"ros2": True, "durability": durability}  # reliable, keep all (the defaults)
+            # Reliable (the default), keep all as the rclpy side: ROS 2 mode's default is ROS's keep last 10, which
+            # over this lossy link drops what a repair releases at once beyond the last 10 (a reader's history).
+            spec.config["options"] = {"ros2": True, "durability": durability, "history_depth": 0}
         spec.config["options"] |= extra or {}
         # A lost request or reply waits for Fast DDS's repair (up to about 3 s here): give the replies time.
         if spec.role == "pinger":
