@@ -78,6 +78,6 @@ def test_the_shipped_fleet_scenarios_expand(tmp_path: Path) -> None:
     assert ci.all_workloads[0].senders == ("c0", "c1", "c2", "c4", "c5", "c6")
     assert len(ci.links[0].hosts) == 7 and all(ci.links[0].positions)
     full = plan_sweep(root / "v2v-fleet.toml").runs
-    assert sorted(r.all_workloads[0].protocol for r in full) == ["udp", "zenoh"]
+    assert sorted(r.all_workloads[0].protocol for r in full) == ["dds", "udp", "zenoh"]
     town = plan_sweep(root / "v2v-fleet-town.toml").runs
     assert sorted(r.all_workloads[0].protocol for r in town) == ["dds", "mqtt", "udp", "zenoh"]
