@@ -103,8 +103,12 @@ def test_v2v_payload_small(tmp_path, protocol):
     assert sum(r["extra"]["pcap_tcp_retrans"] for r in rows) > 0
     if protocol == "tcp":
         for r in rows:  # the pcap count and the kernel's RetransSegs are independent; they agree up to the
-            # retransmitted SYN/FIN/bare-ACK probes the kernel counts and the pcap (data segments only) does not
-            assert 0 <= r["tcp_retrans_segs"] - r["extra"]["pcap_tcp_retrans"] <= max(3, r["tcp_retrans_segs"] // 20)
+            # retransmitted SYN/FIN/bare-ACK probes the kernel counts and the pcap (data segments only) does not,
+            # and, the other way, a retransmission after the run read the kernel's counters (the agents have
+            # finished; the capture runs until teardown): seen once in CI, 1 KB, kernel 6 against pcap 7
+            diff = r["tcp_retrans_segs"] - r["extra"]["pcap_tcp_retrans"]
+            assert -2 <= diff <= max(3, r["tcp_retrans_segs"] // 20), (r["payload"], r["tcp_retrans_segs"],
+                                                                       r["extra"]["pcap_tcp_retrans"])
     # Latency against payload. Asserted for plain TCP only, on the fastest delivery of the largest
     # against the smallest payload: a 512 KB message is at least 360 segments, so even its luckiest
     # delivery carries 360 serialisations that a 1 KB message does not. NOT asserted on the median or
