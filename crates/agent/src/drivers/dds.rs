@@ -62,14 +62,6 @@ const KNOBS: [&str; 8] = [
     "domain_id",
     "batch",
 ];
-/// The runner's own option (not a knob): the fixed `Discovery/ParticipantIndex` every agent of one
-/// flow gets (the flow's number plus PARTICIPANT_INDEX_BASE), so that a sender announces itself
-/// (SPDP) to exactly one port of each receiver instead of every port `ParticipantIndex auto`
-/// could have chosen (65 per address).  A fleet of 11 cars all to all has 132 agents: with auto
-/// indexes their announcements were about 22 Mbit/s for the first 30 s of a run on a radio
-/// medium carrying 6, and most of the cars never discovered each other.
-pub const PARTICIPANT_INDEX_OPTION: &str = "participant_index";
-
 /// `batch` bounds: Cyclone's FragmentSize (1344 B: `MaxMessageSize` below it leaves no room
 /// for a fragment per message) to the largest UDP payload.
 pub const BATCH_MIN: u64 = 1344;
@@ -123,7 +115,11 @@ pub struct DdsOptions {
     pub domain_id: Option<u32>,
     pub batch: Option<u64>,
     pub request_reply: Option<String>,
-    /// Set by the runner, not by a scenario: PARTICIPANT_INDEX_OPTION.
+    /// Set by the runner (run.agents.prepare_specs), not by a scenario: the fixed
+    /// `Discovery/ParticipantIndex` every agent of one flow shares (100 + the flow's number), so that a
+    /// sender announces itself (SPDP) to one port of each receiver instead of the 65 an automatic index
+    /// could have taken (an 11-car fleet all to all, 132 agents: about 7,900 announcements a second, and
+    /// most cars never discovered each other).
     pub participant_index: Option<u32>,
 }
 
@@ -148,7 +144,7 @@ pub struct Dds {
     base: String,
     /// ROS 2 mode, `request_reply = "service"`: ping and ramp as the ROS 2 service roughnet_msgs/srv/Bytes.
     service: bool,
-    /// PARTICIPANT_INDEX_OPTION (None: `auto`).
+    /// DdsOptions::participant_index (None: `auto`).
     participant_index: Option<u32>,
 }
 
@@ -337,7 +333,7 @@ pub fn cyclone_xml(
     x
 }
 
-/// A fixed participant index (PARTICIPANT_INDEX_OPTION) in `domain`, and how long the configured peers
+/// A fixed participant index (DdsOptions::participant_index) in `domain`, and how long the configured peers
 /// are announced to before Cyclone gives up on them (`Discovery/InitialLocatorPruneDelay`, default
 /// 30 s): the agent's whole life.  With the default, in a moving fleet a pair that first came within
 /// range 30 s or more into the run never discovered each other (v2v-fleet: 28 of 156 flows got nothing
