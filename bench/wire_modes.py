@@ -3,7 +3,9 @@
 in different modes, interleaved over rounds so machine drift hits every mode alike.
 
 Modes:
-- ``single``: one process, one loop for both directions (the default: spin at most 20 % of the time);
+- ``single``: one process, one loop for both directions (the default, ``--threads 1``; spin at most 20 % of
+  the time);
+- ``threads``: one process, one thread per direction (``--threads 2``, a link's ``wire_threads = 2``);
 - ``busy-spin``: the default loop with an unlimited spin budget (``--spin-budget 100``);
 - ``per-direction``: two processes, each reading one side only (``--receive-from a`` / ``b``), standing in
   for one thread per direction (what the C relay of MEASUREMENTS.md did);
@@ -13,8 +15,8 @@ Modes:
 - ``no-busy-poll``: the default loop without the busy-poll window after traffic (``--busy-poll-us 0``: sleep in
   ppoll as soon as nothing is due, issue 17).
 
-Workloads: iperf3 TCP at 0 and 10 ms each way; sockperf UDP ping-pong p50 at 0 ms; one-way UDP probe at 10 ms
-(realised p50/p99 minus configured). Usage (root): python bench/wire_modes.py [--rounds 2] [--seconds 5]
+Workloads: iperf3 TCP at 0 and 10 ms each way; sockperf UDP ping-pong p50 at 0 ms, and at 10 ms each way (minus
+the configured 20 ms); one-way UDP probe at 10 ms (realised p50/p99 minus configured). Usage (root): python bench/wire_modes.py [--rounds 2] [--seconds 5]
 """
 
 from __future__ import annotations
@@ -38,15 +40,18 @@ from wire_topo import Topo  # noqa: E402
 from roughnet.binaries import find_binary  # noqa: E402
 
 MODES = {
-    "single": [[]],
-    "busy-spin": [["--spin-budget", "100"]],
-    "per-direction": [["--receive-from", "a"], ["--receive-from", "b"]],
-    "no-rxts": [["--rx-timestamps", "false"]],
-    "no-spin": [["--spin-us", "0"]],
-    "no-realtime": [["--realtime", "0"]],
-    "no-busy-poll": [["--busy-poll-us", "0"]],
+    "single": [["--threads", "1"]],
+    "threads": [["--threads", "2"]],
+    "threads-no-realtime": [["--threads", "2", "--realtime", "0"]],
+    "threads-no-busy-poll": [["--threads", "2", "--busy-poll-us", "0"]],
+    "busy-spin": [["--threads", "1", "--spin-budget", "100"]],
+    "per-direction": [["--threads", "1", "--receive-from", "a"], ["--threads", "1", "--receive-from", "b"]],
+    "no-rxts": [["--threads", "1", "--rx-timestamps", "false"]],
+    "no-spin": [["--threads", "1", "--spin-us", "0"]],
+    "no-realtime": [["--threads", "1", "--realtime", "0"]],
+    "no-busy-poll": [["--threads", "1", "--busy-poll-us", "0"]],
 }
-PARTS = ("tcp0", "rtt", "tcp10", "oneway10")
+PARTS = ("tcp0", "rtt", "tcp10", "oneway10", "rtt10")
 
 
 def start(t: Topo, binary: Path, delay_ms: float, mode: str, workdir: Path) -> list[subprocess.Popen]:
@@ -76,7 +81,7 @@ def measure(binary: Path, mode: str, seconds: float, workdir: Path, parts: tuple
                 r["rtt_p50_us"] = sockperf_rtt(t, seconds)["p50_us"]
             stop(procs)
             t.wire = None
-    if "tcp10" in parts or "oneway10" in parts:
+    if "tcp10" in parts or "oneway10" in parts or "rtt10" in parts:
         with Topo(f"m{mode[:3]}10") as t:
             tune_tcp(t)
             procs = start(t, binary, 10, mode, workdir)
@@ -86,6 +91,8 @@ def measure(binary: Path, mode: str, seconds: float, workdir: Path, parts: tuple
                 lat = one_way(t, 2000, 500)["latency_us"]
                 r["oneway_10ms_excess_p50_us"] = lat["p50"] - 10_000
                 r["oneway_10ms_excess_p99_us"] = lat["p99"] - 10_000
+            if "rtt10" in parts:
+                r["rtt_10ms_excess_p50_us"] = sockperf_rtt(t, seconds)["p50_us"] - 20_000
             stop(procs)
             t.wire = None
     return r

@@ -80,3 +80,19 @@ def test_print_profile_is_a_link_config():
     assert cfg["a_to_b"]["delay_ns"] > 100_000_000  # a geostationary hop is over 100 ms one way
     code, line, _ = run_wire("--print-profile", "moon-link")
     assert code == 2 and "moon-link" in line["message"]
+
+
+def test_two_threads_where_the_directions_are_coupled_is_exit_2():
+    # Half duplex (the hf-modem profile) couples the two directions: one loop only.
+    code, line, _ = run_wire("--if-a", "a0", "--if-b", "b0", "--profile", "hf-modem", "--seed", "1", "--threads", "2")
+    assert code == 2 and line["kind"] == "config" and "--threads 2" in line["message"] and "half_duplex" in line["message"]
+    code, line, _ = run_wire("--if-a", "a0", "--if-b", "b0", "--config", "-", "--seed", "1", "--threads", "2",
+                             stdin=json.dumps({"csma": {}}))
+    assert code == 2 and "csma" in line["message"]
+    # A shared segment is one loop.
+    code, line, _ = run_wire("--port", "p0", "--port", "p1", "--port", "p2", "--config", "-", "--seed", "1",
+                             "--threads", "2", stdin="{}")
+    assert code == 2 and "shared segment of 3 ports" in line["message"]
+    code, line, _ = run_wire("--if-a", "a0", "--if-b", "b0", "--config", "-", "--seed", "1", "--threads", "3",
+                             stdin="{}")
+    assert code == 2 and "--threads" in line["message"]

@@ -22,7 +22,7 @@ pub const MAX_LINE_BYTES: usize = 4 << 20;
 pub const MAX_CLIENTS: usize = 16;
 
 /// A parsed control command.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Command {
     Stats,
     Set(Value),

@@ -5,11 +5,14 @@
 //! stops receiving and drains: frames already queued keep leaving at their times for at most
 //! `DRAIN_NS`. It owns the timing and the I/O counters; the impairment decisions are the core's.
 //!
-//! Why one thread for both directions: the core is one `Emulator` per link (half duplex couples the two
-//! directions), a second thread would need a lock and a cross-thread wakeup per frame (adding to the round
-//! trip), and on the 2-vCPU machines this runs on the other core belongs to the endpoints' stacks
-//! (see docs/wire.md for the measurements behind this choice).
+//! A link without a shared medium (no half duplex, no CSMA) is served by two such loops, one thread per
+//! direction (`split`): each reads one side only and has its own `Emulator` of which it uses one
+//! direction, so nothing is locked per frame. Half duplex and CSMA couple the two directions and a
+//! segment forwards among N ports: those keep one loop (see docs/wire.md for the measurements behind
+//! this choice).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use roughnet_wire_core::{LinkConfig, Side};
@@ -83,11 +86,23 @@ pub struct Options {
     /// usually comes within tens of microseconds, and a ppoll wakeup costs several microseconds on a VM
     /// (and can come much later under load): polling saves that wakeup in each direction. 0 = off.
     pub busy_poll_ns: u64,
+    /// Set when this loop is one of a link's two direction threads (`split`).
+    pub split: Option<SplitHandles>,
+}
+
+/// What a direction thread shares with the thread that owns the control socket (`split`).
+pub struct SplitHandles {
+    /// Control commands forwarded to this loop, each with where to send the answer.
+    pub requests: std::sync::mpsc::Receiver<crate::split::Request>,
+    /// An eventfd written when a request is waiting or the loop must look at `halt`.
+    pub wake: Arc<std::os::fd::OwnedFd>,
+    /// Stop without draining (the other direction failed).
+    pub halt: Arc<AtomicBool>,
 }
 
 pub struct Wire {
     core: Core,
-    socks: Vec<PacketSocket>,
+    socks: Vec<Arc<PacketSocket>>,
     rx: Vec<RxBatch>,
     /// A link: indexed by direction (0 = a_to_b, frames from A; 1 = b_to_a). A segment: by port (frames
     /// received on it, and departures to it).
@@ -100,13 +115,13 @@ pub struct Wire {
     /// Time last given to the core; the core is always fed non-decreasing times.
     last_fed_ns: u64,
     /// Per direction (0 = a_to_b, a segment's uplinks): not partitioned by the control socket as a whole.
-    up: [bool; 2],
+    pub up: [bool; 2],
     inbuf: Vec<(u64, Vec<u8>)>,
     arrivals: Vec<(u64, usize, Vec<u8>)>,
     scratch: Vec<(Side, Vec<u8>, u64)>,
     out: Vec<(usize, Vec<u8>, u64)>,
     /// What the drain after SIGTERM did (for the final stats line).
-    stop: Option<Value>,
+    pub stop: Option<Value>,
     /// Per socket: when its interface was last seen down (ENETDOWN) and not yet up again; such an
     /// interface is looked up every DOWN_CHECK_NS, because the kernel reports ENETDOWN once, when the
     /// interface goes down, and nothing more when it is then removed (`ip link del` does both).
@@ -119,7 +134,7 @@ const DOWN_CHECK_NS: u64 = 100_000_000;
 impl Wire {
     pub fn new(
         core: Core,
-        socks: Vec<PacketSocket>,
+        socks: Vec<Arc<PacketSocket>>,
         control: Option<ControlServer>,
         info: WireInfo,
         opts: Options,
@@ -258,7 +273,12 @@ impl Wire {
     }
 
     fn refresh_kernel_drops(&mut self) {
+        // Only the sockets this loop reads: the counter resets on read, and the other direction's thread
+        // reads its own.
         for i in 0..self.socks.len() {
+            if !self.opts.receive[i] {
+                continue;
+            }
             self.io[i].rx_kernel_drops += self.socks[i].take_kernel_drops();
             self.io[i].rx_truncated = self.rx[i].truncated;
         }
@@ -276,6 +296,9 @@ impl Wire {
         };
         if let (Some(stop), Value::Object(m)) = (&self.stop, &mut line) {
             m.insert("stop".into(), stop.clone());
+        }
+        if let Value::Object(m) = &mut line {
+            m.insert("threads".into(), json!(1));
         }
         line
     }
@@ -300,6 +323,14 @@ impl Wire {
             }
             Command::Set(v) => match serde_json::from_value::<LinkConfig>(v) {
                 Err(e) => error_line("config", &format!("link configuration not accepted: {e}")),
+                Ok(cfg) if self.opts.split.is_some() && (cfg.half_duplex.is_some() || cfg.csma.is_some()) => {
+                    error_line(
+                        "config",
+                        "link configuration not accepted: half_duplex and csma couple the two directions, and \
+                         this wire runs one thread per direction; start it with --threads 1 for a medium that \
+                         can change at run time",
+                    )
+                }
                 Ok(cfg) => match self.core.set_config(now, cfg) {
                     Ok(()) => {
                         tracing::info!("link configuration replaced by the control socket");
@@ -316,6 +347,41 @@ impl Wire {
             ctl.service(&mut |cmd| self.handle(cmd));
             self.control = Some(ctl);
         }
+        if self.opts.split.is_some() {
+            self.service_requests();
+        }
+    }
+
+    /// A direction thread: answer the commands the control thread forwarded (`split`).
+    fn service_requests(&mut self) {
+        loop {
+            let Some(split) = &self.opts.split else { return };
+            crate::split::clear_wake(&split.wake);
+            let Ok(req) = split.requests.try_recv() else { return };
+            let reply = match req.cmd {
+                Command::Stats => crate::split::Reply::Part(Box::new(self.part())),
+                cmd => crate::split::Reply::Answer(self.handle(cmd)),
+            };
+            // The control thread may have given up waiting: nothing to do then.
+            let _ = req.reply.send(reply);
+        }
+    }
+
+    /// This loop's share of a stats line (`split`): its core's stats, its I/O counters and loop figures.
+    pub fn part(&mut self) -> crate::split::Part {
+        self.refresh_kernel_drops();
+        let slot = if self.opts.receive[0] { 0 } else { 1 };
+        crate::split::Part {
+            core: self.core.stats_json(),
+            io: self.io[slot].clone(),
+            lp: self.lp.clone(),
+            up: self.up,
+            stop: self.stop.clone(),
+        }
+    }
+
+    fn halted(&self) -> bool {
+        self.opts.split.as_ref().is_some_and(|s| s.halt.load(Ordering::Relaxed))
     }
 
     /// Block until a frame arrives, the control socket has something, a signal comes, or `timeout` passes.
@@ -329,6 +395,10 @@ impl Wire {
             .collect();
         if let Some(ctl) = &self.control {
             ctl.poll_fds(&mut fds);
+        }
+        if let Some(split) = &self.opts.split {
+            use std::os::fd::AsRawFd;
+            fds.push(libc::pollfd { fd: split.wake.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
         let ts = timeout.map(|d| libc::timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ });
         let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
@@ -388,13 +458,21 @@ impl Wire {
     /// Forward until SIGTERM/SIGINT, then drain. Returns the final stats line.
     pub fn run(&mut self) -> Result<Value, WireError> {
         // Time 0 of the configuration's schedules and traces: when forwarding starts.
-        let t0 = self.feed_time(now_ns());
+        let t0 = now_ns();
+        self.forward(t0)?;
+        Ok(self.stats())
+    }
+
+    /// The loop itself, with `t0` as time 0 of schedules and traces (a link's two direction threads share
+    /// it): forward until SIGTERM/SIGINT, then drain; or until `halt`, then stop at once.
+    pub fn forward(&mut self, t0: u64) -> Result<(), WireError> {
+        let t0 = self.feed_time(t0);
         self.core.start(t0);
         let mut last_control = 0u64;
         let mut last_drops = 0u64;
         let mut spin = SpinBudget::default();
         let mut last_frame = 0u64;
-        while !stopping() {
+        while !stopping() && !self.halted() {
             let n = self.receive()?;
             self.transmit();
             let now = now_ns();
@@ -459,8 +537,10 @@ impl Wire {
                 }
             }
         }
-        self.drain();
-        Ok(self.stats())
+        if !self.halted() {
+            self.drain();
+        }
+        Ok(())
     }
 }
 

@@ -10,6 +10,7 @@ mod errors;
 mod forward;
 mod packet;
 mod report;
+mod split;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -81,6 +82,13 @@ struct Args {
     #[arg(long = "rx-timestamps", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
           help_heading = "Timing")]
     rx_timestamps: bool,
+    /// Forwarding threads: 1 serves every port from one loop; 2 serves a link with one thread per direction
+    /// (not a shared segment, not half duplex or CSMA, which couple the directions): more throughput when
+    /// the wire is the bottleneck, a longer round trip when the machine's idle CPUs are slow to wake (the
+    /// thread of the reply sleeps; docs/wire.md).
+    #[arg(long = "threads", value_name = "N", default_value = "1", help_heading = "Timing",
+          value_parser = ["1", "2"])]
+    threads: String,
     /// Experiment only (threading-model measurements, docs/wire.md): receive from one side only, so that two
     /// processes, one per direction, stand in for one thread per direction. Default: both.
     #[arg(long = "receive-from", value_name = "SIDE", default_value = "both", hide = true,
@@ -191,11 +199,31 @@ fn run(args: Args) -> Result<(), WireError> {
         (None, None) => return Err(WireError::Config("one of --config FILE or --profile NAME is needed".into())),
     };
     let rejected = |e| WireError::Config(format!("{origin}: link configuration rejected: {e}"));
+    let coupled = cfg.half_duplex.is_some() || cfg.csma.is_some();
+    let threads = match args.threads.as_str() {
+        "1" => 1,
+        "2" if ports.len() != 2 => {
+            return Err(WireError::Config(format!(
+                "--threads 2: a shared segment of {} ports is served by one loop; expected --threads 1",
+                ports.len()
+            )))
+        }
+        "2" if coupled => {
+            return Err(WireError::Config(format!(
+                "--threads 2: {origin} has half_duplex or csma, which couple the two directions (one loop); \
+                 expected --threads 1"
+            )))
+        }
+        _ => 2,
+    };
+    if threads == 2 && args.receive_from != "both" {
+        return Err(WireError::Config("--receive-from needs --threads 1 (it stands in for a thread per direction)".into()));
+    }
     let core = if ports.len() == 2 {
         // Two ports are a link: the two-sided emulator (every frame to the other side; the fast path).
-        core::Core::Link(Emulator::new(cfg, args.seed).map_err(rejected)?)
+        core::Core::Link(Emulator::new(cfg.clone(), args.seed).map_err(rejected)?)
     } else {
-        core::Core::Segment(Segment::new(cfg, args.seed, ports.iter().map(|p| p.1).collect()).map_err(rejected)?)
+        core::Core::Segment(Segment::new(cfg.clone(), args.seed, ports.iter().map(|p| p.1).collect()).map_err(rejected)?)
     };
     let receive: Vec<bool> = (0..ports.len())
         .map(|i| match args.receive_from.as_str() {
@@ -207,7 +235,7 @@ fn run(args: Args) -> Result<(), WireError> {
     let socks = ports
         .iter()
         .zip(&receive)
-        .map(|((name, _), rx)| packet::PacketSocket::open(name, args.rx_timestamps, *rx))
+        .map(|((name, _), rx)| packet::PacketSocket::open(name, args.rx_timestamps, *rx).map(std::sync::Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let control = args.control.as_deref().map(control::ControlServer::bind).transpose()?;
     let realtime = args.realtime > 0
@@ -233,6 +261,7 @@ fn run(args: Args) -> Result<(), WireError> {
         rx_timestamps: args.rx_timestamps,
         spin_us: args.spin_us,
         control: control.as_ref().map(|c| c.path().display().to_string()),
+        threads,
     };
     emit(&ready_line(&info));
     tracing::info!(ports = ?ports.iter().map(|p| &p.0).collect::<Vec<_>>(), "forwarding");
@@ -242,20 +271,27 @@ fn run(args: Args) -> Result<(), WireError> {
         spin_budget_ns: forward::SPIN_WINDOW_NS * args.spin_budget / 100,
         receive,
         busy_poll_ns: args.busy_poll_us * 1000,
+        split: None,
     };
-    let mut wire = forward::Wire::new(core, socks, control, info, opts);
-    let result = wire.run();
-    // Whatever ended the loop, report what was counted up to then.
-    let stats = match &result {
-        Ok(s) => s.clone(),
-        Err(_) => wire.stats(),
+    let (stats, result) = if threads == 2 {
+        // A second emulator of the same configuration and seed for the b_to_a thread (split.rs).
+        let second = core::Core::Link(Emulator::new(cfg, args.seed).map_err(rejected)?);
+        split::SplitWire::start([core, second], socks, control, info, opts)?.run()
+    } else {
+        let mut wire = forward::Wire::new(core, socks, control, info, opts);
+        let result = wire.run();
+        // Whatever ended the loop, report what was counted up to then.
+        match result {
+            Ok(s) => (s, Ok(())),
+            Err(e) => (wire.stats(), Err(e)),
+        }
     };
     emit(&stats);
     if let Some(path) = &args.stats_out {
         std::fs::write(path, format!("{stats}\n"))
             .map_err(|e| WireError::Io(format!("--stats-out {}: cannot write: {e}", path.display())))?;
     }
-    result.map(|_| ())
+    result
 }
 
 /// `roughnet-wire --print-profile NAME`: the named profile's LinkConfig as one JSON line (for the Python side,

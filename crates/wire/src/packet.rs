@@ -254,6 +254,11 @@ pub struct RxBatch {
     pub truncated: u64,
 }
 
+// SAFETY: the raw pointers in `iov` and `hdrs` point into this struct's own vectors and are rewritten
+// before every recvmmsg; nothing is shared, so moving the batch to another thread (a direction thread of
+// split.rs) is sound.
+unsafe impl Send for RxBatch {}
+
 /// Largest number of spare buffers kept for reuse.
 const POOL_MAX: usize = 4096;
 

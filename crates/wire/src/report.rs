@@ -18,6 +18,7 @@ const HIST_SIGFIG: u8 = 3;
 pub const LATE_NS: u64 = 1_000_000;
 
 /// Everything the I/O side records for one direction (frames that arrive at one side and leave at the other).
+#[derive(Clone)]
 pub struct DirectionIo {
     sched: Histogram<u64>,
     late: u64,
@@ -111,6 +112,7 @@ impl DirectionIo {
 
 /// How the loop itself fared: timed wakeups and how late they came (scheduler latency of this machine,
 /// the root cause when departures are late), and time spent spinning.
+#[derive(Clone)]
 pub struct LoopStats {
     wake_late: Histogram<u64>,
     pub spin_ns: u64,
@@ -123,6 +125,18 @@ impl LoopStats {
                 .expect("constant histogram bounds are valid"),
             spin_ns: 0,
         }
+    }
+
+    /// Several loops' figures together (a link's two direction threads): wakeups added, spinning summed
+    /// (so `spin_fraction` is in cores).
+    pub fn merged(all: &[&LoopStats]) -> LoopStats {
+        let mut m = LoopStats::new();
+        for l in all {
+            // Same bounds and precision on both sides: adding cannot fail.
+            let _ = m.wake_late.add(&l.wake_late);
+            m.spin_ns += l.spin_ns;
+        }
+        m
     }
 
     /// A timed sleep meant to end at `intended_ns` ended at `woke_ns`.
@@ -160,6 +174,8 @@ pub struct WireInfo {
     pub control: Option<String>,
     /// The loop runs under SCHED_FIFO.
     pub realtime: bool,
+    /// Forwarding threads: 1 (one loop) or 2 (one per direction of a link).
+    pub threads: usize,
 }
 
 /// The `stats` line: `core` is the core's `Stats` serialised; when it holds `a_to_b` / `b_to_a` objects,
@@ -314,6 +330,7 @@ pub fn ready_line(info: &WireInfo) -> Value {
         "rx_timestamps": info.rx_timestamps,
         "spin_us": info.spin_us,
         "realtime": info.realtime,
+        "threads": info.threads,
         "control": info.control,
         "version": env!("CARGO_PKG_VERSION"),
     });
@@ -367,6 +384,7 @@ mod tests {
             spin_us: 100,
             control: None,
             realtime: false,
+            threads: 1,
         };
         let core = json!({"a_to_b": {"packets_in": 3}, "b_to_a": {"packets_in": 4}, "half_duplex_turnarounds": 0});
         let io = [DirectionIo::new(), DirectionIo::new()];
@@ -397,6 +415,7 @@ mod tests {
             spin_us: 100,
             control: None,
             realtime: false,
+            threads: 1,
         };
         let core = json!({
             "a_to_b": {"packets_in": 6}, "b_to_a": {"packets_out": 9}, "schedule_applied": 0,
