@@ -12,6 +12,9 @@
 Prints each measurement and the ratios; absolute figures drift between machines, ratios taken in one run are
 what to trust (MEASUREMENTS.md).
 
+`--threads 1,2` measures the single loop (the default) and one thread per direction (`wire_threads = 2`) in the
+same rounds, named `wire1t` / `wire2t`.
+
 Usage (root): python bench/wire_bench.py [--seconds 6] [--rounds 2] [--only throughput,rtt,timing] [--json out.json]
 """
 
@@ -103,12 +106,18 @@ def one_way(t: Topo, count: int, rate: float) -> dict:
 
 
 class Bench:
-    def __init__(self, binary: Path, seconds: float, workdir: Path, rounds: int):
+    def __init__(self, binary: Path, seconds: float, workdir: Path, rounds: int, threads: tuple[int, ...] = (1,)):
         self.binary, self.seconds, self.workdir, self.rounds = binary, seconds, workdir, rounds
+        self.threads = threads
         self.results: dict = {"binary": str(binary), "seconds": seconds}
 
     def log(self, msg: str) -> None:
         print(msg, flush=True)
+
+    def tag(self, n: int) -> str:
+        """How results of `--threads n` are named: plain `wire` for the default single loop when it is the only
+        one measured (the names of earlier runs), else `wire1t` / `wire2t`."""
+        return "wire" if self.threads == (1,) else f"wire{n}t"
 
     def throughput(self) -> None:
         runs: dict[str, list[dict]] = {}
@@ -117,10 +126,11 @@ class Bench:
                 tune_tcp(t)
                 runs.setdefault("plain", []).append({"bps": iperf(t, self.seconds, 1)})
             self.log(f"[{rnd}] TCP plain veth            : {runs['plain'][-1]['bps'] / 1e9:6.2f} Gbit/s")
-            for delay in (0, 10, 50):
+            for delay, n in [(d, n) for d in (0, 10, 50) for n in self.threads]:
                 with Topo(f"tp{delay}") as t:
                     tune_tcp(t)
-                    ready = t.start_wire(self.binary, wire_config(delay), 1, self.workdir, control=False)
+                    ready = t.start_wire(self.binary, wire_config(delay), 1, self.workdir, control=False,
+                                         extra=["--threads", str(n)])
                     cpu0, t0 = proc_cpu_s(ready["pid"]), time.monotonic()
                     bps = iperf(t, self.seconds + (4 if delay else 0), 3 if delay else 1)
                     cpu = (proc_cpu_s(ready["pid"]) - cpu0) / (time.monotonic() - t0)
@@ -128,8 +138,8 @@ class Bench:
                 sched = stats["a_to_b"]["sched_error"]
                 r = {"bps": bps, "cpu": cpu, "sched_p50_us": sched["p50_us"], "sched_p99_us": sched["p99_us"],
                      "rx_kernel_drops": stats["a_to_b"]["io"]["rx_kernel_drops"]}
-                runs.setdefault(f"wire_{delay}ms", []).append(r)
-                self.log(f"[{rnd}] TCP wire {delay:3d} ms each way : {bps / 1e9:6.2f} Gbit/s  wire CPU {cpu:.2f} cores  "
+                runs.setdefault(f"{self.tag(n)}_{delay}ms", []).append(r)
+                self.log(f"[{rnd}] TCP {self.tag(n)} {delay:3d} ms each way : {bps / 1e9:6.2f} Gbit/s  wire CPU {cpu:.2f} cores  "
                          f"sched p50/p99 {sched['p50_us']:.0f}/{sched['p99_us']:.0f} us  rx drops {r['rx_kernel_drops']}")
         med = {k: statistics.median(x["bps"] for x in v) for k, v in runs.items()}
         for k, v in med.items():
@@ -137,26 +147,33 @@ class Bench:
         self.results["throughput"] = {"runs": runs, "median_bps": med}
 
     def rtt(self) -> None:
-        plain, wire = [], []
+        plain: list[dict] = []
+        wire: dict[int, list[dict]] = {n: [] for n in self.threads}
+        kinds = ["plain", *self.threads]
         for rnd in range(max(3, self.rounds)):
             # Alternate the order: sockperf's p50 is bimodal (~5 or ~70 us) by CPU placement alone.
-            for kind in (("plain", "wire") if rnd % 2 == 0 else ("wire", "plain")):
+            for kind in (kinds if rnd % 2 == 0 else kinds[::-1]):
                 if kind == "plain":
                     with Topo("rplain", wired=False) as t:
                         plain.append(sockperf_rtt(t, self.seconds))
                 else:
                     with Topo("rwire") as t:
-                        t.start_wire(self.binary, wire_config(0), 1, self.workdir, control=False)
-                        wire.append(sockperf_rtt(t, self.seconds))
+                        t.start_wire(self.binary, wire_config(0), 1, self.workdir, control=False,
+                                     extra=["--threads", str(kind)])
+                        wire[kind].append(sockperf_rtt(t, self.seconds))
                         t.stop_wire()
-            self.log(f"[{rnd}] sockperf RTT p50 plain {plain[-1]['p50_us']:.1f} us, wire {wire[-1]['p50_us']:.1f} us "
-                     f"(p99 {plain[-1]['p99_us']:.1f} / {wire[-1]['p99_us']:.1f} us)")
+            for n in self.threads:
+                self.log(f"[{rnd}] sockperf RTT p50 plain {plain[-1]['p50_us']:.1f} us, {self.tag(n)} "
+                         f"{wire[n][-1]['p50_us']:.1f} us (p99 {plain[-1]['p99_us']:.1f} / {wire[n][-1]['p99_us']:.1f} us)")
         mp = statistics.median(x["p50_us"] for x in plain)
-        mw = statistics.median(x["p50_us"] for x in wire)
-        lo = min(x["p50_us"] for x in wire) - min(x["p50_us"] for x in plain)
-        self.log(f"sockperf RTT p50, median of rounds: plain {mp:.1f} us, wire {mw:.1f} us: added {mw - mp:.1f} us "
-                 f"(lowest p50s: added {lo:.1f} us)")
-        self.results["rtt"] = {"plain": plain, "wire": wire, "added_p50_us": mw - mp, "added_lowest_p50_us": lo}
+        out: dict = {"plain": plain}
+        for n in self.threads:
+            mw = statistics.median(x["p50_us"] for x in wire[n])
+            lo = min(x["p50_us"] for x in wire[n]) - min(x["p50_us"] for x in plain)
+            self.log(f"sockperf RTT p50, median of rounds: plain {mp:.1f} us, {self.tag(n)} {mw:.1f} us: added "
+                     f"{mw - mp:.1f} us (lowest p50s: added {lo:.1f} us)")
+            out[self.tag(n)] = {"runs": wire[n], "added_p50_us": mw - mp, "added_lowest_p50_us": lo}
+        self.results["rtt"] = out
 
     def timing(self) -> None:
         rows = []
@@ -167,18 +184,19 @@ class Bench:
             base = one_way(t, 2000, 500)["latency_us"]
         self.log(f"one-way UDP probe over plain veth: p50 {base['p50']:.0f} us, p99 {base['p99']:.0f} us")
         self.log("configured | realised p50 | p99      | p50-configured | wire sched err p50/p99/max")
-        for delay in (1, 10, 100):
+        for delay, n in [(d, n) for d in (1, 10, 100) for n in self.threads]:
             with Topo(f"tm{delay}") as t:
                 t.quiet()
-                t.start_wire(self.binary, wire_config(delay), 1, self.workdir, control=False)
+                t.start_wire(self.binary, wire_config(delay), 1, self.workdir, control=False,
+                             extra=["--threads", str(n)])
                 lat = one_way(t, 2000, 500)["latency_us"]
                 st = t.stop_wire()
             sched = st["a_to_b"]["sched_error"]
-            row = {"configured_ms": delay, "p50_ms": lat["p50"] / 1e3, "p99_ms": lat["p99"] / 1e3,
+            row = {"threads": n, "configured_ms": delay, "p50_ms": lat["p50"] / 1e3, "p99_ms": lat["p99"] / 1e3,
                    "excess_p50_us": lat["p50"] - delay * 1e3, "sched_p50_us": sched["p50_us"],
                    "sched_p99_us": sched["p99_us"], "sched_max_us": sched["max_us"]}
             rows.append(row)
-            self.log(f"{delay:7d} ms | {row['p50_ms']:9.3f} ms | {row['p99_ms']:8.3f} | {row['excess_p50_us']:11.0f} us"
+            self.log(f"{delay:7d} ms{' (' + self.tag(n) + ')' if len(self.threads) > 1 else ''} | {row['p50_ms']:9.3f} ms | {row['p99_ms']:8.3f} | {row['excess_p50_us']:11.0f} us"
                      f" | {sched['p50_us']:.1f}/{sched['p99_us']:.1f}/{sched['max_us']:.1f} us")
         self.results["timing"] = {"plain_one_way_us": base, "rows": rows}
 
@@ -189,6 +207,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=2, help="repeat each measurement; medians are reported")
     p.add_argument("--only", default="throughput,rtt,timing")
     p.add_argument("--json", type=Path)
+    p.add_argument("--threads", default="1",
+                   help="the wire's forwarding threads to measure, comma-separated (1, 2 or 1,2: both in the same rounds)")
     args = p.parse_args()
     if os.geteuid() != 0:
         print("wire_bench needs root (network namespaces)", file=sys.stderr)
@@ -198,7 +218,11 @@ def main() -> int:
         print("roughnet-wire is not built (cargo build --release -p roughnet-wire)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="rn-wire-bench-") as d:
-        b = Bench(binary, args.seconds, Path(d), args.rounds)
+        threads = tuple(int(x) for x in args.threads.split(","))
+        if not threads or any(n not in (1, 2) for n in threads):
+            print(f"--threads {args.threads}: expected 1, 2 or 1,2", file=sys.stderr)
+            return 2
+        b = Bench(binary, args.seconds, Path(d), args.rounds, threads)
         for part in args.only.split(","):
             getattr(b, part.strip())()
     if args.json:

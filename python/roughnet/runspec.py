@@ -108,6 +108,7 @@ class Link:
     profile: str | None = None  # a named wire profile the directions started from (recorded for reports)
     half_duplex: dict[str, Any] | None = None  # wire-core HalfDuplex JSON
     medium: str = "plain"  # one of MEDIA; "csma": wire-core's Csma medium (ns-3's defaults)
+    wire_threads: int = 1  # roughnet-wire --threads: 2 = one forwarding thread per direction (a pair only)
     schedule: tuple[dict[str, Any], ...] = ()  # wire-core ScheduledChange JSON objects
     distance_trace: tuple[dict[str, Any], ...] = ()  # wire-core DistancePoint JSON objects
     positions: tuple[tuple[dict[str, Any], ...], ...] = ()  # per host in `hosts` order, wire-core PositionPoint JSON
@@ -134,6 +135,8 @@ class Link:
             caps.add("half_duplex")
         if self.medium == "csma":
             caps.add("csma")
+        if self.wire_threads == 2:
+            caps.add("wire_threads")
         if self.schedule:
             caps.add("schedule")
         if self.distance_trace:

@@ -59,15 +59,17 @@ def stream(messages: int, rate: float, payload: int = 100, **kw) -> Workload:
                     messages=messages, rate_msgs_per_s=rate, timeout_ns=int((messages / rate + 30) * 1e9), **kw)
 
 
-def test_delay_10ms_one_way_p50_within_100us(tmp_path):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_delay_10ms_one_way_p50_within_100us(tmp_path, threads):
     # The delay the wire adds is measured against the same path with no delay configured
     # (veth hops, AF_PACKET, the agents' own send/receive: tens of microseconds here, which
     # are the path's, not the emulated link's).
     base = execute(make_run(Link(index=0, hosts=("a", "b")), stream(2000, 500)), tmp_path)
     path_us = base["metrics"]["lat_actual_p50_us"]
     assert 0 < path_us < 1_000, path_us
-    link = Link(index=0, hosts=("a", "b"), forward=Direction(delay_ns=10_000_000))
+    link = Link(index=0, hosts=("a", "b"), forward=Direction(delay_ns=10_000_000), wire_threads=threads)
     rec = execute(make_run(link, stream(2000, 500)), tmp_path)
+    assert rec["link_counters"]["0"]["threads"] == threads
     m = rec["metrics"]
     assert m["received"] == 2000 and m["lost"] == 0
     added_us = m["lat_actual_p50_us"] - path_us

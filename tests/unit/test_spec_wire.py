@@ -402,3 +402,37 @@ def test_the_guide_examples_of_wire_keys_are_valid() -> None:
                 f'from = "{link["between"][0]}"\nto = "{link["between"][1]}"\npayload = "200 B"\nmessages = 10\n')
         run = runs(text)[0]
         assert run.links[0].needs() - {"rate", "delay", "loss"}, block  # each uses a key beyond rate, delay, loss
+
+
+def test_wire_threads_resolves_needs_the_wire_and_reaches_its_argv() -> None:
+    assert link_of("").wire_threads == 1 and "wire_threads" not in link_of("").needs()
+    link = link_of("wire_threads = 2")
+    assert link.wire_threads == 2 and link.needs() == {"wire_threads"}  # selects the wire engine alone
+    from roughnet.links.choose import ENGINE_FEATURES
+
+    assert "wire_threads" in ENGINE_FEATURES["wire"] and "wire_threads" not in ENGINE_FEATURES["kernel"]
+    # 1, written out, is the default: the run id of a file without the key is unchanged.
+    assert runs(scenario("wire_threads = 1"))[0].run_id == runs(scenario(""))[0].run_id
+    assert runs(scenario("wire_threads = 2"))[0].run_id != runs(scenario(""))[0].run_id
+
+
+@pytest.mark.parametrize(
+    ("keys", "words"),
+    [
+        ("wire_threads = 3", ["link[0].wire_threads", "1 or 2"]),
+        ('wire_threads = 2\nprofile = "hf-modem"', ["link[0].wire_threads", "hf-modem"]),
+        ("wire_threads = 2\nhalf_duplex = {}", ["link[0].wire_threads", "half_duplex"]),
+        ('wire_threads = 2\nmedium = "csma"', ["link[0].wire_threads", "csma"]),
+    ],
+)
+def test_wire_threads_where_the_directions_are_coupled_is_refused(keys: str, words: list[str]) -> None:
+    message = error_of(scenario(keys))
+    for w in words:
+        assert w in message, message
+
+
+def test_wire_threads_on_a_shared_segment_is_refused() -> None:
+    seg = ("[scenario]\nname = \"w\"\n\n" + toml_hosts("a", "b", "c") + '\n[[link]]\nbetween = ["a", "b", "c"]\n'
+           "wire_threads = 2\n" + WORKLOAD)
+    message = error_of(seg)
+    assert "link[0].wire_threads" in message and "shared segment" in message, message

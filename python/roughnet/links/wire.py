@@ -220,6 +220,7 @@ def counters_from_stats(stats: dict[str, Any], config: dict[str, Any],
         **{f"csma_{k}": int(v) for k, v in ((stats.get("link") or {}).get("csma") or {}).items()},
         "uptime_s": _num(stats.get("uptime_s")),
         "seed": stats.get("seed"),
+        "threads": int(stats.get("threads") or 1),  # forwarding threads (wire_threads)
     }
     ports = stats.get("ports")
     if stats.get("segment") and isinstance(ports, list):
@@ -432,7 +433,7 @@ class WireEngine:
         ctl = control_path(topo, link)
         seed = self.seed_for(topo, link)
         argv = [str(self.binary), *where, "--config", "-", "--seed", str(seed), "--control", str(ctl),
-                *self.extra_args]
+                "--threads", str(link.wire_threads), *self.extra_args]
         proc = topo.popen_ns(ns, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, bufsize=1)
         wp = WireProcess(link=link.index, proc=proc, config=config, control=ctl, seed=seed)

@@ -224,6 +224,13 @@ class LinkTable(DirectionTable):
         "frame's serialisation plus the propagation delay `delay`, a sender that finds it busy backs off "
         "(binary exponential, 1 us slots, ns-3's defaults); the wire engine, and the ns3 backend's CSMA "
         'channel). Not with `half_duplex`. Unset: "plain".', None)
+    wire_threads: kinds.integer(1, 2, "1 or 2").type() = _f(
+        "Forwarding threads of the wire engine on this link: 1 (one loop for both directions) or 2 (one thread "
+        "per direction). 2 carries more bulk traffic when the wire is the bottleneck (TCP at zero impairment "
+        "1.5x on 2 cores) but adds to the round trip (about 40 us on an idle 2-vCPU VM: the thread of the "
+        "reply has to wake up) and to the tail of departure times (docs/wire.md); a pair only, not with "
+        "`half_duplex` or `medium = \"csma\"`, which couple the directions. Setting 2 selects the wire engine. "
+        "Unset: 1.", None)
     schedule: list[ScheduleTable] | None = Field(
         None, description="Changes over time (`[[link.schedule]]` entries, see below), in time order.")
     distance_trace: kinds.text("a path to a CSV file of 'time_s,metres' lines").type() = _f(

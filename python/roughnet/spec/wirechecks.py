@@ -87,6 +87,14 @@ def check_wire_link(link: LinkTable, path: str, problems: list[Problem]) -> None
         _check_state(state, link.profile is not None, False, problems)
     _check_schedule(link, path, states, every, problems)
     _check_distance(link, path, every, problems)
+    if link.wire_threads == 2:
+        coupled = ("a shared segment" if len(link.between) > 2 else "half_duplex" if link.half_duplex is not None
+                   else "the hf-modem profile (half duplex)" if link.profile == "hf-modem"
+                   else 'medium = "csma"' if link.medium == "csma" else None)  # fmt: skip
+        if coupled:
+            problems.append(Problem(f"{path}.wire_threads", f"2 threads on {coupled}",
+                                    "1 (one loop): a shared segment, half duplex and CSMA couple the directions; "
+                                    "2 is for a pair with a plain medium", 2))  # fmt: skip
     if link.medium == "csma" and (link.half_duplex is not None or link.profile == "hf-modem"):
         problems.append(Problem(f"{path}.medium", "csma on a half-duplex link",
                                 "one shared medium: medium = \"csma\" or half_duplex (or the hf-modem profile)",

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 #: What a wire in a pod can apply (Link.needs() vocabulary); half duplex, schedules and distance traces are
 #: a medium's or a trace's, shared by hosts, which per-pod wires do not share.
 WIRE_FEATURES = frozenset({"rate", "delay", "jitter", "loss", "queue", "jitter_shape", "reorder", "loss_model",
-                           "duplicate", "corrupt", "overhead", "profile"})
+                           "duplicate", "corrupt", "overhead", "profile", "wire_threads"})
 OUTER, INNER = "rnw0", "rnw1"
 OFFLOADS_OFF = ("tx", "off", "rx", "off")
 #: How long a pod's wire may take to print its ready line.
@@ -152,7 +152,7 @@ class PodWire:
 
     def _start_wire(self) -> None:
         argv = ["/usr/local/bin/roughnet-wire", "--if-a", "eth0", "--if-b", OUTER, "--config", "-", "--seed",
-                str(self.seed)]
+                str(self.seed), "--threads", str(self.link.wire_threads)]
         self.wire = PodProcess(self.kubectl, self.pod, argv, "wire", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, bufsize=1)
         assert self.wire.stdin is not None
