@@ -90,7 +90,9 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         if let Some(t) = intended {
             stats.record(t, actual, free_at);
         }
-        free_at = now_ns();
+        // When the send returned: for the schedule's accounting and the trace only (an unpaced stream without
+        // a trace reads the clock once per message, issue 17).
+        free_at = if intended.is_some() || trace.is_some() { now_ns() } else { actual };
         if warm {
             warmup_sent += 1;
         } else {
@@ -165,6 +167,9 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let (mut first, mut last) = (None, None);
     let mut end_seen: Option<u64> = None;
     output::ready("receiver", &rx.local_addr());
+    // The time as of the last clock read: a message's arrival time serves the checks and the interval clock
+    // of the turn after it, so the loop reads the clock once per message (issue 17).
+    let mut now = now_ns();
     let reason = loop {
         if stop_requested() {
             break EndReason::Signal;
@@ -172,7 +177,6 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         if expected.is_some_and(|e| tracker.complete(e)) {
             break EndReason::Complete;
         }
-        let now = now_ns();
         if now >= give_up {
             break EndReason::Timeout;
         }
@@ -182,9 +186,10 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         }
         let deadline = next_deadline(now, &[give_up, linger_until, intervals.next_ns()]);
         match rx.recv(&mut buf, deadline)? {
-            None => {}
+            None => now = now_ns(),
             Some(n) => {
                 let rt = now_ns();
+                now = rt;
                 let h = match Header::decode(&buf[..n]) {
                     Ok(h) => h,
                     Err(e) => {
@@ -223,7 +228,6 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
                 }
             }
         }
-        let now = now_ns();
         intervals.tick(now);
         if let Some(tr) = trace.as_mut() {
             tr.tick(now);
