@@ -227,8 +227,8 @@ class LinkTable(DirectionTable):
     wire_threads: kinds.integer(1, 2, "1 or 2").type() = _f(
         "Forwarding threads of the wire engine on this link: 1 (one loop for both directions) or 2 (one thread "
         "per direction). 2 carries more bulk traffic when the wire is the bottleneck (TCP at zero impairment "
-        "1.5x on 2 cores) but adds to the round trip (about 40 us on an idle 2-vCPU VM: the thread of the "
-        "reply has to wake up) and to the tail of departure times (docs/wire.md); a pair only, not with "
+        "about 1.8x on 2 cores) but adds to the round trip at zero delay (about 20 us on an idle 2-vCPU VM: "
+        "the thread of the reply has to wake up; docs/wire.md); a pair only, not with "
         "`half_duplex` or `medium = \"csma\"`, which couple the directions. Setting 2 selects the wire engine. "
         "Unset: 1.", None)
     schedule: list[ScheduleTable] | None = Field(
