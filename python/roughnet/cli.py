@@ -150,6 +150,8 @@ def _describe_link(link) -> str:
         body += f", distances from the hosts' positions ({moving} of {len(link.positions)} moving)"
     if link.medium == "csma":
         body += ", CSMA medium"
+    if link.wire_threads == 2:
+        body += ", a wire thread per direction"
     return f"{'-'.join(link.hosts)}: {body}"
 
 

@@ -436,3 +436,10 @@ def test_wire_threads_on_a_shared_segment_is_refused() -> None:
            "wire_threads = 2\n" + WORKLOAD)
     message = error_of(seg)
     assert "link[0].wire_threads" in message and "shared segment" in message, message
+
+
+def test_show_says_when_a_link_has_a_wire_thread_per_direction() -> None:
+    from roughnet.cli import _describe_link
+
+    assert "thread" not in _describe_link(link_of('delay = "5 ms"'))
+    assert _describe_link(link_of('delay = "5 ms"\nwire_threads = 2')) == "a-b: 5 ms, a wire thread per direction"
