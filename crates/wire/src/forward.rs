@@ -5,11 +5,11 @@
 //! stops receiving and drains: frames already queued keep leaving at their times for at most
 //! `DRAIN_NS`. It owns the timing and the I/O counters; the impairment decisions are the core's.
 //!
-//! A link without a shared medium (no half duplex, no CSMA) is served by two such loops, one thread per
-//! direction (`split`): each reads one side only and has its own `Emulator` of which it uses one
-//! direction, so nothing is locked per frame. Half duplex and CSMA couple the two directions and a
-//! segment forwards among N ports: those keep one loop (see docs/wire.md for the measurements behind
-//! this choice).
+//! By default one such loop serves both directions: a reply usually finds it awake (its busy-poll window),
+//! where a second thread would be asleep (docs/wire.md has the measurements). With `--threads 2` a link
+//! without a shared medium (no half duplex, no CSMA) is served by two such loops, one thread per direction
+//! (`split`): each reads one side only and has its own `Emulator` of which it uses one direction, so
+//! nothing is locked per frame.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -115,13 +115,13 @@ pub struct Wire {
     /// Time last given to the core; the core is always fed non-decreasing times.
     last_fed_ns: u64,
     /// Per direction (0 = a_to_b, a segment's uplinks): not partitioned by the control socket as a whole.
-    pub up: [bool; 2],
+    up: [bool; 2],
     inbuf: Vec<(u64, Vec<u8>)>,
     arrivals: Vec<(u64, usize, Vec<u8>)>,
     scratch: Vec<(Side, Vec<u8>, u64)>,
     out: Vec<(usize, Vec<u8>, u64)>,
     /// What the drain after SIGTERM did (for the final stats line).
-    pub stop: Option<Value>,
+    stop: Option<Value>,
     /// Per socket: when its interface was last seen down (ENETDOWN) and not yet up again; such an
     /// interface is looked up every DOWN_CHECK_NS, because the kernel reports ENETDOWN once, when the
     /// interface goes down, and nothing more when it is then removed (`ip link del` does both).
@@ -296,9 +296,6 @@ impl Wire {
         };
         if let (Some(stop), Value::Object(m)) = (&self.stop, &mut line) {
             m.insert("stop".into(), stop.clone());
-        }
-        if let Value::Object(m) = &mut line {
-            m.insert("threads".into(), json!(1));
         }
         line
     }

@@ -86,9 +86,9 @@ struct Args {
     /// (not a shared segment, not half duplex or CSMA, which couple the directions): more throughput when
     /// the wire is the bottleneck, a longer round trip when the machine's idle CPUs are slow to wake (the
     /// thread of the reply sleeps; docs/wire.md).
-    #[arg(long = "threads", value_name = "N", default_value = "1", help_heading = "Timing",
-          value_parser = ["1", "2"])]
-    threads: String,
+    #[arg(long = "threads", value_name = "N", default_value_t = 1, help_heading = "Timing",
+          value_parser = clap::value_parser!(u8).range(1..=2))]
+    threads: u8,
     /// Experiment only (threading-model measurements, docs/wire.md): receive from one side only, so that two
     /// processes, one per direction, stand in for one thread per direction. Default: both.
     #[arg(long = "receive-from", value_name = "SIDE", default_value = "both", hide = true,
@@ -200,22 +200,22 @@ fn run(args: Args) -> Result<(), WireError> {
     };
     let rejected = |e| WireError::Config(format!("{origin}: link configuration rejected: {e}"));
     let coupled = cfg.half_duplex.is_some() || cfg.csma.is_some();
-    let threads = match args.threads.as_str() {
-        "1" => 1,
-        "2" if ports.len() != 2 => {
+    let threads = args.threads;
+    match threads {
+        2 if ports.len() != 2 => {
             return Err(WireError::Config(format!(
                 "--threads 2: a shared segment of {} ports is served by one loop; expected --threads 1",
                 ports.len()
             )))
         }
-        "2" if coupled => {
+        2 if coupled => {
             return Err(WireError::Config(format!(
                 "--threads 2: {origin} has half_duplex or csma, which couple the two directions (one loop); \
                  expected --threads 1"
             )))
         }
-        _ => 2,
-    };
+        _ => {}
+    }
     if threads == 2 && args.receive_from != "both" {
         return Err(WireError::Config("--receive-from needs --threads 1 (it stands in for a thread per direction)".into()));
     }
@@ -261,7 +261,7 @@ fn run(args: Args) -> Result<(), WireError> {
         rx_timestamps: args.rx_timestamps,
         spin_us: args.spin_us,
         control: control.as_ref().map(|c| c.path().display().to_string()),
-        threads,
+        threads: threads.into(),
     };
     emit(&ready_line(&info));
     tracing::info!(ports = ?ports.iter().map(|p| &p.0).collect::<Vec<_>>(), "forwarding");

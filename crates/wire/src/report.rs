@@ -158,6 +158,7 @@ impl LoopStats {
 }
 
 /// One port of the wire: its interface, that interface's MTU, and the MAC of the host behind it (segments).
+#[derive(Clone)]
 pub struct PortInfo {
     pub ifname: String,
     pub mtu: usize,
@@ -165,6 +166,7 @@ pub struct PortInfo {
 }
 
 /// Fixed facts about this wire, repeated in every stats line.
+#[derive(Clone)]
 pub struct WireInfo {
     /// In command-line order: `--if-a`, `--if-b` (a link), or the `--port`s (a segment).
     pub ports: Vec<PortInfo>,
@@ -198,6 +200,7 @@ pub fn stats_line(
     line.insert("if_b".into(), json!(info.ports[1].ifname));
     line.insert("seed".into(), json!(info.seed));
     line.insert("realtime".into(), json!(info.realtime));
+    line.insert("threads".into(), json!(info.threads));
     let mut core = core;
     let mut rest = Map::new();
     if let Value::Object(m) = &mut core {
@@ -255,6 +258,7 @@ pub fn segment_stats_line(
     line.insert("segment".into(), json!(true));
     line.insert("seed".into(), json!(info.seed));
     line.insert("realtime".into(), json!(info.realtime));
+    line.insert("threads".into(), json!(info.threads));
     let mut rest = match core {
         Value::Object(m) => m,
         other => {

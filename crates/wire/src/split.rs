@@ -140,16 +140,7 @@ impl SplitWire {
                     halt: halt.clone(),
                 }),
             };
-            let thread_info = WireInfo {
-                ports: Vec::new(),
-                seed: info.seed,
-                rx_timestamps: info.rx_timestamps,
-                spin_us: info.spin_us,
-                control: None,
-                realtime: info.realtime,
-                threads: 2,
-            };
-            let mut wire = Wire::new(core, socks.clone(), None, thread_info, o);
+            let mut wire = Wire::new(core, socks.clone(), None, info.clone(), o);
             let name = if dir == 0 { "a_to_b" } else { "b_to_a" };
             let handle = std::thread::Builder::new()
                 .name(name.into())
@@ -286,9 +277,6 @@ impl SplitWire {
                     "drain_limit_ms": sa.get("drain_limit_ms").cloned().unwrap_or(Value::Null),
                 }),
             );
-        }
-        if let Value::Object(m) = &mut line {
-            m.insert("threads".into(), json!(2));
         }
         line
     }
