@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import needs, run_all_ok
+from cli_run import RUNS, fetch, needs, roughnet_run, run_all_ok
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
@@ -93,6 +93,29 @@ def test_quickstart_small(tmp_path):
             assert r["lost"] == 0
 
 
+# Why a run over TCP at the top drop rate may end short. Every frame on the medium is dropped with
+# p = 0.25, so an RTO retransmission and the ACK that answers it both get through with p = 0.75² = 0.56,
+# and the retransmission timer doubles after each failure. A capture of one 25 s stall (MQTT at 25 %, 16
+# repeats with `capture = true`): car1's retransmission of one segment reached the broker at +0, +1.7 and
+# +5.1 s and each ACK was dropped, the one at +11.7 s was dropped, the one at +25 s and its ACK got through.
+# Of 28 such runs, one stalled past the 240 s timeout (90 of 150 messages through, the sender's host 11
+# RTOs) and two took 31 and 75 s instead of about 5; once in CI mosquitto closed a subscriber whose
+# keep-alive (1.5 x 30 s) ran out behind such a stall. roughnet records both as they are: a run failed
+# with the connection's error, or one incomplete at its timeout. They are the network's result, not the
+# tool's, so the test accepts them there and only there.
+STALLED_FAILURE = re.compile(r"connection closed by peer|connection reset|broken pipe", re.I)
+
+
+def stalled_by_tcp_backoff(r: dict) -> bool:
+    """``r`` ended short the way a TCP connection stalled in retransmission backoff ends a run."""
+    if r["status"] == "failed":
+        return bool(STALLED_FAILURE.search(r["failure_reason"] or ""))
+    reasons = json.loads(r["validity_reasons"]) if isinstance(r["validity_reasons"], str) else r["validity_reasons"]
+    tcp = json.loads(r["tcp_counters"]) if isinstance(r["tcp_counters"], str) else (r["tcp_counters"] or {})
+    return (r["status"] == "ok" and any("incomplete at timeout" in x for x in reasons or [])
+            and sum(c.get("TCPTimeouts", 0) for c in tcp.values()) > 0)
+
+
 @needs("zenoh", "mqtt", "kafka")
 def test_v2v_loss_latency_does_not_fall_as_drop_rate_rises(tmp_path):
     path = shrink("v2v-loss", {
@@ -102,10 +125,17 @@ def test_v2v_loss_latency_does_not_fall_as_drop_rate_rises(tmp_path):
         "sweep.payload": 'payload = ["10 KB"]',
         "scenario.timeout": 'timeout = "240 s"',
     }, tmp_path)
-    rows = run(path, tmp_path)
+    results = tmp_path / "res"
+    out = roughnet_run(path, results, timeout=1500, report=True, exit_codes=(0, 1))
+    rows = fetch(results, RUNS)
     assert len(rows) == 9
+    stalled = [r for r in rows if param(r, "loss") == "25%" and param(r, "protocol") in ("mqtt", "kafka")
+               and stalled_by_tcp_backoff(r)]
+    assert out.returncode == (1 if any(r["status"] == "failed" for r in stalled) else 0), out.stdout[-3000:]
+    for r in rows:
+        assert r["status"] == "ok" or r in stalled, (r["params"], r["failure_reason"])
     for proto in ("zenoh", "mqtt", "kafka"):
-        by_loss = {param(r, "loss"): r for r in rows if param(r, "protocol") == proto}
+        by_loss = {param(r, "loss"): r for r in rows if param(r, "protocol") == proto and r not in stalled}
         # Reliable settings: nothing lost, whatever the drop rate. (Zenoh at 25 % once lost some:
         # its sender closed after a fixed 3 s wait for the receivers, or sooner when a liveliness
         # query over the lossy link went unanswered; it now follows their tokens and waits as long
@@ -121,7 +151,7 @@ def test_v2v_loss_latency_does_not_fall_as_drop_rate_rises(tmp_path):
                 # sent after it reopened, arrived (received 0, the sender counting the drop).
                 continue
             assert r["lost"] == 0, (proto, loss, r["lost"], r["validity_reasons"], extra.get("sender_transport_drops"))
-        if not by_loss["25%"]["received"]:  # only zenoh's discarded queue (above) leaves nothing to time
+        if "25%" not in by_loss or not by_loss["25%"]["received"]:  # stalled (above), or zenoh's discarded queue
             continue
         # the S0 trend, with slack for noise at the low end: the mean at 25 % is not below the mean at 0 %
         assert by_loss["25%"]["lat_mean_us"] >= by_loss["0%"]["lat_mean_us"], proto
