@@ -95,8 +95,8 @@ def test_quickstart_small(tmp_path):
 
 # Why a run over TCP at the top drop rate may end short. Every frame on the medium is dropped with
 # p = 0.25, so an RTO retransmission and the ACK that answers it both get through with p = 0.75² = 0.56,
-# and the retransmission timer doubles after each failure. A capture of one 25 s stall (MQTT at 25 %, 16
-# repeats with `capture = true`): car1's retransmission of one segment reached the broker at +0, +1.7 and
+# and the retransmission timer doubles after each failure. A capture of one 31 s run with a 25 s stall (MQTT
+# at 25 %, 16 repeats with `capture = true`): car1's retransmission of one segment reached the broker at +0, +1.7 and
 # +5.1 s and each ACK was dropped, the one at +11.7 s was dropped, the one at +25 s and its ACK got through.
 # Of 28 such runs, one stalled past the 240 s timeout (90 of 150 messages through, the sender's host 11
 # RTOs) and two took 31 and 75 s instead of about 5; once in CI mosquitto closed a subscriber whose
