@@ -44,6 +44,7 @@ from .spec.resolve import resolve
 from .spec.schedule import file_axes
 from .spec.sweep import EXCLUDE, axes_of, excludes_of, excluded, label
 from .spec.positions import read_path_files
+from .spec.processes import check_files, resolve_process
 from .spec.timeline import read_trace_files
 
 __all__ = ["plan_sweep", "sweep_from_scenario", "run_id_of", "sweep_id_of", "canonical_json"]
@@ -58,13 +59,13 @@ def _sha256(value: Any) -> str:
 
 
 #: Run fields added after run ids were first stored: hashed only when not empty.
-_RUN_FIELDS_ADDED = ("services", "workloads", "events")
+_RUN_FIELDS_ADDED = ("services", "workloads", "events", "processes")
 #: Workload fields added after run ids were first stored: hashed only when not their default.
 _WORKLOAD_FIELDS_ADDED = {"sync": None, "name": "w1", "also_from": [], "start_ns": 0, "background": False}
 #: Scenario keys added after sweep ids were first stored: hashed only when set.
 _WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync", "name", "start", "background",
                         "ros2")
-_SCENARIO_KEYS_ADDED = ("service", "workloads", "event", "mobility")
+_SCENARIO_KEYS_ADDED = ("service", "workloads", "event", "mobility", "process")
 #: Protocol knobs added after sweep ids were first stored: hashed only when set.
 _KNOB_KEYS_ADDED = ("congestion", "reconnect", "jetstream", "broadcast", "request_reply")
 #: [[link]] keys (and keys of its direction tables) added after sweep ids were first stored: hashed only when set.
@@ -87,6 +88,11 @@ def run_id_of(run: runspec.Run) -> str:
         value = content["workload"].get(key)
         if key in content["workload"] and (value == default or (isinstance(value, tuple) and list(value) == default)):
             content["workload"].pop(key)
+    for event in content.get("events", ()):  # process: added with [[process]]
+        if event.get("process") is None:
+            event.pop("process", None)
+    for proc in content.get("processes", ()):  # where the scenario file is does not change what runs
+        proc.pop("base", None)
     for host in content.get("hosts", ()):  # node: added with the kubernetes backend
         if host.get("node") is None:
             host.pop("node", None)
@@ -265,17 +271,18 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
         if model is not None and not problems:
             traces, problems = read_trace_files(model, base)
             paths, path_problems = read_path_files(model, base)
-            problems = problems + path_problems
+            problems = problems + path_problems + check_files(model.process or [], base)
         if problems or model is None:
             raise ScenarioError(source, _with_origins(problems, origins, data), _run_label(p, total, params))
-        resolved.append((params, resolve(model, traces, paths)))
+        resolved.append((params, (*resolve(model, traces, paths),
+                                  tuple(resolve_process(t, base) for t in model.process or []))))
     if protocol_swept:
         _check_knob_tables(scenario, {w.protocol for _, r in resolved for w in (r[2], *r[4])}, source)
 
     runs: list[runspec.Run] = []
     seen: dict[str, int] = {}
     for rep in range(repeat):
-        for params, (hosts, links, workload, services, workloads, events) in resolved:
+        for params, (hosts, links, workload, services, workloads, events, processes) in resolved:
             run = runspec.Run(
                 scenario=scenario.scenario.name,
                 sweep_id=sweep_id,
@@ -291,6 +298,7 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
                 services=services,
                 workloads=workloads,
                 events=events,
+                processes=processes,
                 series_interval_ns=(units.parse_duration_ns(scenario.scenario.series_interval)
                                     if scenario.scenario.series_interval is not None else 1_000_000_000),
             )

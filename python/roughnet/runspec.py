@@ -205,7 +205,7 @@ class Event:
 
     index: int  # position on the timeline (events sorted by time, file order among equal times)
     at_ns: int  # after t0
-    kind: str  # link | host | service | agent
+    kind: str  # link | host | service | agent | process
     action: str  # down | up | set | isolate | rejoin | kill | stop | start | pause | resume | restart
     target: str  # "link 0", "host sub", "mosquitto", "agent w1@sub": what tables and plots show
     link: int | None = None
@@ -214,9 +214,45 @@ class Event:
     workload: str | None = None
     change: dict[str, Any] | None = None  # link actions: wire-core ScheduledChange JSON (its at_ns unused)
     ends: int | None = None  # index of the earlier event whose fault this one ends
+    process: str | None = None  # process actions: the [[process]] name
 
     def __hash__(self) -> int:
         return hash((self.index, self.at_ns, self.action, self.target))
+
+
+@dataclass(frozen=True)
+class Process:
+    """One ``[[process]]``: a user's program (a command or an OCI image) on a host (docs/applications.md)."""
+
+    name: str
+    host: str
+    command: tuple[str, ...] = ()  # argv; empty for an image
+    image: str | None = None  # the image archive or layout directory, relative to ``base``
+    args: tuple[str, ...] | None = None  # image: replaces CMD
+    entrypoint: tuple[str, ...] | None = None  # image: replaces ENTRYPOINT
+    workdir: str | None = None  # image: working directory inside
+    env: dict[str, str] = field(default_factory=dict)
+    files: tuple[str, ...] = ()  # relative to ``base``, copied into the working folder
+    base: str = ""  # the scenario file's folder (not part of the run id)
+    user: str | None = None  # None: SUDO_UID's user, else nobody
+    start_ns: int = 0  # after t0 (or after ``after`` is ready)
+    after: str | None = None  # a process name or a service kind
+    ready: dict[str, Any] = field(default_factory=dict)  # {} | {"tcp": port} | {"log": regex} | {"delay_ns": n}
+    ready_timeout_ns: int = 30_000_000_000
+    stop_ns: int | None = None  # after t0; None: the run's end
+    stop_signal: str = "SIGTERM"
+    grace_ns: int = 5_000_000_000
+    expect: dict[str, Any] | None = None  # {"exit": n} | {"running": True} | {"signal": "SIGINT"}; None: default
+    metrics: dict[str, Any] | None = None  # {"json_lines": "stdout"|file, "latency": key, "unit": ..} | ...
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.host, self.command, self.image))
+
+    def path(self, relative: str) -> str:
+        """A file named in the scenario (``files``, ``image``) as an absolute path."""
+        import os.path
+
+        return os.path.join(self.base, relative)
 
 
 @dataclass(frozen=True)
@@ -238,6 +274,7 @@ class Run:
     workloads: tuple[Workload, ...] = ()  # [[workload]] entries after the first (``workload``)
     events: tuple[Event, ...] = ()  # [[event]] entries, in time order
     series_interval_ns: int = 1_000_000_000  # runs with a timeline: one interval of the time series
+    processes: tuple[Process, ...] = ()  # [[process]] entries: the user's own programs (docs/applications.md)
 
     def __hash__(self) -> int:
         return hash(self.run_id)

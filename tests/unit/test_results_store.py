@@ -258,9 +258,9 @@ def test_killed_writer_keeps_committed_runs(tmp_path, stream):
 
 def test_format_version_written_and_newer_refused(tmp_path):
     with Store(tmp_path) as store:
-        assert store.format_version() == FORMAT_VERSION == 6
+        assert store.format_version() == FORMAT_VERSION == 7
     con = duckdb.connect(str(tmp_path / "results.duckdb"))
-    con.execute("UPDATE meta SET value = '7' WHERE key = 'format_version'")
+    con.execute("UPDATE meta SET value = '8' WHERE key = 'format_version'")
     con.close()
     with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 6"):
         Store(tmp_path)
@@ -517,7 +517,7 @@ def test_v1_layout_has_no_sync_columns_and_v2_adds_them_last():
     assert not set(SYNC_COLUMNS) & set(v1)
     assert [m.name for m in schema.metrics_of(2)] == v1 + list(SYNC_COLUMNS)
     assert schema.METRIC_BY_NAME["full_sync"].sql_type == "BOOLEAN"
-    with pytest.raises(ResultsError, match="expected 1..6"):
+    with pytest.raises(ResultsError, match="expected 1..7"):
         schema.create_statements(0)
 
 

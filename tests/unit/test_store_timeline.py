@@ -44,7 +44,7 @@ def _columns(con, table: str) -> list[tuple[str, str]]:
 
 
 def test_version_5_has_the_timeline_tables():
-    assert FORMAT_VERSION == 6 and schema.TIMELINE_SINCE == 5 and schema.DISTANCE_SINCE == 6
+    assert FORMAT_VERSION == 7 and schema.TIMELINE_SINCE == 5 and schema.DISTANCE_SINCE == 6 and schema.PROCESSES_SINCE == 7
     assert sorted(migrate.MIGRATIONS) == list(range(FORMAT_VERSION))
     con = duckdb.connect()
     migrate.create(con)
@@ -60,7 +60,13 @@ def test_version_5_has_the_timeline_tables():
     con5 = duckdb.connect()
     migrate.create(con5, 5)
     assert set(schema.TIMELINE_TABLES) & {r[0] for r in con5.execute(
-        "SELECT table_name FROM information_schema.tables").fetchall()} == set(schema.TIMELINE_TABLES) - {"distance"}
+        "SELECT table_name FROM information_schema.tables").fetchall()} == set(schema.TIMELINE_TABLES) - {
+        "distance", "processes", "process_series"}
+    con6 = duckdb.connect()
+    migrate.create(con6, 6)
+    assert set(schema.TIMELINE_TABLES) & {r[0] for r in con6.execute(
+        "SELECT table_name FROM information_schema.tables").fetchall()} == set(schema.TIMELINE_TABLES) - {
+        "processes", "process_series"}
 
 
 def test_round_trip_of_every_timeline_table(tmp_path):
@@ -186,7 +192,7 @@ def test_upgrade_from_v4_creates_the_empty_tables(tmp_path, monkeypatch):
     with pytest.raises(ResultsError, match="needs an upgrade"):
         Store(root, read_only=True)
     with Store(root) as store:
-        assert store.format_version() == FORMAT_VERSION == 6
+        assert store.format_version() == FORMAT_VERSION == 7
         fresh = duckdb.connect()
         migrate.create(fresh)
         for table in ("runs", "receivers", *schema.TIMELINE_TABLES):
@@ -210,7 +216,7 @@ def test_upgrade_from_v0_reaches_the_current_format_with_timeline_tables(tmp_pat
         con.execute(stmt)
     con.close()
     with Store(tmp_path) as store:
-        assert store.format_version() == 6
+        assert store.format_version() == 7
         assert store.workloads("nothing-00000000") == []
         assert store.distance("nothing-00000000") == []
 

@@ -16,6 +16,7 @@ where each run happened: ``backend`` (older runs: "namespace") and
 ``backend_info``.  Version 4 -> 5 creates the (empty) tables of run timelines:
 ``workloads``, ``flows``, ``series``, ``events``, ``recovery`` (docs/timelines.md).
 Version 5 -> 6 creates the (empty) table ``distance`` (issue 16: delivery by sender-receiver distance).
+Version 6 -> 7 creates the (empty) tables ``processes`` and ``process_series`` (the user's own processes).
 docs/results-format.md describes every step.
 """
 
@@ -210,6 +211,12 @@ def _v5_to_v6(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(schema.create_statements(6)[-1])
 
 
+def _v6_to_v7(con: duckdb.DuckDBPyConnection) -> None:
+    """Version 6 -> 7: the (empty) tables ``processes`` and ``process_series`` (older runs had no user processes)."""
+    for stmt in schema.create_statements(7)[-2:]:
+        con.execute(stmt)
+
+
 #: from-version -> function upgrading a connection to from-version + 1.
 MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     0: _v0_to_v1,
@@ -218,6 +225,7 @@ MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 

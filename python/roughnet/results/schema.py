@@ -18,7 +18,7 @@ from roughnet.errors import ResultsError
 #: Layout version written into ``meta.format_version``.  Bump it, add a
 #: migration in ``migrate.MIGRATIONS`` and describe the change in
 #: docs/results-format.md whenever a table or column changes.
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,16 @@ TIMELINE_SINCE = 5
 #: Format 6: ``distance``, what the messages of runs whose hosts have positions (issue 16) delivered by the
 #: distance between sender and receiver at each message's send time (``mobility.distance``).
 DISTANCE_SINCE = 6
-#: The timeline tables, in the order ``create_statements`` makes them (``distance`` from format 6).
-TIMELINE_TABLES: tuple[str, ...] = ("workloads", "flows", "series", "events", "recovery", "distance")
+#: Format 7: the user's own processes ([[process]], docs/applications.md): ``processes``, one row per process of a
+#: run (its final state against the expected one, CPU, memory, its TCP connections' totals from the kernel, its
+#: own latency distribution), and ``process_series``, per process, interval and named value (``source`` "tcp":
+#: sampled from the kernel's tcp_info; "app": the numbers the process offered).
+PROCESSES_SINCE = 7
+#: The timeline tables, in the order ``create_statements`` makes them (``distance`` from format 6, the process
+#: tables from format 7).
+TIMELINE_TABLES: tuple[str, ...] = ("workloads", "flows", "series", "events", "recovery", "distance", "processes",
+                                    "process_series")
+_SINCE = {"distance": DISTANCE_SINCE, "processes": PROCESSES_SINCE, "process_series": PROCESSES_SINCE}
 
 
 def timeline_tables(version: int | None = None) -> tuple[str, ...]:
@@ -147,7 +155,7 @@ def timeline_tables(version: int | None = None) -> tuple[str, ...]:
     version = FORMAT_VERSION if version is None else version
     if version < TIMELINE_SINCE:
         return ()
-    return tuple(t for t in TIMELINE_TABLES if t != "distance" or version >= DISTANCE_SINCE)
+    return tuple(t for t in TIMELINE_TABLES if version >= _SINCE.get(t, TIMELINE_SINCE))
 
 _KEY: tuple[tuple[str, str], ...] = (("sweep_id", "VARCHAR NOT NULL"), ("run_id", "VARCHAR NOT NULL"))
 _LATENCY = (("lat_p50_us", "DOUBLE"), ("lat_p90_us", "DOUBLE"), ("lat_p99_us", "DOUBLE"), ("lat_max_us", "DOUBLE"))
@@ -259,6 +267,48 @@ RECOVERY_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: processes: one per [[process]] of a run (``apps.results``).
+PROCESS_COLUMNS: tuple[tuple[str, str], ...] = (
+    *_KEY,
+    ("position", "INTEGER"),
+    ("name", "VARCHAR NOT NULL"),
+    ("host", "VARCHAR"),
+    ("kind", "VARCHAR"),
+    ("run_as", "VARCHAR"),
+    ("started_s", "DOUBLE"),
+    ("ready_s", "DOUBLE"),
+    ("ended_s", "DOUBLE"),
+    ("final", "JSON"),
+    ("expected", "JSON"),
+    ("ok", "BOOLEAN"),
+    ("reason", "VARCHAR"),
+    ("restarts", "INTEGER"),
+    ("cpu_s", "DOUBLE"),
+    ("rss_max_bytes", "BIGINT"),
+    ("tcp_connections", "INTEGER"),
+    ("tcp_retrans", "BIGINT"),
+    ("tcp_bytes_sent", "BIGINT"),
+    ("tcp_bytes_acked", "BIGINT"),
+    ("tcp_bytes_received", "BIGINT"),
+    ("tcp_rtt_us", "DOUBLE"),
+    ("app_count", "BIGINT"),
+    *_LATENCY,
+    ("extra", "JSON"),
+)
+#: process_series: per process, interval and named value.
+PROCESS_SERIES_COLUMNS: tuple[tuple[str, str], ...] = (
+    *_KEY,
+    ("position", "INTEGER"),
+    ("process", "VARCHAR NOT NULL"),
+    ("source", "VARCHAR"),
+    ("name", "VARCHAR"),
+    ("t_s", "DOUBLE"),
+    ("interval_s", "DOUBLE"),
+    ("value", "DOUBLE"),
+    ("extra", "JSON"),
+)
+
+
 def timeline_columns(table: str, version: int | None = None) -> list[tuple[str, str]]:
     """(column, type) of a timeline table in format ``version`` (default: the current one), in table order
     (types as in the DDL, NOT NULL included).  ``workloads`` and ``flows`` end with the metric columns of that version."""
@@ -272,6 +322,8 @@ def timeline_columns(table: str, version: int | None = None) -> list[tuple[str, 
         "events": list(EVENT_COLUMNS),
         "recovery": list(RECOVERY_COLUMNS),
         "distance": list(DISTANCE_COLUMNS),
+        "processes": list(PROCESS_COLUMNS),
+        "process_series": list(PROCESS_SERIES_COLUMNS),
     }.get(table)
     if cols is None:
         raise ResultsError(f"timeline table {table!r}: unknown; expected one of {TIMELINE_TABLES}")

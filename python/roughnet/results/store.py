@@ -786,12 +786,22 @@ class Store:
         ``distance``."""
         return self._timeline_table("distance", sweep_id, run_id)
 
+    def processes(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The stored rows of the runs' user processes (one per [[process]] of a run), as in the record's
+        ``processes``."""
+        return self._timeline_table("processes", sweep_id, run_id)
+
+    def process_series(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Per process, interval and named value (``source`` "tcp" or "app"), as in the record's
+        ``process_series``."""
+        return self._timeline_table("process_series", sweep_id, run_id)
+
     def timelines(self, sweep_id: str, run_id: str | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
         """run_id -> {table: rows} for the runs of a sweep (or one run) with rows in any timeline table, in plan
         order; each run has every key of ``schema.TIMELINE_TABLES`` but ``distance`` (``distance()`` reads it)
         (an empty list where it has none)."""
         out: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        names = [t for t in schema.TIMELINE_TABLES if t != "distance"]
+        names = [t for t in schema.TIMELINE_TABLES if t not in ("distance", "processes", "process_series")]
         tables = {t: self._timeline_table(t, sweep_id, run_id) for t in names}
         order = [r[0] for r in self.con.execute(
             "SELECT run_id FROM runs WHERE sweep_id = ? ORDER BY run_index, repeat, run_id", [sweep_id]).fetchall()]

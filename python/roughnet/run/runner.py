@@ -97,6 +97,12 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
             raise PreflightError(f"run {run.index}: this roughnet-agent has no pattern {w.pattern!r}")
         engines[run.run_id] = backend.engines(run, caps)
     backend.check(sweep, caps)
+    if any(r.processes for r in sweep.runs):  # the user's own programs (docs/applications.md)
+        if backend.name != "namespace":
+            raise PreflightError(_no_processes(backend.name))
+        from .. import apps
+
+        apps.preflight(sweep)
     if backend.name == "namespace":  # services and captures on this machine: the tools must be here
         if any(r.services for r in sweep.runs):
             from .. import services
@@ -104,6 +110,14 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
             services.preflight(sweep)
         capture.preflight(sweep)  # --- packet capture: tcpdump present when a link asks for capture
     return Preflight(agent_path, agent, caps, engines, backend)
+
+
+def _no_processes(backend: str) -> str:
+    if backend == "ns3":
+        return ("[[process]]: the ns3 backend simulates its hosts and cannot run a real program; run the "
+                "scenario on the namespace backend (the default)")
+    return (f"[[process]]: the {backend} backend does not run user processes yet (only the namespace backend "
+            f"does; docs/applications.md)")
 
 
 def _now_iso() -> str:
@@ -239,6 +253,12 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
         def watch():
             return services.check_alive(handles)
     captures = capture.start(run, topology, artifacts)  # --- packet capture (capture = true): tcpdump up
+    procs = None
+    if run.processes:  # the user's own programs: prepared now, started from t0 (apps.supervisor)
+        from ..apps.supervisor import Supervisor
+
+        procs = Supervisor(run, topology, artifacts, handles, topology.ledger)
+        procs.prepare()
     try:
         cpu = CpuSampler()
         cpu.start()
@@ -250,14 +270,21 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
                 def watch_services(down):
                     return services.check_alive([h for h in handles if not down(h)]) if handles else None
                 timeline = tl.run_timeline(run, pf.agent_path, topology, link_engines, handles, artifacts,
-                                           broker_of, extra, agents, watch_services)
+                                           broker_of, extra, agents, watch_services, processes=procs)
             else:
                 specs = agent_specs(run, topology.address, broker_of, extra)
+                if procs is not None:
+                    procs.start(time.monotonic_ns())
                 if hasattr(topology, "run_agents"):  # agents played by the environment (the ns3 backend's simulation)
                     agents.extend(topology.run_agents(run, artifacts, specs))
                 else:
                     agents.extend(run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch))
+            if procs is not None:  # the processes the run waits for: their stop times, their exits
+                procs.wait(procs.t0_ns + run.workload.timeout_ns, watch=watch)
+                procs.finish()
         finally:
+            if procs is not None:
+                procs.abort()
             cpu_stats = cpu.stop()
         if getattr(topology, "simulated", False):  # a busy machine cannot distort simulated time: not judged
             cpu_stats = {**cpu_stats, "saturated_fraction": None}
@@ -275,6 +302,8 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
             tl.fill_record(record, run, timeline, tcp_deltas, link_counters, cpu_stats)
         else:
             _fill_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
+        if procs is not None:
+            _fill_processes(record, procs)
         if captures:  # --- packet capture: stop tcpdump, pcap_* metrics from its files
             capture.stop(captures)
             sender_result = agents[-1].result if agents else None
@@ -282,6 +311,25 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
                                                      capture.messages_sent(sender_result)))
     finally:
         capture.stop(captures)
+
+
+def _fill_processes(record: dict[str, Any], procs) -> None:
+    """The user processes' rows, series and histograms in the record; a process whose final state is not the
+    expected one (or that never became ready) fails the run, which keeps every figure measured."""
+    rows, series, hists = procs.records()
+    record["processes"] = rows
+    record["process_series"] = series
+    record["histograms"].extend(hists)
+    for p in procs.procs:
+        p.collect_workdir()
+    why = procs.verdict()
+    if why:
+        record["status"] = "failed"
+        record["failure_reason"] = why if not record.get("failure_reason") else f"{record['failure_reason']}; {why}"
+        tails = [f"--- process {p.name} (stderr)\n{p.stderr_tail()}" for p in procs.procs
+                 if p.judge() and p.stderr_tail().strip()]
+        if tails:
+            record["stderr_tail"] = "\n".join([record.get("stderr_tail") or "", *tails]).strip()[-4000:]
 
 
 #: Link counter keys that count since the engine applied the link (prefixes); the others are levels or settings.

@@ -148,6 +148,7 @@ class EventRunner:
         self.paused: set[str] = set()
         self.isolated: set[str] = set()
         self.killed_agents: set[int] = set()
+        self.processes: Any = None  # apps.supervisor.Supervisor of the run's [[process]] entries, if any
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -192,6 +193,10 @@ class EventRunner:
             return self._host(e)
         if e.kind == "service":
             return self._service(e)
+        if e.kind == "process":
+            if self.processes is None:
+                raise RuntimeError(f"no process {e.process} in this run")
+            return self.processes.event(e.action, e.process or "")
         return self._agent(e)
 
     def _link(self, e: Event) -> str:
@@ -318,7 +323,7 @@ class EventRunner:
 
 
 def run_timeline(run: Run, agent_path: Path, topology, link_engines: dict[int, Any], handles: list,
-                 artifacts: Path, broker_of, extra, agents: list, watch_services) -> Timeline:
+                 artifacts: Path, broker_of, extra, agents: list, watch_services, processes=None) -> Timeline:
     """Receivers of every flow, t0, senders at their workloads' starts, events; everyone's results.
 
     ``watch_services(ignore)`` returns why the run must stop (a service died that no event took down).
@@ -326,6 +331,7 @@ def run_timeline(run: Run, agent_path: Path, topology, link_engines: dict[int, A
     """
     flows = plan_flows(run, topology.address, broker_of, extra, artifacts)
     events = EventRunner(run, topology, link_engines, handles, flows)
+    events.processes = processes  # apps.supervisor.Supervisor: the user's processes, for their events
 
     def watch():
         return watch_services(events.is_down) if watch_services else None
@@ -341,6 +347,8 @@ def run_timeline(run: Run, agent_path: Path, topology, link_engines: dict[int, A
             for a in f.receivers:
                 a.wait_ready(min(READY_TIMEOUT_S, max(10.0, timeout_s)))
         t0 = time.monotonic_ns()
+        if processes is not None:
+            processes.start(t0)
         events.start(t0)
         deadline = t0 + int((timeout_s + DRAIN_GRACE_S) * 1e9)
         for f in sorted(flows, key=lambda f: (f.workload.start_ns, f.index)):
@@ -356,6 +364,8 @@ def run_timeline(run: Run, agent_path: Path, topology, link_engines: dict[int, A
                 end = min(deadline, time.monotonic_ns() + int(DRAIN_GRACE_S * 1e9)) if sender_gone else deadline
                 if not _wait(a, end, watch):
                     a.stop()
+        if processes is not None:  # the user's processes the run waits for (events go on meanwhile)
+            processes.wait(t0 + run.workload.timeout_ns, watch=watch)
         end_ns = time.monotonic_ns()
         events.finish(max(1.0, (deadline - end_ns) / 1e9))
         records = sorted(events.records + events.cancelled(), key=lambda r: r["index"])

@@ -24,6 +24,7 @@ from .kinds import has_placeholder
 from .directions import merged_direction
 from .model import DIRECTION_KEYS, KNOB_TABLES, DirectionTable, EventTable, Scenario, WorkloadTable
 from .problems import Problem
+from .processes import check_processes
 from .receivers import receivers
 from .services import needed_kind
 from .syncspec import check_sync
@@ -65,6 +66,8 @@ def check_scenario(s: Scenario) -> list[Problem]:
         _check_services(view, hosts, found)
         problems += [_at_path(p, path) for p in found]
     _check_timeline(s, hosts, problems)
+    if s.process:
+        check_processes(s.process, hosts, {svc.kind for svc in s.service}, problems)
     _check_report(s, problems)
     return problems
 
@@ -111,7 +114,9 @@ UNDO = {"down": "up", "isolate": "rejoin", "kill": "start", "stop": "start", "pa
 
 
 def event_kind(e: EventTable) -> str:
-    """link, host, service or agent (a kill with ``workload``)."""
+    """link, host, service, process (an action with ``process``) or agent (a kill with ``workload``)."""
+    if e.process is not None and EVENT_KINDS[e.action] == "service":
+        return "process"
     return "agent" if e.action == "kill" and e.workload is not None else EVENT_KINDS[e.action]
 
 
@@ -164,8 +169,9 @@ def _check_timeline(s: Scenario, hosts: set[str] | None, problems: list[Problem]
                 problems.append(Problem(f"{path}.for", f"the {UNDO[e.action]} would come after the end of the run "
                                         f"([scenario] timeout {s.scenario.timeout})", "at + for within the run",
                                         e.for_))  # fmt: skip
-        wanted = {"link": ("link",), "host": ("host",), "service": ("service",), "agent": ("workload", "host")}[kind]
-        for key in ("link", "host", "service", "workload"):
+        wanted = {"link": ("link",), "host": ("host",), "service": ("service",), "agent": ("workload", "host"),
+                  "process": ("process",)}[kind]
+        for key in ("link", "host", "service", "workload", "process"):
             value = getattr(e, key)
             if key in wanted and value is None:
                 problems.append(Problem(f"{path}.{key}", f"missing key: a {kind} action ({e.action}) needs {key}",
@@ -186,6 +192,10 @@ def _check_timeline(s: Scenario, hosts: set[str] | None, problems: list[Problem]
             problems.append(Problem(f"{path}.service", "no [[service]] of this kind",
                                     "a declared service kind (" + (", ".join(sorted(kinds_declared)) or "none") + ")",
                                     e.service))  # fmt: skip
+        process_names = [p.name for p in s.process or []]
+        if e.process is not None and _concrete(e.process) and e.process not in process_names:
+            problems.append(Problem(f"{path}.process", "no [[process]] of this name",
+                                    "one of " + (", ".join(process_names) or "(none)"), e.process))
         if e.workload is not None and _concrete(e.workload) and e.workload not in names:
             problems.append(Problem(f"{path}.workload", "no workload of this name",
                                     "one of " + ", ".join(names), e.workload))  # fmt: skip
@@ -212,6 +222,7 @@ _EVENT_TARGET = {
     "host": "host = \"<a host name>\"",
     "service": "service = \"<a [[service]] kind>\"",
     "workload": "workload = \"<a workload name>\"",
+    "process": "process = \"<a [[process]] name>\"",
 }
 
 

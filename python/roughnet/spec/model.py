@@ -30,6 +30,7 @@ from .knobs import (
     ZmqKnobs,
 )
 from .positions import POSITION, VEHICLE, MobilityTable, PathPointTable
+from .processes import PROCESS_NAME, ExpectTable, MetricsTable, ProcessTable, ReadyTable
 from .receivers import TO
 from .services import SERVICE_TABLES, AnyService
 from .syncspec import SyncTable
@@ -278,6 +279,9 @@ class EventTable(DirectionTable):
     service: kinds.choice(runspec.SERVICE_KINDS).type() = _f(
         "The service of a service action: a [[service]] kind of the scenario.", None)
     workload: WORKLOAD_NAME.type() = _f("The workload whose agent on `host` an agent action kills.", None)
+    process: PROCESS_NAME.type() = _f(
+        "The [[process]] of a process action (the service actions: kill, stop, start, pause, resume, restart; "
+        "stop sends its `stop_signal`).", None)
     direction: DIRECTION_CHOICE.type() = _f(
         "Link actions: the direction a down, up or set applies to: " + DIRECTION_CHOICE.expected + ".", "both")
 
@@ -401,6 +405,9 @@ class Scenario(_Table):
         default_factory=list,
         description="Managed services (brokers, routers), at most one per kind; each must be used by some run "
         "(mqtt: mosquitto, kafka: kafka, nats: nats, zenoh with mode = \"client\": zenoh-router).")
+    process: list[ProcessTable] | None = Field(
+        None, description="The user's own programs on the scenario's hosts (`[[process]]` entries, "
+        "docs/applications.md).")
     report: ReportTable | None = Field(None, description="Hints for the report.")
     mobility: MobilityTable | None = Field(
         None, description="Vehicle mobility for hosts with `vehicle = \"...\"`: a SUMO floating-car-data file.")
@@ -423,6 +430,10 @@ def model_tables() -> list[tuple[str, type[BaseModel]]]:
         ("[[link.distance]]", DistanceTable),
         ("[workload]", WorkloadTable),
         ("[[event]]", EventTable),
+        ("[[process]]", ProcessTable),
+        ("ready = { ... }", ReadyTable),
+        ("expect = { ... }", ExpectTable),
+        ("metrics = { ... }", MetricsTable),
         *((f"[workload.{proto}]", table) for proto, table in KNOB_TABLES.items()),
         ("[workload.sync]", SyncTable),
         *((f'[[service]] kind = "{kind}"', table) for kind, table in SERVICE_TABLES.items()),

@@ -98,7 +98,7 @@ def events(s: Scenario) -> tuple[runspec.Event, ...]:
     for n, (at, i, sub, e, action, of) in enumerate(entries):
         kind = event_kind(e)
         target = {"link": f"link {e.link}", "host": f"host {e.host}", "service": str(e.service),
-                  "agent": f"agent {e.workload}@{e.host}"}[kind]  # fmt: skip
+                  "agent": f"agent {e.workload}@{e.host}", "process": f"process {e.process}"}[kind]  # fmt: skip
         ends = position[(of, 0)] if of is not None else None
         if ends is None and action in UNDO.values():  # an explicit up/rejoin/start/resume ends the last fault
             ends = last_fault.pop(target, None)
@@ -109,7 +109,7 @@ def events(s: Scenario) -> tuple[runspec.Event, ...]:
             change = _link_change(s.link[e.link], e, action)
         out.append(runspec.Event(index=n, at_ns=at, kind=kind, action=action, target=target, link=e.link,
                                  host=e.host, service=e.service, workload=e.workload, change=change,
-                                 ends=ends))  # fmt: skip
+                                 ends=ends, process=e.process))  # fmt: skip
     return tuple(out)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import RoughnetError, TopologyError
 from ..runspec import Link, Run
 from . import inns, naming, overlay
-from .ledger import Ledger, process_start_time
+from .ledger import Ledger, process_start_time, remove_other
 from .system import delete_ns, ns_exec, ns_exists, pids_in_namespaces, run_all, run_cmd, stop_processes
 
 log = logging.getLogger(__name__)
@@ -504,6 +504,8 @@ class Topology:
         for child in self._children.values():
             if child.poll() is None:
                 errors.append(f"process {child.pid} did not exit")
+        _, other_errors = remove_other(entries)  # containers, working folders, /etc/netns files
+        errors.extend(other_errors)
         ours = []
         for ns in reversed(all_ns):
             if not ns.startswith(f"{naming.NS_PREFIX}{self.token}"):

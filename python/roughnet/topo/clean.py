@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RoughnetError, TopologyError
-from .ledger import DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, owner_alive, process_alive, process_start_time, read_ledger
+from .ledger import (DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, owner_alive, process_alive, process_start_time, read_ledger,
+                     remove_other)
 from .naming import NS_PREFIX
 from .system import delete_ns, list_namespaces, netns_pids, ns_exists, stop_processes
 
@@ -70,6 +71,9 @@ def _ledger_leftovers(path: Path, entries: list[dict]) -> list[Leftover]:
     run_id = owner.get("run_id")
     out: list[Leftover] = []
     for e in entries:
+        if e.get("kind") in ("path", "container") or e.get("cleaner"):
+            out.append(Leftover(str(e.get("kind")), str(e.get("path") or e.get("id") or e), str(path), run_id))
+    for e in entries:
         if e.get("kind") == "process" and process_alive(int(e.get("pid", -1)), e.get("start_time")):
             out.append(Leftover("process", f"{e['pid']} ({e.get('argv0', '?')}) in {e.get('ns', '?')}",
                                 str(path), run_id))
@@ -115,6 +119,9 @@ def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
     procs = [(int(e["pid"]), e.get("start_time")) for e in entries if e.get("kind") == "process"]
     signalled = set(stop_processes(procs))
     removed += [str(x) for x in leftovers if x.kind == "process" and int(x.name.split()[0]) in signalled]
+    other, other_errors = remove_other(entries)  # containers, working folders, /etc/netns files
+    removed += other
+    failures += other_errors
     for e in entries:
         if e.get("kind") == "k8s-pods":
             try:

@@ -23,6 +23,60 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEDGER_DIR = Path("/run/roughnet/ledger")
 LEDGER_SUFFIX = ".jsonl"
+#: Files and folders a ``path`` entry may name (anything else is left alone, with a warning).
+PATH_PREFIXES = ("/var/lib/roughnet/work/", "/etc/netns/rn-")
+
+
+def remove_path(entry: dict[str, Any]) -> str | None:
+    """Remove the file or folder of a ``{"kind": "path"}`` entry (only below PATH_PREFIXES); its description
+    when something was removed."""
+    import shutil
+
+    path = str(entry.get("path", ""))
+    if not path.startswith(PATH_PREFIXES) or ".." in Path(path).parts:
+        log.warning("ledger names path %r outside roughnet's folders; left alone", path)
+        return None
+    p = Path(path)
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    elif p.exists() or p.is_symlink():
+        p.unlink(missing_ok=True)
+    else:
+        return None
+    return f"path {path}"
+
+
+def run_cleaner(entry: dict[str, Any]) -> str | None:
+    """An entry whose ``cleaner`` names a roughnet module (``{"kind": "container", "cleaner":
+    "roughnet.apps.images", ...}``): that module's ``clean_entry(entry)`` removes the object (the layer that made
+    it knows how; topo imports it by name, so it depends on no such layer).  Its description, or None."""
+    import importlib
+
+    name = str(entry.get("cleaner", ""))
+    if not name.startswith("roughnet.") or not name.replace(".", "").replace("_", "").isalnum():
+        log.warning("ledger entry %s names cleaner %r: not a roughnet module; left alone", entry, name)
+        return None
+    return importlib.import_module(name).clean_entry(entry)
+
+
+def remove_other(entries: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Remove what the ``path`` and ``cleaner`` entries name, last first; (descriptions, errors)."""
+    done: list[str] = []
+    errors: list[str] = []
+    for e in reversed(entries):
+        try:
+            if e.get("cleaner"):
+                what = run_cleaner(e)
+            elif e.get("kind") == "path":
+                what = remove_path(e)
+            else:
+                continue
+        except Exception as ex:  # noqa: BLE001 - the others still go
+            errors.append(f"{e.get('kind')} {e}: {ex}")
+            continue
+        if what:
+            done.append(what)
+    return done, errors
 
 
 def process_start_time(pid: int) -> int | None:
