@@ -262,7 +262,7 @@ def test_format_version_written_and_newer_refused(tmp_path):
     con = duckdb.connect(str(tmp_path / "results.duckdb"))
     con.execute("UPDATE meta SET value = '8' WHERE key = 'format_version'")
     con.close()
-    with pytest.raises(ResultsError, match=r"format version 7.*newer.*up to 6"):
+    with pytest.raises(ResultsError, match=r"format version 8.*newer.*up to 7"):
         Store(tmp_path)
 
 
