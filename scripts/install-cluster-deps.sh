@@ -7,7 +7,7 @@
 # during the install is stopped again, by PID (processes that ran before are left alone).
 set -euo pipefail
 PKGS=(containerd runc etcd-server etcd-client containernetworking-plugins busybox-static
-      iptables conntrack socat openssl)
+      iptables conntrack socat openssl tini)
 DAEMONS='^(containerd|etcd)$'
 missing=()
 for p in "${PKGS[@]}"; do
