@@ -21,7 +21,7 @@ from .problems import Problem
 from .sweep import NAME_FIELD, axes_of, is_table_axis, table_fields
 
 #: Top-level tables whose strings may hold placeholders.
-SUBSTITUTED = ("host", "link", "workload", "workloads", "service", "event")
+SUBSTITUTED = ("host", "link", "workload", "workloads", "service", "event", "process")
 _SYNTAX = ("${name} where name is a [sweep] key (lowercase letters, digits and '_'), or ${name.field} for a "
            "field of a table axis")
 
@@ -58,8 +58,8 @@ def check_placeholders(data: dict[str, Any]) -> list[Problem]:
                 continue
             if table not in SUBSTITUTED:
                 problems.append(Problem(path, f"placeholders are not allowed in [{table}]",
-                                        "a literal value (placeholders go in [[host]], [[link]], [workload] and "
-                                        "[[service]])",
+                                        "a literal value (placeholders go in [[host]], [[link]], [workload], "
+                                        "[[service]] and [[process]])",
                                         text))  # fmt: skip
                 continue
             if _malformed(text):
