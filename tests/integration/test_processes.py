@@ -1,0 +1,288 @@
+"""The user's own processes ([[process]], docs/applications.md) in real runs: what roughnet reads from the
+kernel agrees with an independent meter, final states are judged, events act on processes, and a killed
+roughnet leaves nothing after `roughnet clean`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from cli_run import ROUGHNET, roughnet_run
+
+from roughnet.topo.ledger import process_start_time
+
+pytestmark = pytest.mark.root
+
+HEAD = """
+[scenario]
+name = "apps-{name}"
+timeout = "60 s"
+seed = 7
+
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+
+[[link]]
+between = ["a", "b"]
+engine = "wire"
+{link}
+
+[workload]
+pattern = "stream"
+protocol = "udp"
+from = "a"
+to = ["b"]
+messages = 20
+payload = "100 B"
+rate = "20 msg/s"
+"""
+
+
+def _record(results: Path) -> dict:
+    (path,) = list(results.glob("runs/*/*/record.json"))
+    return json.loads(path.read_text())
+
+
+def _proc(record: dict, name: str) -> dict:
+    return next(p for p in record["processes"] if p["name"] == name)
+
+
+def test_iperf3_as_user_processes_agrees_with_iperf3s_own_figures(tmp_path):
+    """iperf3 server and client as user processes over a wire link (5 ms each way, 20 Mbit/s, 1 % seeded loss
+    from a to b): the client's data connection as roughnet read it from the kernel (sock_diag, final state from
+    the destroy broadcast) against iperf3's own -J report, an independent meter of the same sockets.
+
+    Bounds, from what each side reads and when:
+    - retransmissions: iperf3 reads tcpi_total_retrans once, when its test ends; the segments still in flight
+      then (a window of about 20-60 at this rate and RTT) may be resent after that read, and roughnet's figure
+      is the socket's last. At 1 % loss that adds Poisson(<= 0.6) retransmissions: more than 8 has odds below
+      1e-8. roughnet's is never lower.
+    - bytes: the server's kernel received iperf3's 37-byte cookie and every byte iperf3's server read
+      (sum_received), plus at most a receive buffer (tcp_rmem's ceiling) it had not read when the test ended.
+    - RTT: the link's 10 ms round trip is a floor no sample can go under; min_rtt is within a few ms of it
+      (queueing at 20 Mbit/s adds at most the wire's queue).
+    - the link did drop frames: 3 s at 20 Mbit/s is ~5000 segments, so P(no loss at 1 %) is about e^-50.
+    """
+    scenario = tmp_path / "iperf.toml"
+    scenario.write_text(HEAD.format(name="iperf", link='rate = "20 Mbit/s"\ndelay = "5 ms"\n'
+                                    '[link.forward]\nloss = "1%"\n') + """
+[[process]]
+name = "srv"
+host = "b"
+command = ["iperf3", "-s", "-1", "--forceflush"]
+ready = { log = "Server listening" }
+
+[[process]]
+name = "cli"
+host = "a"
+after = "srv"
+command = ["iperf3", "-c", "b", "-t", "3", "-J", "--logfile", "client.json"]
+""")
+    results = tmp_path / "results"
+    roughnet_run(scenario, results, timeout=180)
+    rec = _record(results)
+    assert rec["status"] == "ok", rec["failure_reason"]
+    srv, cli = _proc(rec, "srv"), _proc(rec, "cli")
+    assert srv["ok"] and cli["ok"] and srv["final"] == {"exit": 0} == cli["final"]
+    assert cli["run_as"].startswith("nobody")
+    run_dir = next(results.glob("runs/*/*/"))
+    iperf = json.loads((run_dir / "process-cli" / "client.json").read_text())
+    sent = iperf["end"]["sum_sent"]
+    received = iperf["end"]["sum_received"]["bytes"]
+    data = max(cli["connections"], key=lambda c: c["bytes_acked"])  # the data stream (the other: control)
+    assert data["dport"] == 5201 and data["closed"]
+    assert sent["retransmits"] > 0  # the loss was there
+    assert 0 <= data["total_retrans"] - sent["retransmits"] <= 8, (data["total_retrans"], sent["retransmits"])
+    served = max(srv["connections"], key=lambda c: c["bytes_received"])
+    rmem = int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[2])
+    assert 0 <= served["bytes_received"] - 37 - received <= rmem, (served["bytes_received"], received)
+    assert served["total_retrans"] == 0  # the reverse direction loses nothing
+    assert 10_000 <= data["min_rtt_us"] <= 15_000, data["min_rtt_us"]
+    assert data["rtt_us_mean"] >= 10_000
+    con = duckdb.connect(str(results / "results.duckdb"), read_only=True)
+    rows = con.execute("select name, ok, tcp_retrans from processes order by position").fetchall()
+    assert [r[:2] for r in rows] == [("srv", True), ("cli", True)]
+    names = {r[0] for r in con.execute("select name from process_series where process = 'cli' and source = 'tcp'")
+             .fetchall()}
+    assert {"rtt_us", "retrans", "bytes_acked"} <= names
+
+
+def test_a_final_state_other_than_expected_fails_the_run_with_the_reason_and_keeps_its_figures(tmp_path):
+    scenario = tmp_path / "states.toml"
+    scenario.write_text(HEAD.format(name="states", link='delay = "1 ms"') + """
+[[process]]
+name = "bad"
+host = "a"
+command = ["sh", "-c", "echo boom >&2; exit 3"]
+
+[[process]]
+name = "srv"
+host = "b"
+command = ["sleep", "30"]
+stop = "1500 ms"
+expect = { running = true }
+
+[[process]]
+name = "early"
+host = "b"
+command = ["sleep", "0.2"]
+expect = { running = true }
+
+[[process]]
+name = "dies"
+host = "a"
+command = ["sh", "-c", "kill -INT $$"]
+expect = { signal = "SIGINT" }
+""")
+    results = tmp_path / "results"
+    roughnet_run(scenario, results, timeout=120, exit_codes=(1,))
+    rec = _record(results)
+    assert rec["status"] == "failed"
+    reason = rec["failure_reason"]
+    assert "process 'bad': expected exit 0, got exit 3" in reason, reason
+    assert "process 'early': expected it still running when stopped, but it ended by itself (exit 0)" in reason
+    assert "'srv'" not in reason and "'dies'" not in reason
+    assert "boom" in rec["stderr_tail"]
+    assert rec["metrics"]["received"] == 20  # the agents' figures are kept
+    srv = _proc(rec, "srv")
+    assert srv["ok"] and srv["stop_sent"] == "SIGTERM" and srv["final"] == {"signal": "SIGTERM"}
+    assert 1.4 <= srv["ended_s"] - 0 <= 10
+    assert _proc(rec, "dies")["final"] == {"signal": "SIGINT"}
+
+
+def test_events_act_on_processes(tmp_path):
+    scenario = tmp_path / "events.toml"
+    scenario.write_text(HEAD.format(name="events", link='delay = "1 ms"').replace('rate = "20 msg/s"',
+                                                                                  'rate = "10 msg/s"') + """
+[[process]]
+name = "victim"
+host = "a"
+command = ["sleep", "60"]
+expect = { signal = "SIGKILL" }
+
+[[process]]
+name = "again"
+host = "b"
+command = ["sleep", "60"]
+stop = "2500 ms"
+expect = { running = true }
+
+[[process]]
+name = "napper"
+host = "b"
+command = ["sleep", "60"]
+stop = "2500 ms"
+expect = { running = true }
+
+[[event]]
+at = "500 ms"
+action = "kill"
+process = "victim"
+
+[[event]]
+at = "1 s"
+action = "restart"
+process = "again"
+
+[[event]]
+at = "500 ms"
+action = "pause"
+process = "napper"
+for = "1 s"
+""")
+    results = tmp_path / "results"
+    roughnet_run(scenario, results, timeout=120)
+    rec = _record(results)
+    assert rec["status"] == "ok", rec["failure_reason"]
+    victim, again, napper = (_proc(rec, n) for n in ("victim", "again", "napper"))
+    assert victim["final"] == {"signal": "SIGKILL"} and 0.4 <= victim["ended_s"] <= 2.0
+    assert again["restarts"] == 1 and again["earlier_exits"] == [{"signal": "SIGTERM", "stop_sent": "SIGTERM"}]
+    assert again["ok"] and napper["ok"]
+    events = {(e["target"], e["action"]): e for e in rec["events"]}
+    assert set(events) == {("process victim", "kill"), ("process again", "restart"), ("process napper", "pause"),
+                           ("process napper", "resume")}
+    assert all(e["error"] is None for e in events.values()), events
+
+
+def _ledger_of(token_prefix: str | None = None) -> list[Path]:
+    return sorted(Path("/run/roughnet/ledger").glob("*.jsonl"))
+
+
+def test_sigkill_of_roughnet_with_a_process_and_an_image_leaves_nothing_after_clean(tmp_path):
+    import shutil
+
+    from roughnet.apps import ocibundle
+
+    if shutil.which("runc") is None:
+        pytest.fail("runc missing: `make test` installs it (scripts/install-cluster-deps.sh)")
+    image = ocibundle.build_test_image(tmp_path / "bb.oci.tar", name="bb", entrypoint=["/bin/sh", "-c"],
+                                       cmd=["sleep 60"])
+    scenario = tmp_path / "kill.toml"
+    scenario.write_text(HEAD.format(name="kill", link='delay = "1 ms"').replace('messages = 20', 'messages = 600')
+                        + f"""
+[[process]]
+name = "cmd"
+host = "a"
+command = ["sleep", "60"]
+expect = {{ running = true }}
+
+[[process]]
+name = "img"
+host = "b"
+image = "{image}"
+expect = {{ running = true }}
+""")
+    before = set(_ledger_of())
+    proc = subprocess.Popen([*ROUGHNET, "run", str(scenario), "--no-report", "--results", str(tmp_path / "r")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        entries: list[dict] = []
+        ledger = None
+        while time.monotonic() < deadline:
+            new = [p for p in _ledger_of() if p not in before]
+            if new:
+                ledger = new[0]
+                entries = [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
+                if sum(1 for e in entries if e.get("process") in ("cmd", "img") and e["kind"] == "process") >= 2:
+                    break
+            time.sleep(0.1)
+        assert ledger is not None and any(e["kind"] == "container" for e in entries), entries
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    user_procs = [(e["pid"], e["start_time"]) for e in entries if e.get("process") and e["kind"] == "process"]
+    container = next(e for e in entries if e["kind"] == "container")
+    token = ledger.name.split(".")[0]
+    out = subprocess.run([*ROUGHNET, "clean"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for pid, st in user_procs:
+        assert process_start_time(pid) != st, f"process {pid} still runs after clean"
+    assert ocibundle.container_state(container["id"]) is None
+    assert not Path(container["bundle"]).exists()
+    assert container["bundle"] not in Path("/proc/self/mounts").read_text()
+    assert not (Path("/var/lib/roughnet/work") / token).exists()
+    assert not list(Path("/etc/netns").glob(f"rn-{token}-*"))
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(f"rn-{token}")]
+    assert not ledger.exists()
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith("sleep 60")
+                and p.name in {str(pid) for pid, _ in user_procs}]
+
+
+def _cmdline(p: Path) -> str:
+    try:
+        return p.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
