@@ -47,7 +47,9 @@ def root() -> None:
         pytest.skip(ROOT_REASON)
 
 
-_run_ids = itertools.count(1)
+# From a random start: tests/integration/conftest.py may load this file a second time (a second counter), and
+# two counters from 1 in one process gave test_clean two runs of one token.
+_run_ids = itertools.count(1 + int.from_bytes(os.urandom(2), "big") % 0xF00)
 
 
 def unique_run_id() -> str:

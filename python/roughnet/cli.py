@@ -429,7 +429,7 @@ def export(
     fmt: str = typer.Option("csv", "--format", help="csv or parquet."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output file (default <sweep>.<format>)."),
     table: str = typer.Option("runs", "--table", help="runs, or a timeline table: workloads, flows, series, "
-                              "events, recovery, distance (default file <sweep>-<table>.<format>)."),
+                              "events, recovery, distance, processes, process_series (default file <sweep>-<table>.<format>)."),
     results: Optional[Path] = ResultsOpt,
 ) -> None:
     """Export one row per run (parameters and metrics), or a timeline table's rows, to CSV or Parquet."""

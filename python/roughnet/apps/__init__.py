@@ -15,7 +15,7 @@ def preflight(sweep) -> None:
     from . import launch
 
     procs = [p for run in sweep.runs for p in run.processes]
-    launch.preflight([p for p in procs if p.command])
+    launch.preflight(procs)  # users of every process, programs of the commands
     images = [p for p in procs if p.image]
     if images:
         from . import images as img

@@ -2,13 +2,13 @@
 
 Glue between a run's process (``apps.launch.AppProcess``) and the image tools (``apps.oci``: loading and
 unpacking an image archive or layout; ``apps.ocibundle``: the runtime bundle, runc, cleanup).  The image is
-unpacked once into the cache (``/var/cache/roughnet/oci``) and each start gets a bundle of its own in the
-run's working folder (``<work>/<name>.bundle``), whose writable layer is an overlay mounted in a private
+unpacked once into the cache (``/var/cache/roughnet/oci``) and each start gets a bundle of its own beside
+the process's working folder (``/var/lib/roughnet/work/<token>/<name>.bundle<N>``, N its restarts), whose writable layer is an overlay mounted in a private
 mount namespace (nothing is mounted in the root one).  The process's working folder is bind-mounted at
 ``/work`` inside the container; its /etc/hosts names the scenario's hosts.  Every container is ledgered
 before it starts (``{"kind": "container", "cleaner": "roughnet.apps.images", ...}``), so ``roughnet clean``
-ends one that a killed roughnet left (``clean_entry``).  The container's user is the process's user when
-the scenario names one, else the image's own.
+ends one that a killed roughnet left (``clean_entry``).  The container runs as the process's user, as a
+command does (the unprivileged default unless the scenario says ``user = "root"``), not as the image's USER.
 """
 
 from __future__ import annotations
@@ -69,14 +69,13 @@ def start(app, ledger, out, err) -> Container:
     bundle = app.workdir.parent / f"{spec.name}.bundle{app.restarts}"
     from .launch import RESOLV_CONF, hosts_file
 
-    user_given = spec.user is not None
     ocibundle.prepare_bundle(
         image, rootfs, bundle, netns=app.ns,
         args=list(spec.args) if spec.args is not None else None,
         entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
         env={"ROUGHNET_HOST": spec.host, "ROUGHNET_PROCESS": spec.name, "ROUGHNET_RUN_ID": app.run.run_id,
              **spec.env},
-        cwd=spec.workdir, uid=app.user.uid if user_given else None, gid=app.user.gid if user_given else None,
+        cwd=spec.workdir, uid=app.user.uid, gid=app.user.gid,
         hosts=hosts_file(app.topology, app.run, spec.host), resolv=RESOLV_CONF,
         binds=[(str(app.workdir), WORK_MOUNT, False)], hostname=spec.host, container_id=cid)
     ledger.add("container", id=cid, bundle=str(bundle), runc_root=str(ocibundle.RUNC_ROOT),

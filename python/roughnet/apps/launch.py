@@ -101,19 +101,46 @@ def find_program(p: Process) -> str | None:
     return shutil.which(prog, path=search_path())
 
 
+def can_execute(user: User, path: str) -> bool:
+    """Whether ``user`` may run ``path``: search permission on every folder up to it (symlinks followed) and
+    execute permission on the file, by the owner, group and other bits (as the kernel checks them)."""
+    import stat
+
+    def allowed(st: os.stat_result, bit_owner: int, bit_group: int, bit_other: int) -> bool:
+        if user.uid == 0:
+            return True
+        if st.st_uid == user.uid:
+            return bool(st.st_mode & bit_owner)
+        if st.st_gid == user.gid:
+            return bool(st.st_mode & bit_group)
+        return bool(st.st_mode & bit_other)
+
+    real = os.path.realpath(path)
+    parts = Path(real).parents
+    for folder in reversed(list(parts)):
+        if not allowed(os.stat(folder), stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH):
+            return False
+    st = os.stat(real)
+    return allowed(st, stat.S_IXUSR, stat.S_IXGRP, stat.S_IXOTH)
+
+
 def preflight(processes: list[Process]) -> None:
     """What this machine must have for the processes: their users and programs (images: apps.images)."""
     for p in processes:
-        resolve_user(p.user)
+        user = resolve_user(p.user)
         if p.command:
-            if find_program(p) is None:
+            prog = find_program(p)
+            if prog is None:
                 raise PreflightError(f"process {p.name!r}: command {p.command[0]!r} not found on this machine "
                                      f"(looked in PATH={search_path()}, or among its files for a relative path); "
                                      f"expected an installed program, an absolute path, or a file in `files`")
-        if p.user is None or p.user != "root":
-            for f in p.files:
-                if not os.access(p.path(f), os.R_OK):
-                    raise PreflightError(f"process {p.name!r}: file {p.path(f)} is not readable")
+            if not can_execute(user, prog):
+                raise PreflightError(
+                    f"process {p.name!r}: user {user.name} cannot run {prog} (resolved to "
+                    f"{os.path.realpath(prog)}: a folder on the way or the file is not open to that user); "
+                    f"expected a program that user may run, or `user` set to one who may (user = \"root\" "
+                    f"runs it as root)")
+
 
 
 def hosts_file(topology, run, host: str) -> str:

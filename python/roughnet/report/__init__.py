@@ -56,7 +56,8 @@ def build_report(store: Store, sweep_id: str, out_dir: Path | None = None, extra
 
     return html.render(sweep, runs, histograms, Path(out_dir), timelines=store.timelines(sweep_id),
                        distance=store.distance(sweep_id), run_dir=lambda r: store.run_dir(sweep_id, r["run_id"]),
-                       extra=extra)
+                       extra=extra, processes=store.processes(sweep_id),
+                       process_series=store.process_series(sweep_id))
 
 
 def summary_rows(store: Store, sweep_id: str) -> list[dict[str, str]]:

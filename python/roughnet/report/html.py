@@ -3,7 +3,7 @@
 Owns page layout: header (scenario, sweep id, description, date, machine,
 versions, engines, run counts), one figure per metric, the sync figures
 (``sync``), latency CDFs, ramp plots, a timeline section per run with a time series, events or several
-workloads (``report.timeline``: plot, workloads, events, recovery), with repeats the points table (intervals, flags: ``points``), the list
+workloads (``report.timeline``: plot, workloads, events, recovery), the user's processes (``report.processes``), with repeats the points table (intervals, flags: ``points``), the list
 of failed and of suspect/invalid runs with reasons, the table of every run and the scenario file; ``points.json``
 beside the PNGs.  Images are embedded as base64 data URIs
 and CSS is inline, so index.html opens offline on its own; the PNGs are also
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from roughnet.report import efficiency, fanout, fmt, packets, payload, plots, points, shaping, sync
+from roughnet.report import processes as processes_report
 from roughnet.report import timeline as timeline_report
 from roughnet.report import fleet
 
@@ -184,13 +185,17 @@ def render(
     distance: list[dict[str, Any]] | None = None,
     run_dir: Any = None,
     extra: list[str] | None = None,
+    processes: list[dict[str, Any]] | None = None,
+    process_series: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write ``out_dir/index.html`` and the PNGs; returns the HTML path.
 
     ``extra``: HTML sections placed after the plots (the side by side of several backends: ``report.sidebyside``).
 
     ``timelines``: ``Store.timelines(sweep_id)`` (run id -> workloads, flows, series, events, recovery);
-    ``distance``: ``Store.distance(sweep_id)`` and ``run_dir(run)`` its folder (``report.fleet``)."""
+    ``distance``: ``Store.distance(sweep_id)`` and ``run_dir(run)`` its folder (``report.fleet``);
+    ``processes``, ``process_series``: ``Store.processes`` / ``Store.process_series`` (``report.processes``:
+    the "Processes" section, only when there are process rows)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_pngs(out_dir)
     axes = shaping.axis_values(sweep.get("axes") or {}, runs)
@@ -245,6 +250,9 @@ def render(
         sections.append("<p>No sweep axis to plot against; see the table below.</p>")
     sections.extend(extra or [])
     sections.append(timeline_report.section(runs, timelines or {}, list(axes), out_dir, _img))
+    if processes:  # [[process]]: the user's own programs (table, TCP over time, app latency)
+        sections.append(processes_report.section(runs, processes, process_series or [], timelines or {},
+                                                 list(axes), out_dir, _img))
     if distance:  # hosts with positions (issue 16): delivery by distance, pairs over time, the fleet map
         sections.append(fleet.section(runs, distance, out_dir, _img, run_dir or (lambda r: None)))
     payload_html, payload_png = payload.section(axes, runs, roles.x)  # payload axis: best range, delay/drop table + plot
@@ -292,6 +300,7 @@ def _remove_stale_pngs(out_dir: Path) -> None:
     for name in (*METRIC_NAMES, "latency_cdf", "ramp", "payload", *sync.PNG_NAMES):
         (out_dir / f"{name}.png").unlink(missing_ok=True)
     timeline_report.remove_stale_pngs(out_dir)
+    processes_report.remove_stale_pngs(out_dir)
     fleet.remove_stale_pngs(out_dir)
 
 
