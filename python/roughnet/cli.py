@@ -124,7 +124,8 @@ def show(
     for r in sweep.runs:
         links = "; ".join(_describe_link(link) for link in r.links)
         t.add_row(str(r.index), r.run_id, *[str(r.params.get(a, "")) for a in sweep.axes],
-                  f"{r.workload.pattern} / {r.workload.protocol}", links)
+                  f"{r.workload.pattern} / {r.workload.protocol}" if r.workload is not None
+                  else f"processes: {', '.join(p.name for p in r.processes)}", links)
     console.print(t)
 
 

@@ -84,7 +84,11 @@ def run_id_of(run: runspec.Run) -> str:
             content.pop(key, None)
     if content.get("series_interval_ns") == 1_000_000_000:  # added with run timelines: hashed when not default
         content.pop("series_interval_ns")
+    if content.get("timeout_ns") is None:  # added with [[process]]: set only for runs without a workload
+        content.pop("timeout_ns", None)
     for key, default in _WORKLOAD_FIELDS_ADDED.items():  # sync: the sync pattern; the others: run timelines
+        if content["workload"] is None:
+            break
         value = content["workload"].get(key)
         if key in content["workload"] and (value == default or (isinstance(value, tuple) and list(value) == default)):
             content["workload"].pop(key)
@@ -133,7 +137,7 @@ def sweep_id_of(scenario: Scenario) -> str:
             content.pop(key, None)
     if content["scenario"].get("series_interval") is None:  # added with run timelines
         content["scenario"].pop("series_interval", None)
-    for w in (content["workload"], *(content.get("workloads") or ())):
+    for w in [w for w in (content["workload"], *(content.get("workloads") or ())) if w is not None]:
         for key in _WORKLOAD_KEYS_ADDED:
             if w.get(key) is None:
                 w.pop(key, None)
@@ -203,7 +207,7 @@ def _points(scenario: Scenario, source: str) -> tuple[dict[str, list[Any]], list
 def _own_knobs_only(data: dict[str, Any]) -> dict[str, Any]:
     """Drop the knob tables of the protocols other than this run's (used when the protocol is swept)."""
     w = data.get("workload")
-    if not isinstance(w, dict):
+    if not isinstance(w, dict):  # (also: no [workload], a scenario of [[process]] entries only)
         return data
     proto = w.get("protocol")
     return {**data, "workload": {k: v for k, v in w.items() if k not in KNOB_TABLES or k == proto}}
@@ -218,7 +222,8 @@ def _check_knob_tables(scenario: Scenario, protocols: set[str], source: str) -> 
                 + ", ".join(f"[workload.{p}]" for p in runspec.PROTOCOLS if p in protocols) + ")",
                 getattr(scenario.workload, proto).model_dump(exclude_none=True))
         for proto in KNOB_TABLES
-        if getattr(scenario.workload, proto, None) is not None and proto not in protocols
+        if scenario.workload is not None and getattr(scenario.workload, proto, None) is not None
+        and proto not in protocols
     ]  # fmt: skip
     if problems:
         raise ScenarioError(source, problems)
@@ -233,7 +238,7 @@ def _protocol_label(workload: runspec.Workload) -> str:
 def _check_services_used(scenario: Scenario, runs: list[runspec.Run], source: str) -> None:
     """Every declared [[service]] is used by some run (``Run.services``)."""
     used = {svc.kind for run in runs for svc in run.services}
-    labels = list(dict.fromkeys(_protocol_label(run.workload) for run in runs))
+    labels = list(dict.fromkeys(_protocol_label(run.workload) for run in runs if run.workload is not None))
     problems = [
         Problem(f"service[{i}]", f"service {svc.kind} on host {svc.host} is used by no run: the sweep's protocols "
                 f"are {', '.join(labels)}", "services only for the runs' protocols ("
@@ -253,7 +258,7 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
     if problems:
         raise ScenarioError(source, problems)
     axes, points = _points(scenario, source)
-    protocol_swept = has_placeholder(scenario.workload.protocol)
+    protocol_swept = scenario.workload is not None and has_placeholder(scenario.workload.protocol)
     repeat = scenario.scenario.repeat
     total = len(points) * repeat
     sweep_id = sweep_id_of(scenario)
@@ -277,7 +282,7 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
         resolved.append((params, (*resolve(model, traces, paths),
                                   tuple(resolve_process(t, base) for t in model.process or []))))
     if protocol_swept:
-        _check_knob_tables(scenario, {w.protocol for _, r in resolved for w in (r[2], *r[4])}, source)
+        _check_knob_tables(scenario, {w.protocol for _, r in resolved for w in (r[2], *r[4]) if w is not None}, source)
 
     runs: list[runspec.Run] = []
     seen: dict[str, int] = {}
@@ -299,6 +304,7 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
                 workloads=workloads,
                 events=events,
                 processes=processes,
+                timeout_ns=units.parse_duration_ns(scenario.scenario.timeout) if workload is None else None,
                 series_interval_ns=(units.parse_duration_ns(scenario.scenario.series_interval)
                                     if scenario.scenario.series_interval is not None else 1_000_000_000),
             )

@@ -268,25 +268,33 @@ class Run:
     repeat: int  # repetition number, 0-based (scenario.repeat > 1)
     hosts: tuple[Host, ...]
     links: tuple[Link, ...]
-    workload: Workload
+    workload: Workload | None  # None: a run of [[process]] entries only (docs/applications.md)
     engine: str = "auto"  # scenario-wide default; each Link carries its own resolved choice
     services: tuple[Service, ...] = ()  # only the services this run's protocol uses
     workloads: tuple[Workload, ...] = ()  # [[workload]] entries after the first (``workload``)
     events: tuple[Event, ...] = ()  # [[event]] entries, in time order
     series_interval_ns: int = 1_000_000_000  # runs with a timeline: one interval of the time series
     processes: tuple[Process, ...] = ()  # [[process]] entries: the user's own programs (docs/applications.md)
+    timeout_ns: int | None = None  # runs without a workload: [scenario] timeout (else the workload's timeout_ns)
 
     def __hash__(self) -> int:
         return hash(self.run_id)
 
     @property
     def all_workloads(self) -> tuple[Workload, ...]:
-        return (self.workload, *self.workloads)
+        return (self.workload, *self.workloads) if self.workload is not None else ()
 
     @property
     def has_timeline(self) -> bool:
         """Runs with several workloads or senders, a delayed start or events take the timeline runner."""
+        if self.workload is None:
+            return False  # a run of processes only: its events are the runner's (run.runner.measure_processes)
         return bool(self.workloads or self.events or self.workload.also_from or self.workload.start_ns)
+
+    @property
+    def run_timeout_ns(self) -> int:
+        """The time limit of the run (the scenario's timeout)."""
+        return self.workload.timeout_ns if self.workload is not None else (self.timeout_ns or 60_000_000_000)
 
     def host_names(self) -> list[str]:
         return [h.name for h in self.hosts]

@@ -286,3 +286,105 @@ def _cmdline(p: Path) -> str:
         return p.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def test_a_run_of_processes_only_with_an_event_on_its_link(tmp_path):
+    """No [workload]: the processes are the run. A link event at 1 s raises the loss from 0 to 5 % (the wire's
+    seeded loss); the client, a 3 s iperf3, then retransmits: at 5 % over ~2 s of a 20 Mbit/s stream (about
+    3000 segments) P(no retransmission) is about e^-150. Before the event nothing is lost (0 % on the link),
+    so every retransmission in the series comes after 1 s, less one RTO (200 ms) of slack for where the
+    sample falls. The run's CPU verdict is the machine's, as for agents."""
+    head = HEAD.format(name="only", link='rate = "20 Mbit/s"\ndelay = "5 ms"')
+    scenario = tmp_path / "only.toml"
+    scenario.write_text(head[:head.index("[workload]")] + """
+[[process]]
+name = "srv"
+host = "b"
+command = ["iperf3", "-s", "-1", "--forceflush"]
+ready = { log = "Server listening" }
+
+[[process]]
+name = "cli"
+host = "a"
+after = "srv"
+command = ["iperf3", "-c", "b", "-t", "3"]
+
+[[event]]
+at = "1 s"
+action = "set"
+link = 0
+loss = "5%"
+""")
+    results = tmp_path / "results"
+    roughnet_run(scenario, results, timeout=120)
+    rec = _record(results)
+    assert rec["status"] == "ok", rec["failure_reason"]
+    assert rec["pattern"] is None and rec["protocol"] is None
+    assert rec["events"][0]["error"] is None and rec["events"][0]["action"] == "set"
+    cli = _proc(rec, "cli")
+    assert cli["ok"] and cli["tcp_retrans"] > 0
+    assert rec["metrics"]["link_drops_loss"] > 0
+    retrans = [(r["t_s"], r["value"]) for r in rec["process_series"]
+               if r["process"] == "cli" and r["source"] == "tcp" and r["name"] == "retrans" and r["value"]]
+    assert retrans and min(t for t, _ in retrans) >= 0.8, retrans
+    assert cli["cpu_s"] > 0  # iperf3 sending for 3 s uses CPU; the tree's time is read from /proc
+
+
+def test_an_image_process_cpu_is_its_containers_not_runcs(tmp_path):
+    """The image's program (a busy loop of busybox sh for ~1 s) runs under runc: the CPU roughnet records is
+    the process tree's (runc, its init, the container's processes), so at least most of that second."""
+    import shutil
+
+    from roughnet.apps import ocibundle
+
+    if shutil.which("runc") is None:
+        pytest.fail("runc missing: `make test` installs it (scripts/install-cluster-deps.sh)")
+    image = ocibundle.build_test_image(tmp_path / "busy.oci.tar", name="busy", entrypoint=["/bin/sh", "-c"],
+                                       cmd=['end=$(( $(date +%s) + 2 )); while [ $(date +%s) -lt $end ]; do :; done'])
+    scenario = tmp_path / "busy.toml"
+    head = HEAD.format(name="busy", link='delay = "1 ms"')
+    scenario.write_text(head[:head.index("[workload]")] + f"""
+[[process]]
+name = "busy"
+host = "a"
+image = "{image}"
+""")
+    results = tmp_path / "results"
+    roughnet_run(scenario, results, timeout=120)
+    rec = _record(results)
+    assert rec["status"] == "ok", rec["failure_reason"]
+    busy = _proc(rec, "busy")
+    assert busy["kind"] == "image" and busy["final"] == {"exit": 0}
+    assert busy["run_as"].startswith("nobody")
+    # the loop runs 1-2 s of wall time; on a loaded 2-core machine it gets at least a third of a core
+    assert busy["cpu_s"] >= 0.3, busy["cpu_s"]
+
+
+def test_the_mqtt_example_measures_the_apps_own_latency_through_a_broker_restart(tmp_path):
+    """scenarios/app-mqtt.toml at one point (0 % loss): the paho-mqtt subscriber's own latency samples (JSON
+    lines) and both programs' sockets, while mosquitto restarts at 8 s. The one-way path car -> edge -> cloud
+    has 30 + 5 ms of delay and 5 ms of uniform jitter on the first hop, so no message can arrive in under 30 ms
+    (a floor); the subscriber resubscribes after the restart, so samples keep coming after it."""
+    repo = Path(__file__).resolve().parents[2]
+    text = (repo / "scenarios" / "app-mqtt.toml").read_text().replace('loss = ["0%", "2%"]', 'loss = ["0%"]')
+    import shutil
+
+    shutil.copytree(repo / "scenarios" / "app-mqtt", tmp_path / "app-mqtt")  # its scripts (files = ...)
+    scenario = tmp_path / "app-mqtt.toml"
+    scenario.write_text(text)
+    results = tmp_path / "results"
+    roughnet_run(scenario, results, timeout=240)
+    rec = _record(results)
+    assert rec["status"] == "ok", rec["failure_reason"]
+    sub, pub = _proc(rec, "sub"), _proc(rec, "pub")
+    assert sub["ok"] and pub["ok"]
+    assert sub["app_count"] > 100  # 20 msg/s for 14 s, less what the restart cost
+    assert sub["lat_p50_us"] >= 30_000
+    restart = next(e for e in rec["events"] if e["target"] == "mosquitto")
+    assert restart["error"] is None
+    after = [r for r in rec["process_series"] if r["process"] == "sub" and r["source"] == "app"
+             and r["name"] == "latency_ms" and r["t_s"] > restart["took_effect_s"] + 1]
+    assert after, "no latency samples after the restart"
+    run_dir = next(results.glob("runs/*/*/"))
+    summary = json.loads((run_dir / "process-pub.stdout").read_text().strip().splitlines()[-1])
+    assert summary["published"] == 280

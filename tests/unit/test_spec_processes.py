@@ -157,3 +157,29 @@ def test_validate_exits_2_naming_the_key_and_creates_nothing(tmp_path: Path):
     assert out.returncode == 2, out.stdout + out.stderr
     assert "process[0].files[0]" in out.stderr and "no such file" in out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+def test_a_scenario_of_processes_only_plans_and_one_of_neither_is_refused():
+    head = BASE[:BASE.index("[workload]")]
+    s = plan_text(head + '\n[[process]]\nname = "p"\nhost = "a"\ncommand = ["x"]\n')
+    run = s.runs[0]
+    assert run.workload is None and run.processes[0].name == "p"
+    assert run.timeout_ns == 30_000_000_000 == run.run_timeout_ns and not run.has_timeline
+    assert run.services == ()
+    err = plan_error(head)
+    assert "workload: missing: a scenario needs a [workload]" in str(err) and "[[process]]" in str(err)
+
+
+def test_processes_keep_every_declared_service():
+    """A user's program may use a managed broker no workload needs (their own MQTT client)."""
+    head = BASE[:BASE.index("[workload]")]
+    s = plan_text(head + '\n[[service]]\nkind = "mosquitto"\nhost = "b"\n'
+                  '\n[[process]]\nname = "p"\nhost = "a"\ncommand = ["x"]\n')
+    assert [svc.kind for svc in s.runs[0].services] == ["mosquitto"]
+
+
+def test_start_and_stop_must_come_before_the_timeout():
+    err = str(plan_error(BASE + '\n[[process]]\nname = "p"\nhost = "a"\ncommand = ["x"]\nstop = "30 s"\n'))
+    assert "process[0].stop" in err and "timeout 30 s" in err
+    err = str(plan_error(BASE + '\n[[process]]\nname = "p"\nhost = "a"\ncommand = ["x"]\nstart = "31 s"\n'))
+    assert "process[0].start" in err

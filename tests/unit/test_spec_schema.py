@@ -24,7 +24,13 @@ def test_schema_is_valid_json_schema() -> None:
     schema = json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["$schema"].endswith("2020-12/schema")
-    assert set(schema["required"]) == {"scenario", "host", "link", "workload"}
+    assert set(schema["required"]) == {"scenario", "host", "link"}
+    # a [workload] (roughnet's agents) or [[process]] entries (the user's programs), or both
+    assert schema["anyOf"] == [{"required": ["workload"]}, {"required": ["process"]}]
+    v = jsonschema.Draft202012Validator(schema)
+    head = {"scenario": {"name": "x"}, "host": [{"name": "a"}, {"name": "b"}], "link": [{"between": ["a", "b"]}]}
+    assert not v.is_valid(head)
+    assert v.is_valid({**head, "process": [{"name": "p", "host": "a", "command": ["true"]}]})
 
 
 @pytest.mark.parametrize("name", ["quick.toml", "multihop.toml", "bulk-tcp.toml", "ramp.toml", "s1-links.toml",

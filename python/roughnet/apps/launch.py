@@ -166,6 +166,38 @@ def write_etc(topology, run, host: str, ledger) -> Path:
     return folder
 
 
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def read_tree_usage(pid: int) -> tuple[float, int] | None:
+    """(CPU seconds, RSS bytes) of ``pid`` and its descendants (a shell's children, runc's container): each
+    live process's own and reaped children's CPU (utime, stime, cutime, cstime), and the sum of their RSS;
+    None when ``pid`` is gone.  A child reaped between two samples moves into its parent's cutime, so the
+    total only grows (UsageSampler keeps the largest)."""
+    from .sockdiag import process_tree
+
+    tree = process_tree(pid)
+    if not tree:
+        return None
+    cpu, rss, alive = 0.0, 0, False
+    for p in tree:
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text()
+            status = Path(f"/proc/{p}/status").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2:].split()
+        if len(rest) < 15 or rest[0] in ("Z", "X"):
+            continue
+        alive = True
+        cpu += sum(int(x) for x in rest[11:15]) / _CLK_TCK  # fields 14-17: utime, stime, cutime, cstime
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                rss += int(line.split()[1]) * 1024
+                break
+    return (cpu, rss) if alive else None
+
+
 def _signum(name: str) -> int:
     return int(getattr(signal, name))
 
@@ -298,7 +330,7 @@ class AppProcess:
         self.stop_sent_ns = None
         self.killed = False
         self.paused = False
-        self.sampler = UsageSampler(self.proc.pid)
+        self.sampler = UsageSampler(self.proc.pid, read=read_tree_usage)
         self.sampler.start()
         log.info("process %s started on host %s: pid %d", self.name, self.spec.host, self.proc.pid)
 

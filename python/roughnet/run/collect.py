@@ -251,6 +251,12 @@ def verdict(
     return "valid", []
 
 
+def machine_verdict(cpu: dict[str, Any], link_counters: dict[Any, dict[str, Any]] | None = None) -> tuple[str, list[str]]:
+    """The verdict of a run without agents (its [[process]] entries only): the machine's CPU and the emulator's
+    reasons, as ``verdict`` judges them for agents."""
+    return verdict("", [], None, cpu, link_counters)
+
+
 HIST_KINDS = ("latency_intended", "latency_actual", "rtt_intended", "rtt_actual")
 
 

@@ -79,8 +79,13 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
     protocols = set(agent.get("protocols", []))
     patterns = set(agent.get("patterns", []))
     engines: dict[str, dict[int, str]] = {}
+    if any(r.processes for r in sweep.runs) and backend.name != "namespace":  # the user's own programs
+        raise PreflightError(_no_processes(backend.name))
     for run in sweep.runs:
         w = run.workload
+        if w is None:  # a run of [[process]] entries only
+            engines[run.run_id] = backend.engines(run, caps)
+            continue
         if w.protocol == ros2_launch.PROTOCOL:  # endpoints are rclpy nodes (roughnet.ros2), not roughnet-agent
             if backend.name != "namespace":
                 raise PreflightError(f"run {run.index}: protocol \"ros2\" runs on the namespace backend only so far "
@@ -98,8 +103,6 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
         engines[run.run_id] = backend.engines(run, caps)
     backend.check(sweep, caps)
     if any(r.processes for r in sweep.runs):  # the user's own programs (docs/applications.md)
-        if backend.name != "namespace":
-            raise PreflightError(_no_processes(backend.name))
         from .. import apps
 
         apps.preflight(sweep)
@@ -146,8 +149,8 @@ def _base_record(run: Run, engines: dict[int, str], pf: Preflight) -> dict[str, 
         "versions": _versions(pf),
         "backend": pf.backend.name,
         "backend_info": pf.backend.describe(),
-        "pattern": run.workload.pattern,
-        "protocol": run.workload.protocol,
+        "pattern": run.workload.pattern if run.workload is not None else None,
+        "protocol": run.workload.protocol if run.workload is not None else None,
         "run": run.to_dict(),
         "metrics": {},
         "validity": "invalid",
@@ -264,7 +267,9 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
         cpu.start()
         timeline = None
         try:
-            if run.has_timeline:  # several workloads or senders, delayed starts, events: run.timeline
+            if run.workload is None:  # a run of [[process]] entries only: t0 now, events, the processes' end
+                timeline = _processes_only(run, topology, link_engines, handles, procs, watch)
+            elif run.has_timeline:  # several workloads or senders, delayed starts, events: run.timeline
                 from . import timeline as tl
 
                 def watch_services(down):
@@ -280,7 +285,7 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
                 else:
                     agents.extend(run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch))
             if procs is not None:  # the processes the run waits for: their stop times, their exits
-                procs.wait(procs.t0_ns + run.workload.timeout_ns, watch=watch)
+                procs.wait(procs.t0_ns + run.run_timeout_ns, watch=watch)
                 procs.finish()
         finally:
             if procs is not None:
@@ -296,7 +301,9 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
         link_counters = {i: eng.counters(topology, _link(run, i)) for i, eng in link_engines.items()}
         if link_before is not None:
             link_counters = {i: link_counter_delta(link_before.get(i) or {}, c) for i, c in link_counters.items()}
-        if timeline is not None:
+        if run.workload is None:
+            _fill_processes_only_record(record, timeline, tcp_deltas, link_counters, cpu_stats)
+        elif timeline is not None:
             from . import timeline as tl
 
             tl.fill_record(record, run, timeline, tcp_deltas, link_counters, cpu_stats)
@@ -307,10 +314,53 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
         if captures:  # --- packet capture: stop tcpdump, pcap_* metrics from its files
             capture.stop(captures)
             sender_result = agents[-1].result if agents else None
-            record["metrics"].update(capture.metrics(captures, run.workload.sender,
+            record["metrics"].update(capture.metrics(captures, run.workload.sender if run.workload else None,
                                                      capture.messages_sent(sender_result)))
     finally:
         capture.stop(captures)
+
+
+def _processes_only(run: Run, topology, link_engines: dict[int, Any], handles: list, procs, watch) -> dict[str, Any]:
+    """A run of [[process]] entries only: t0 now, the events on their thread (run.timeline.EventRunner, without
+    flows), until every process the run waits for has ended (or the timeout); the events' records."""
+    from .timeline import EventRunner
+
+    events = EventRunner(run, topology, link_engines, handles, [])
+    events.processes = procs
+
+    def watch_services():
+        return watch() if watch is not None and not run.events else None
+    try:
+        t0 = time.monotonic_ns()
+        procs.start(t0)
+        events.start(t0)
+        procs.wait(t0 + run.run_timeout_ns, watch=watch_services)
+        end_ns = time.monotonic_ns()
+        events.finish(1.0)
+        return {"t0_ns": t0, "end_ns": end_ns, "events": sorted(events.records + events.cancelled(),
+                                                                key=lambda r: r["index"]),
+                "down": set(events.down)}
+    finally:
+        events.finish(1.0)
+        events.restore()
+
+
+def _fill_processes_only_record(record: dict[str, Any], tl: dict[str, Any], tcp_deltas, link_counters,
+                                cpu_stats) -> None:
+    """The record of a run without a workload: the machine's and the links' figures; the processes' own rows are
+    ``_fill_processes``'; the verdict judges the machine (CPU) as for agents."""
+    metrics: dict[str, Any] = {}
+    metrics.update(collect.link_drop_metrics(link_counters))
+    metrics.update(collect.tcp_metrics(tcp_deltas))
+    metrics["cpu_machine_util"] = cpu_stats.get("mean")
+    record["metrics"] = metrics
+    record["link_counters"] = {str(k): v for k, v in link_counters.items()}
+    record["tcp_counters"] = tcp_deltas
+    record["validity"], record["validity_reasons"] = collect.machine_verdict(cpu_stats, link_counters)
+    if tl.get("events"):
+        record["events"] = tl["events"]
+    record["t0_ns"] = tl.get("t0_ns")
+    record["status"] = "ok"
 
 
 def _fill_processes(record: dict[str, Any], procs) -> None:

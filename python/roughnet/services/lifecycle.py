@@ -179,7 +179,8 @@ def kafka_topic(run: Run) -> str:
 
 def kafka_partitions(run: Run) -> int:
     """Partitions of the run's Kafka topic (the workload's ``partitions``; 1 for other protocols)."""
-    return int(run.workload.options.get("partitions", 1)) if run.workload.protocol == "kafka" else 1
+    w = run.workload
+    return int(w.options.get("partitions", 1)) if w is not None and w.protocol == "kafka" else 1
 
 
 class _Prepared:

@@ -95,7 +95,9 @@ def json_schema() -> dict[str, Any]:
         defs[table]["properties"][key] = prop
     # `[workload]` or `[[workload]]` tables (spec.load turns the list into `workload` and `workloads`).
     one = schema["properties"]["workload"]
-    ref = {"$ref": one["$ref"]}
+    # optional since [[process]]: pydantic writes anyOf [table, null]; a file either has the key or not
+    ref = {"$ref": one["$ref"]} if "$ref" in one else next(a for a in one["anyOf"] if "$ref" in a)
     schema["properties"]["workload"] = {"anyOf": [ref, {"type": "array", "items": ref, "minItems": 1}],
                                         "description": one.get("description", "")}
+    schema["anyOf"] = [{"required": ["workload"]}, {"required": ["process"]}]  # agents, or the user's programs
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **schema}

@@ -65,15 +65,21 @@ def check_scenario(s: Scenario) -> list[Problem]:
         _check_workload(view, hosts, found)
         _check_services(view, hosts, found)
         problems += [_at_path(p, path) for p in found]
+    if s.workload is None and not s.process:
+        problems.append(Problem("workload", "missing: a scenario needs a [workload] (roughnet's agents) or "
+                                "[[process]] entries (your own programs)", "a [workload] table or [[process]] "
+                                "tables"))
     _check_timeline(s, hosts, problems)
     if s.process:
-        check_processes(s.process, hosts, {svc.kind for svc in s.service}, problems)
+        check_processes(s.process, hosts, {svc.kind for svc in s.service}, problems, s.scenario.timeout)
     _check_report(s, problems)
     return problems
 
 
 def workload_tables(s: Scenario) -> list[tuple[str, WorkloadTable]]:
     """(key path, table) of every workload: ``workload``, then ``workloads[i]`` (the later ``[[workload]]`` entries)."""
+    if s.workload is None:  # a scenario of [[process]] entries only
+        return []
     return [("workload", s.workload), *((f"workloads[{i}]", w) for i, w in enumerate(s.workloads or []))]
 
 

@@ -380,7 +380,9 @@ class Scenario(_Table):
     scenario: ScenarioTable = Field(description="Name, seed, default engine, timeout and repetitions.")
     host: list[HostTable] = Field(min_length=2, description="Hosts (network namespaces); at least 2.")
     link: list[LinkTable] = Field(min_length=1, description="Links among hosts; at least 1.")
-    workload: WorkloadTable = Field(description="What the agents do.")
+    workload: WorkloadTable | None = Field(
+        None, description="What the agents do. May be left out when the scenario has `[[process]]` entries "
+        "(the user's own programs are then the run: docs/applications.md).")
     sweep: dict[str, Any] = Field(
         default_factory=dict,
         description="Parameter axes: key = non-empty list of values (strings or numbers), used as ${key} in "

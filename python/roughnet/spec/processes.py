@@ -133,11 +133,19 @@ def _one_of(table: Table | None, keys: tuple[str, ...]) -> list[str]:
 
 
 def check_processes(procs: list[ProcessTable], hosts: set[str] | None, services: set[str],
-                    problems: list[Problem]) -> None:
-    """Rules between the keys of every [[process]] (values with placeholders are skipped)."""
+                    problems: list[Problem], timeout: str | None = None) -> None:
+    """Rules between the keys of every [[process]] (values with placeholders are skipped); ``timeout``: the
+    scenario's, which `start` and `stop` must come before."""
     names: dict[str, int] = {}
+    limit = units.parse_duration_ns(timeout) if timeout is not None else None
     for i, p in enumerate(procs):
         path = f"process[{i}]"
+        for key in ("start", "stop"):
+            v = getattr(p, key)
+            if limit is not None and v is not None and not kinds.has_placeholder(v) and \
+                    units.parse_duration_ns(v) >= limit:
+                problems.append(Problem(f"{path}.{key}", f"not before the end of the run ([scenario] timeout "
+                                        f"{timeout})", "a time within the run", v))
         if isinstance(p.name, str) and not kinds.has_placeholder(p.name):
             if p.name in names:
                 problems.append(Problem(f"{path}.name", f"same name as process[{names[p.name]}]",

@@ -80,6 +80,8 @@ def run_services(s: Scenario) -> tuple[runspec.Service, ...]:
     """The services this run's workloads use (none, or those of ``services.needed_kind``), in file order."""
     kinds = {services.needed_kind(w.protocol, w.zenoh.mode if w.zenoh is not None else None)
              for _, w in workload_tables(s)}
+    if s.process:  # the user's programs may use any declared service (a managed broker for their own client)
+        kinds |= {t.kind for t in s.service}
     return tuple(services.resolve(t) for t in s.service if t.kind in kinds)
 
 
@@ -146,4 +148,5 @@ def resolve(s: Scenario, traces: dict[int, tuple[dict[str, Any], ...]] | None = 
                                       positions=link_positions(s, t, paths)) for i, t in enumerate(s.link))
     tables = workload_tables(s)
     extra = tuple(workload(s, w, i) for i, (_, w) in enumerate(tables) if i > 0)
-    return hosts, links, workload(s), run_services(s), extra, events(s)
+    main = workload(s) if s.workload is not None else None
+    return hosts, links, main, run_services(s), extra, events(s)
