@@ -464,3 +464,41 @@ def test_a_malformed_image_is_refused_before_anything_is_created(tmp_path):
     assert "process 'x': image bad.oci.tar" in out.stderr, out.stderr
     assert not (tmp_path / "r").exists()
     assert (set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()) <= before
+
+
+def test_a_capture_names_the_process_of_each_conversation(tmp_path):
+    """With capture = true the capture's TCP conversations are matched to the processes' connections (by
+    address and port). The client's data direction, captured where it left host a: its payload bytes include
+    every retransmission, so they are at least the kernel's bytes_acked less the SYN and FIN (2) and iperf3's
+    cookie is in both; its retransmissions are counted by sequence ranges seen again, the kernel's by segments
+    resent: the capture sees every segment the kernel resent on this interface (the link drops after it), so
+    they agree up to a few (the capture test of the agents allows 2 for the same reason: tests/integration/
+    test_capture.py)."""
+    scenario = tmp_path / "cap.toml"
+    head = HEAD.format(name="cap", link='rate = "10 Mbit/s"\ndelay = "2 ms"\ncapture = true\n'
+                       '[link.forward]\nloss = "1%"\n')
+    scenario.write_text(head[:head.index("[workload]")] + """
+[[process]]
+name = "srv"
+host = "b"
+command = ["iperf3", "-s", "-1", "--forceflush"]
+ready = { log = "Server listening" }
+
+[[process]]
+name = "cli"
+host = "a"
+after = "srv"
+command = ["iperf3", "-c", "b", "-t", "2"]
+""")
+    results = tmp_path / "results"
+    roughnet_run(scenario, results, timeout=120)
+    rec = _record(results)
+    assert rec["status"] == "ok", rec["failure_reason"]
+    cli = _proc(rec, "cli")
+    data = max(cli["connections"], key=lambda c: c["bytes_acked"])
+    mine = [c for c in cli["captured"] if c["outbound"] and c["captured_at"] == "a"
+            and c["conversation"].endswith(f":{data['dport']}") and f":{data['sport']} " in c["conversation"]]
+    assert len(mine) == 1, cli["captured"]
+    seen = mine[0]
+    assert seen["data_bytes"] >= data["bytes_acked"] - 2
+    assert seen["retrans"] > 0 and abs(seen["retrans"] - data["total_retrans"]) <= 3, (seen, data)

@@ -95,6 +95,37 @@ def _app_row(process: str, r: dict[str, Any]) -> dict[str, Any]:
             "interval_s": r.get("interval_s"), "value": r.get("mean"), **extra}
 
 
+def _plain(addr: str) -> str:
+    return addr.removeprefix("::ffff:")
+
+
+def name_conversations(rows: list[dict[str, Any]], analysis_file) -> None:
+    """With ``capture = true``: each process connection's packets as the capture saw them (per captured
+    interface and direction: packets, data segments and bytes, retransmissions, duplicate ACKs), under the
+    row's ``captured`` key, so a conversation of the capture names the process it belonged to."""
+    import json
+
+    try:
+        files = json.loads(analysis_file.read_text()).get("files", [])
+    except (OSError, ValueError):
+        return
+    for row in rows:
+        out = []
+        for c in row.get("connections") or []:
+            ends = {(_plain(c["src"]), c["sport"], _plain(c["dst"]), c["dport"]),
+                    (_plain(c["dst"]), c["dport"], _plain(c["src"]), c["sport"])}
+            for f in files:
+                for d in f.get("tcp") or []:
+                    if (d.get("src"), d.get("sport"), d.get("dst"), d.get("dport")) in ends:
+                        out.append({"conversation": f"{d['src']}:{d['sport']} -> {d['dst']}:{d['dport']}",
+                                    "link": f.get("link"), "captured_at": f.get("host"),
+                                    **{k: d.get(k) for k in ("outbound", "packets", "data_segments", "data_bytes",
+                                                             "retrans", "retrans_bytes", "dup_acks",
+                                                             "zero_window")}})
+        if out:
+            row["captured"] = out
+
+
 def collect(sup) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(processes, process_series, histograms) of a finished supervisor."""
     procs: list[dict[str, Any]] = []

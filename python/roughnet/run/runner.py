@@ -316,6 +316,10 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
             sender_result = agents[-1].result if agents else None
             record["metrics"].update(capture.metrics(captures, run.workload.sender if run.workload else None,
                                                      capture.messages_sent(sender_result)))
+            if procs is not None and record.get("processes"):
+                from ..apps.results import name_conversations
+
+                name_conversations(record["processes"], artifacts / capture.ANALYSIS_FILE)
     finally:
         capture.stop(captures)
 
