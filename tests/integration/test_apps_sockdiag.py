@@ -264,7 +264,7 @@ def test_destroy_listener_reports_final_tcp_info(netns):
 
 
 def test_sampler_takes_the_final_state_of_a_socket_closed_between_samples(netns):
-    sampler = sd.SocketSampler(netns, interval_s=3600)  # no periodic sample after the first: only ours
+    sampler = sd.SocketSampler(netns, interval_s=3600, skip_loopback=False)  # over loopback; one sample
     srv, cli, acc = _pair(netns)
     try:
         sampler.watch("me", os.getpid())
@@ -305,3 +305,32 @@ def test_sampler_takes_the_final_state_of_a_socket_closed_between_samples(netns)
             s.close()
         sampler.stop()
         sampler.stop()  # idempotent
+
+
+def test_loopback_connections_are_counted_not_followed(netns):
+    """A process's connections that never leave its host (a client library's wake-up socketpair, a local
+    sidecar) are not the network's: by default the sampler counts them and leaves them out."""
+    srv = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-c",
+                            "import socket,time\nl=socket.socket();l.setsockopt(socket.SOL_SOCKET,"
+                            "socket.SO_REUSEADDR,1);l.bind(('127.0.0.1',7777));l.listen();print('up',flush=True)\n"
+                            "c,_=l.accept();time.sleep(5)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "up"
+        cli = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-c",
+                                "import socket,time\nc=socket.create_connection(('127.0.0.1',7777));"
+                                "c.sendall(b'x'*1000);time.sleep(5)"])
+        try:
+            sampler = sd.SocketSampler(netns, interval_s=0.1)
+            sampler.watch("cli", cli.pid)
+            sampler.start()
+            time.sleep(0.5)
+            sampler.stop()
+            t = sampler.totals("cli")
+            assert t["connections"] == 0 and t["loopback"] == 1, t
+        finally:
+            cli.kill()
+            cli.wait()
+    finally:
+        srv.kill()
+        srv.wait()
+        srv.stdout.close()

@@ -346,6 +346,12 @@ class _Conn:
         return inc
 
 
+def is_loopback(s: TcpSocket) -> bool:
+    """A connection that never leaves its host (to 127.0.0.0/8 or ::1, IPv4-mapped or not)."""
+    dst = s.dst.removeprefix("::ffff:")
+    return dst.startswith("127.") or dst == "::1"
+
+
 def _mean(xs: list) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
@@ -355,10 +361,16 @@ class SocketSampler:
     A socket (cookie) belongs to a watched name once its inode is seen among that process tree's fds in some
     sample; it stays theirs until the end (its final state comes from the DestroyListener when it closes
     between samples, else from its last sample). LISTEN sockets are not connections (counted separately).
-    A watched pid whose start time changed (reused) is no longer followed."""
+    A watched pid whose start time changed (reused) is no longer followed.  With ``skip_loopback`` (the
+    default) connections that never leave the host (a client library's wake-up socketpair over 127.0.0.1, a
+    local sidecar) are not followed, only counted (``totals()["loopback"]``): what is measured is the
+    network's effect, and their microsecond RTTs would pull a process's mean RTT down."""
 
-    def __init__(self, ns: str | None, interval_s: float, clock: Callable[[], int] = time.monotonic_ns):
+    def __init__(self, ns: str | None, interval_s: float, clock: Callable[[], int] = time.monotonic_ns,
+                 skip_loopback: bool = True):
         self.ns, self.interval_s, self.clock = ns, interval_s, clock
+        self.skip_loopback = skip_loopback
+        self._loopback: dict[str, set[int]] = {}  # name -> cookies of its loopback connections (not followed)
         self._lock = threading.Lock()  # the state below
         self._sample_lock = threading.Lock()  # one dump at a time on the netlink socket
         self._roots: dict[str, list[tuple[int, int | None]]] = {}  # name -> (pid, start time)
@@ -433,6 +445,10 @@ class SocketSampler:
         for s in socks or ():
             c = self._conns.get(s.cookie)
             names = by_inode.get(s.inode, []) if s.inode else []
+            if c is None and names and self.skip_loopback and s.state != "LISTEN" and is_loopback(s):
+                for n in names:
+                    self._loopback.setdefault(n, set()).add(s.cookie)
+                continue
             if c is None and names and s.info:
                 c = self._conns[s.cookie] = _Conn(s, set(), now, s.state == "LISTEN")
                 self._open.add(s.cookie)
@@ -525,9 +541,10 @@ class SocketSampler:
         conns, rows = self.connections(name), self.series(name)
         with self._lock:
             listen = sum(1 for c in self._conns.values() if name in c.names and c.listen)
+            loopback = len(self._loopback.get(name, ()))
         rtts = [r["rtt_us"] for r in rows if r["rtt_us"] is not None]
         mins = [c["min_rtt_us"] for c in conns if c["min_rtt_us"] > 0]
-        return {"connections": len(conns), "listen_sockets": listen, "samples": len(rows),
+        return {"connections": len(conns), "listen_sockets": listen, "loopback": loopback, "samples": len(rows),
                 "rtt_us_mean": _mean(rtts), "rtt_us_last": rtts[-1] if rtts else None,
                 "min_rtt_us": min(mins) if mins else None,
                 **{k: sum(c[k] for c in conns)
