@@ -532,7 +532,8 @@ def calibrate(
     raise typer.Exit(1 if failed else 0)
 
 
-image_app = typer.Typer(help="Container images for Kubernetes, built here without a registry.", no_args_is_help=True)
+image_app = typer.Typer(help="Container images built here without a registry: roughnet's for Kubernetes (build), "
+                         "yours for a [[process]] image (pack).", no_args_is_help=True)
 app.add_typer(image_app, name="image")
 
 
@@ -555,6 +556,53 @@ def image_build(
     console.print("On your own cluster: `ctr -n k8s.io images import ARCHIVE` on each node, or copy it into a "
                   "registry (`skopeo copy oci-archive:ARCHIVE docker://REGISTRY/...`, `crane push ARCHIVE ...`) "
                   "and pass `--image`.", highlight=False)
+
+
+@image_app.command("pack")
+def image_pack(
+    out: Path = typer.Argument(..., metavar="OUT", help="The archive to write (an OCI image-layout tar), "
+                               "e.g. images/iperf3.oci.tar."),
+    binary: list[str] = typer.Option([], "--binary", help="A program of this machine to put in the image at its "
+                                     "own path, with the shared libraries it loads (repeatable)."),
+    entrypoint: list[str] = typer.Option(..., "--entrypoint", help="The image's ENTRYPOINT, one argument per "
+                                         "option (repeatable), e.g. --entrypoint /usr/bin/iperf3."),
+    cmd: list[str] = typer.Option([], "--cmd", help="The image's CMD, one argument per option (repeatable)."),
+    env: list[str] = typer.Option([], "--env", metavar="K=V", help="An Env variable of the image (repeatable)."),
+    workdir: str = typer.Option("/", "--workdir", help="The image's WorkingDir (an absolute path)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Its reference repo[:tag] "
+                                       "(default roughnet.local/<OUT's name>:latest)."),
+) -> None:
+    """Write an OCI image archive built here without a registry: busybox-static and the given binaries."""
+    import re
+
+    from .apps.ocibundle import image_name_ok, pack_image
+
+    def bad(what: str) -> None:
+        err.print(f"[red]error:[/] {escape(what)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+
+    if out.is_dir() or not out.parent.is_dir():
+        bad(f"OUT {out}: " + ("is a folder" if out.is_dir() else f"its folder {out.parent} does not exist"))
+    for b in binary:
+        p = Path(b)
+        if not p.is_file() or not os.access(p, os.X_OK):
+            bad(f"--binary {b}: " + ("not an executable file" if p.exists() else "no such file"))
+    for e in env:
+        if "=" not in e or e.startswith("="):
+            bad(f"--env {e!r}: expected K=V")
+    if not workdir.startswith("/"):
+        bad(f"--workdir {workdir!r}: expected an absolute path")
+    stem = re.sub(r"[^a-z0-9._-]+", "-", re.sub(r"(\.oci)?\.tar$", "", out.name).lower()).strip("._-") or "image"
+    name = name or f"roughnet.local/{stem}:latest"
+    if not image_name_ok(name):
+        bad(f"--name {name!r}: expected repo[:tag] (lowercase letters, digits, '.', '_', '-', '/')")
+    try:
+        im = pack_image(out, name=name, entrypoint=entrypoint, cmd=cmd, working_dir=workdir,
+                        env=dict(e.split("=", 1) for e in env), binaries=[str(Path(b).absolute()) for b in binary])
+    except RoughnetError as e:
+        _fail(e)
+    console.print(f"{im.path}  {im.ref}  {im.size} bytes ({im.size / 1e6:.1f} MB)\n"
+                  f"digest {im.digest} (config {im.config_digest})", highlight=False)
 
 
 cluster_app = typer.Typer(help="A local Kubernetes whose nodes are network namespaces of this machine "

@@ -26,8 +26,9 @@ This module owns the runtime side of ``[[process]] image = "..."`` (the image si
   Popen. Wrapper failures (overlay mount) exit 125 with a message on stderr.
 - :func:`container_state`, :func:`kill_container` (after roughnet was SIGKILLed: runc kill KILL, wait,
   runc delete --force, unmount leftovers under the bundle) and :func:`remove_bundle`.
-- :func:`build_test_image`: a small reproducible image made here (busybox-static plus host binaries and
-  their libraries), for tests and examples; it reuses the archive writer of :mod:`roughnet.kube.image`.
+- :func:`pack_image` (``roughnet image pack``; :func:`build_test_image` for tests): a small reproducible image
+  made here (busybox-static plus host binaries and their libraries); it reuses the archive writer of
+  :mod:`roughnet.kube.image`.
 
 Library code: logs, raises :class:`~roughnet.apps.oci.ImageError`, never prints.
 """
@@ -42,10 +43,11 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .oci import DEFAULT_PATH, Image, ImageError, resolve_in
+from .oci import DEFAULT_PATH, Image, ImageError, load_image, resolve_in
 
 log = logging.getLogger(__name__)
 
@@ -412,36 +414,71 @@ def remove_bundle(bundle: Path) -> None:
         raise ImageError(f"cannot remove the bundle {bundle}: {exc}") from exc
 
 
-# ---- a test image built here ----------------------------------------------------------------------
+# ---- an image built here (roughnet image pack, tests) ----------------------------------------------------------------------
 
 TEST_PASSWD = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
 TEST_GROUP = "root:x:0:\nnogroup:x:65534:\n"
 
 
-def build_test_image(out: Path, *, name: str, entrypoint: Sequence[str], cmd: Sequence[str] = (),
-                     env: dict[str, str] | None = None, working_dir: str = "/",
-                     binaries: Sequence[str] = ()) -> Path:
-    """A small OCI image archive at ``out``, for tests and examples (reproducible: same inputs, same digest).
+@dataclass(frozen=True)
+class PackedImage:
+    """An image archive :func:`pack_image` wrote: where, which reference, how big, its digests."""
+
+    path: Path
+    ref: str
+    size: int
+    digest: str  # the manifest's digest (what a registry calls the image's digest)
+    config_digest: str  # the config's digest: the unpack cache's key, the record's ``image_info.digest``
+
+
+_REF = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+                  r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?$")
+
+
+def image_name_ok(name: str) -> bool:
+    """Whether ``name`` is a reference ``repo[:tag]`` as Docker and OCI tools take it (lowercase repository)."""
+    return bool(_REF.match(name))
+
+
+def pack_image(out: Path, *, name: str, entrypoint: Sequence[str], cmd: Sequence[str] = (),
+               env: dict[str, str] | None = None, working_dir: str = "/",
+               binaries: Sequence[str] = ()) -> PackedImage:
+    """An OCI image archive at ``out`` built here, without a registry (``roughnet image pack``).
 
     Debian's busybox-static as /bin/busybox with its common applets as symlinks, each host binary of
-    ``binaries`` at its host path with the shared libraries ``ldd`` lists, /etc/passwd (root, nobody),
-    /etc/group, /tmp (1777) and ``working_dir``. ``name``: "repo[:tag]".
+    ``binaries`` at its host path with the shared libraries ``ldd`` lists (the dynamic loader too),
+    /etc/passwd (root, nobody), /etc/group, /tmp (1777) and ``working_dir``; Env ``PATH`` plus ``env``.
+    ``name``: "repo[:tag]" (tag default "latest"). Reproducible: the same inputs give the same bytes.
+    ``entrypoint[0]`` must be in the image: one of ``binaries``, /bin/busybox or one of its applets (a
+    name without '/' is looked up in the image's PATH).
     """
     from ..kube import image as kimg
 
+    if not entrypoint:
+        raise ImageError("an image needs an entrypoint (the program the container runs)")
+    if not image_name_ok(name):
+        raise ImageError(f"image name {name!r}: expected repo[:tag], e.g. roughnet.local/iperf3:1 "
+                         "(lowercase letters, digits, '.', '_', '-', '/')")
+    if not working_dir.startswith("/"):
+        raise ImageError(f"working directory {working_dir!r}: expected an absolute path")
     busybox = Path("/bin/busybox")
     if not busybox.is_file():
-        raise ImageError("/bin/busybox is missing (needed for the test image): apt-get install -y busybox-static")
+        raise ImageError("/bin/busybox is missing (every image gets Debian's busybox-static): "
+                         "apt-get install -y busybox-static (or `make cluster`, which installs it)")
     repo, _, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, ":", "latest")
     entries: list = [kimg.FileEntry(busybox, "/bin/busybox", 0o755)]
     entries += [kimg.Symlink(f"/bin/{a}", "busybox") for a in kimg.BUSYBOX_APPLETS]
+    programs = {"/bin/busybox"} | {f"/bin/{a}" for a in kimg.BUSYBOX_APPLETS}
     try:
         libs: set[str] = set()
         for b in binaries:
             p = Path(b)
             if not p.is_absolute() or not p.is_file():
-                raise ImageError(f"binary {b} for the test image: expected an absolute path of a file on this machine")
+                raise ImageError(f"binary {b}: expected the absolute path of a file on this machine")
+            if not os.access(p, os.X_OK):
+                raise ImageError(f"binary {b}: not executable")
             entries.append(kimg.FileEntry(p, str(p), 0o755))
+            programs.add(os.path.normpath(str(p)))
             libs.update(kimg.shared_libraries(p))
         entries += [kimg.FileEntry(Path(lib), lib, 0o755) for lib in sorted(libs)]
         entries += [kimg.DataEntry(TEST_PASSWD.encode(), "/etc/passwd"),
@@ -450,11 +487,27 @@ def build_test_image(out: Path, *, name: str, entrypoint: Sequence[str], cmd: Se
                     kimg.Directory("/sys"), kimg.Directory("/dev"), kimg.Directory("/etc"), kimg.Directory("/run")]
         if working_dir.strip("/"):
             entries.append(kimg.Directory(working_dir))
-        envs = dict(e.split("=", 1) for e in [f"PATH={DEFAULT_PATH}"])
+        envs = {"PATH": DEFAULT_PATH}
         envs.update(env or {})
-        spec = kimg.ImageSpec(name=repo, tag=tag, entries=entries, entrypoint=list(entrypoint) or None,
+        first = entrypoint[0]
+        path_dirs = envs["PATH"].split(":")
+        found = (os.path.normpath(first) in programs if "/" in first
+                 else any(os.path.join(d, first) in programs for d in path_dirs))
+        if not found:
+            raise ImageError(f"entrypoint {first!r} is not in the image (not one of its binaries, nor busybox or "
+                             f"one of its applets{'' if '/' in first else ' in its PATH'})")
+        spec = kimg.ImageSpec(name=repo, tag=tag, entries=entries, entrypoint=list(entrypoint),
                               cmd=list(cmd) or None, env=[f"{k}={v}" for k, v in envs.items()],
                               working_dir=working_dir)
-        return kimg.write_archive(spec, Path(out)).path
+        built = kimg.write_archive(spec, Path(out))
     except kimg.ImageError as exc:
         raise ImageError(str(exc)) from exc
+    return PackedImage(built.path, built.ref, built.size, built.manifest_digest, load_image(built.path).digest)
+
+
+def build_test_image(out: Path, *, name: str, entrypoint: Sequence[str], cmd: Sequence[str] = (),
+                     env: dict[str, str] | None = None, working_dir: str = "/",
+                     binaries: Sequence[str] = ()) -> Path:
+    """:func:`pack_image` for tests: the archive's path."""
+    return pack_image(out, name=name, entrypoint=entrypoint, cmd=cmd, env=env, working_dir=working_dir,
+                      binaries=binaries).path
