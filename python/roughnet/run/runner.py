@@ -261,12 +261,13 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
         from ..apps.supervisor import Supervisor
 
         procs = Supervisor(run, topology, artifacts, handles, topology.ledger)
-        procs.prepare()
     try:
         cpu = CpuSampler()
         cpu.start()
         timeline = None
         try:
+            if procs is not None:
+                procs.prepare()  # working folders, /etc/netns files, socket samplers (stopped by abort below)
             if run.workload is None:  # a run of [[process]] entries only: t0 now, events, the processes' end
                 timeline = _processes_only(run, topology, link_engines, handles, procs, watch)
             elif run.has_timeline:  # several workloads or senders, delayed starts, events: run.timeline
