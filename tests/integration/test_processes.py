@@ -204,7 +204,7 @@ for = "1 s"
     rec = _record(results)
     assert rec["status"] == "ok", rec["failure_reason"]
     victim, again, napper = (_proc(rec, n) for n in ("victim", "again", "napper"))
-    assert victim["final"] == {"signal": "SIGKILL"} and 0.4 <= victim["ended_s"] <= 2.0
+    assert victim["final"] == {"signal": "SIGKILL"} and 0.4 <= victim["ended_s"] <= 2.4
     assert again["restarts"] == 1 and again["earlier_exits"] == [{"signal": "SIGTERM", "stop_sent": "SIGTERM"}]
     assert again["ok"] and napper["ok"]
     events = {(e["target"], e["action"]): e for e in rec["events"]}
@@ -292,8 +292,10 @@ def test_a_run_of_processes_only_with_an_event_on_its_link(tmp_path):
     """No [workload]: the processes are the run. A link event at 1 s raises the loss from 0 to 5 % (the wire's
     seeded loss); the client, a 3 s iperf3, then retransmits: at 5 % over ~2 s of a 20 Mbit/s stream (about
     3000 segments) P(no retransmission) is about e^-150. Before the event nothing is lost (0 % on the link),
-    so every retransmission in the series comes after 1 s, less one RTO (200 ms) of slack for where the
-    sample falls. The run's CPU verdict is the machine's, as for agents."""
+    so the series' retransmissions come after 1 s but for drops at the link's queue in slow start (a few at
+    most: the queue holds 50 ms at the rate): 5 % of ~3000 segments is ~150, more than 5 times those and at
+    least 30 (P(fewer than 30 | mean 150) is below 1e-30). The run's CPU verdict is the machine's, as for
+    agents."""
     head = HEAD.format(name="only", link='rate = "20 Mbit/s"\ndelay = "5 ms"')
     scenario = tmp_path / "only.toml"
     scenario.write_text(head[:head.index("[workload]")] + """
@@ -326,7 +328,9 @@ loss = "5%"
     assert rec["metrics"]["link_drops_loss"] > 0
     retrans = [(r["t_s"], r["value"]) for r in rec["process_series"]
                if r["process"] == "cli" and r["source"] == "tcp" and r["name"] == "retrans" and r["value"]]
-    assert retrans and min(t for t, _ in retrans) >= 0.8, retrans
+    before = sum(v for t, v in retrans if t < 1.0)  # only the queue's drops (slow start), if any
+    after = sum(v for t, v in retrans if t >= 1.0)
+    assert after >= 30 and after > 5 * before, (retrans, rec["metrics"])
     assert cli["cpu_s"] > 0  # iperf3 sending for 3 s uses CPU; the tree's time is read from /proc
 
 
