@@ -533,7 +533,7 @@ def calibrate(
 
 
 image_app = typer.Typer(help="Container images built here without a registry: roughnet's for Kubernetes (build), "
-                         "yours for a [[process]] image (pack).", no_args_is_help=True)
+                         "yours for the image of a process (pack).", no_args_is_help=True)
 app.add_typer(image_app, name="image")
 
 
