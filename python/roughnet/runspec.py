@@ -234,6 +234,7 @@ class Process:
     env: dict[str, str] = field(default_factory=dict)
     files: tuple[str, ...] = ()  # relative to ``base``, copied into the working folder
     base: str = ""  # the scenario file's folder (not part of the run id)
+    digests: dict[str, str] = field(default_factory=dict)  # file or image -> sha256 of its content (in the run id)
     user: str | None = None  # None: SUDO_UID's user, else nobody
     start_ns: int = 0  # after t0 (or after ``after`` is ready)
     after: str | None = None  # a process name or a service kind

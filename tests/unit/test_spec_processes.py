@@ -183,3 +183,14 @@ def test_start_and_stop_must_come_before_the_timeout():
     assert "process[0].stop" in err and "timeout 30 s" in err
     err = str(plan_error(BASE + '\n[[process]]\nname = "p"\nhost = "a"\ncommand = ["x"]\nstart = "31 s"\n'))
     assert "process[0].start" in err
+
+
+def test_a_changed_script_or_image_is_another_run(tmp_path):
+    text = BASE + '\n[[process]]\nname = "p"\nhost = "a"\ncommand = ["./tool"]\nfiles = ["tool"]\n'
+    src = str(tmp_path / "s.toml")
+    (tmp_path / "tool").write_text("#!/bin/sh\necho one\n")
+    first = sweep_from_scenario(loads(text, src), src).runs[0]
+    (tmp_path / "tool").write_text("#!/bin/sh\necho two\n")
+    second = sweep_from_scenario(loads(text, src), src).runs[0]
+    assert first.processes[0].digests["tool"].startswith("sha256:")
+    assert first.run_id != second.run_id

@@ -259,6 +259,21 @@ def _check_cycles(procs: list[ProcessTable], names: dict[str, int], problems: li
             cur = nxt
 
 
+def content_digest(path: Path) -> str:
+    """sha256 of a file, or of an OCI layout directory's index.json (which names every blob by digest)."""
+    import hashlib
+
+    target = path / "index.json" if path.is_dir() else path
+    h = hashlib.sha256()
+    try:
+        with open(target, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return ""
+    return "sha256:" + h.hexdigest()
+
+
 def resolve_process(p: ProcessTable, base: Path) -> runspec.Process:
     """One declaration in base units (``base``: the scenario file's folder; file paths become absolute)."""
     ready: dict[str, Any] = {}
@@ -288,6 +303,8 @@ def resolve_process(p: ProcessTable, base: Path) -> runspec.Process:
         env=dict(p.env or {}),
         files=tuple(p.files or ()),
         base=str(base.resolve()),
+        # what runs is part of the run: a changed script or a rebuilt image is another run (run id)
+        digests={f: content_digest(base / f) for f in [*(p.files or []), *([p.image] if p.image else [])]},
         user=p.user,
         start_ns=units.parse_duration_ns(p.start) if p.start is not None else 0,
         after=p.after,
