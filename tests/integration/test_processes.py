@@ -47,6 +47,22 @@ rate = "20 msg/s"
 """
 
 
+#: An iperf3 server on b (one test, then it exits) and a client on a that starts once the server listens; the
+#: client's command follows (``command = [...]``).
+IPERF_PAIR = """
+[[process]]
+name = "srv"
+host = "b"
+command = ["iperf3", "-s", "-1", "--forceflush"]
+ready = { log = "Server listening" }
+
+[[process]]
+name = "cli"
+host = "a"
+after = "srv"
+"""
+
+
 def _record(results: Path) -> dict:
     (path,) = list(results.glob("runs/*/*/record.json"))
     return json.loads(path.read_text())
@@ -74,18 +90,7 @@ def test_iperf3_as_user_processes_agrees_with_iperf3s_own_figures(tmp_path):
     """
     scenario = tmp_path / "iperf.toml"
     scenario.write_text(HEAD.format(name="iperf", link='rate = "20 Mbit/s"\ndelay = "5 ms"\n'
-                                    '[link.forward]\nloss = "1%"\n') + """
-[[process]]
-name = "srv"
-host = "b"
-command = ["iperf3", "-s", "-1", "--forceflush"]
-ready = { log = "Server listening" }
-
-[[process]]
-name = "cli"
-host = "a"
-after = "srv"
-command = ["iperf3", "-c", "b", "-t", "3", "-J", "--logfile", "client.json"]
+                                    '[link.forward]\nloss = "1%"\n') + IPERF_PAIR + """command = ["iperf3", "-c", "b", "-t", "3", "-J", "--logfile", "client.json"]
 """)
     results = tmp_path / "results"
     roughnet_run(scenario, results, timeout=180)
@@ -298,18 +303,7 @@ def test_a_run_of_processes_only_with_an_event_on_its_link(tmp_path):
     agents."""
     head = HEAD.format(name="only", link='rate = "20 Mbit/s"\ndelay = "5 ms"')
     scenario = tmp_path / "only.toml"
-    scenario.write_text(head[:head.index("[workload]")] + """
-[[process]]
-name = "srv"
-host = "b"
-command = ["iperf3", "-s", "-1", "--forceflush"]
-ready = { log = "Server listening" }
-
-[[process]]
-name = "cli"
-host = "a"
-after = "srv"
-command = ["iperf3", "-c", "b", "-t", "3"]
+    scenario.write_text(head[:head.index("[workload]")] + IPERF_PAIR + """command = ["iperf3", "-c", "b", "-t", "3"]
 
 [[event]]
 at = "1 s"
@@ -481,18 +475,7 @@ def test_a_capture_names_the_process_of_each_conversation(tmp_path):
     scenario = tmp_path / "cap.toml"
     head = HEAD.format(name="cap", link='rate = "10 Mbit/s"\ndelay = "2 ms"\ncapture = true\n'
                        '[link.forward]\nloss = "1%"\n')
-    scenario.write_text(head[:head.index("[workload]")] + """
-[[process]]
-name = "srv"
-host = "b"
-command = ["iperf3", "-s", "-1", "--forceflush"]
-ready = { log = "Server listening" }
-
-[[process]]
-name = "cli"
-host = "a"
-after = "srv"
-command = ["iperf3", "-c", "b", "-t", "2"]
+    scenario.write_text(head[:head.index("[workload]")] + IPERF_PAIR + """command = ["iperf3", "-c", "b", "-t", "2"]
 """)
     results = tmp_path / "results"
     roughnet_run(scenario, results, timeout=120)
