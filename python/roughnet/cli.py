@@ -75,14 +75,18 @@ def _open_store(results: Optional[Path], create: bool):
         return Store(root, create=False, read_only=True, lock_wait_s=READER_WAIT_S)
 
 
+def _print_version(value: bool) -> None:
+    if value:  # eager: before typer asks for a command
+        console.print(f"roughnet {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _main(
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More logging (-v info, -vv debug)."),
-    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True,
+                                 callback=_print_version),
 ) -> None:
-    if version:
-        console.print(f"roughnet {__version__}")
-        raise typer.Exit(0)
     level = logging.WARNING - 10 * min(verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
@@ -695,8 +699,8 @@ def main() -> None:
     app()
 
 
-mobility_app = typer.Typer(help="Vehicle mobility from SUMO, for hosts mapped to vehicles ([mobility] fcd, "
-                           "[[host]] vehicle; docs/scenario-format.md).", no_args_is_help=True)
+mobility_app = typer.Typer(help="Vehicle mobility from SUMO, for hosts mapped to vehicles (\\[mobility] fcd, "
+                           "\\[\\[host]] vehicle; docs/scenario-format.md).", no_args_is_help=True)
 app.add_typer(mobility_app, name="mobility")
 
 
