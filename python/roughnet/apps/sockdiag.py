@@ -469,14 +469,28 @@ class SocketSampler:
             if self._conns[cookie].closed or (socks is not None and cookie not in present):
                 self._conns[cookie].closed = True  # gone, no broadcast yet: its last sample stays its final state
                 self._open.discard(cookie)
+        # each socket's names once (not every socket for every name: 50 processes x 250 sockets was 62,500 checks
+        # a sample, bench/apps_bench.py)
+        inc_of: dict[str, list[dict[str, int]]] = {}
+        for ck, v in inc.items():
+            c = self._conns[ck]
+            if not c.listen:
+                for n in c.names:
+                    inc_of.setdefault(n, []).append(v)
+        live_of: dict[str, list[dict[str, int]]] = {}
+        for ck in present:
+            c = self._conns[ck]
+            if not c.listen and c.sock.state != "CLOSE":  # CLOSE: reset, its fd not closed yet
+                for n in c.names:
+                    live_of.setdefault(n, []).append(c.sock.info)
         for name, rows in self._series.items():
-            up = {k: sum(v[k] for ck, v in inc.items() if self._is(ck, name)) for k in _SUMS}
+            mine = inc_of.get(name, [])
+            up = {k: sum(v[k] for v in mine) for k in _SUMS}
             if socks is None:
                 for k, v in (up.items() if rows else ()):
                     rows[-1]["retrans" if k == "total_retrans" else k] += v
                 continue
-            live = [self._conns[ck].sock.info for ck in present  # CLOSE: reset, its fd not closed yet
-                    if self._is(ck, name) and self._conns[ck].sock.state != "CLOSE"]
+            live = live_of.get(name, [])
             if live or any(up.values()):
                 rtts = [i for i in live if i.get("rtt", 0) > 0]
                 rows.append({"t_ns": now, "connections": len(live), "rtt_us": _mean([i["rtt"] for i in rtts]),
@@ -485,10 +499,6 @@ class SocketSampler:
                              "bytes_sent": up["bytes_sent"], "bytes_acked": up["bytes_acked"],
                              "bytes_received": up["bytes_received"],
                              "delivery_rate_bps": sum(i.get("delivery_rate", 0) * 8 for i in live)})
-
-    def _is(self, cookie: int, name: str) -> bool:
-        c = self._conns[cookie]
-        return name in c.names and not c.listen
 
     def stop(self) -> None:
         """A final sample, then the destroy broadcasts of sockets it found closed (they follow the close by a
