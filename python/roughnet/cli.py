@@ -375,6 +375,16 @@ def _print_summary(store, sweep_id: str) -> None:
         for row in wrows:
             wt.add_row(*[escape(str(v)) for v in row.values()])
         console.print(wt)
+    from .report import process_rows
+
+    procs = process_rows(store, sweep_id)  # the user's own programs ([[process]], docs/applications.md)
+    if procs:
+        ptab = Table(title="processes")
+        for c in procs[0]:
+            ptab.add_column(c)
+        for row in procs:
+            ptab.add_row(*[escape(v) for v in row.values()], style=None if row["as expected"] == "yes" else "red")
+        console.print(ptab)
     for line, broken in recovery_lines(store, sweep_id):  # one per fault: outage, recovery, loss, promise
         console.print(f"[red]{escape(line)}[/]" if broken else escape(line), highlight=False)
 

@@ -168,3 +168,15 @@ def test_a_sweep_without_processes_has_no_section(tmp_path):
 
 def test_section_is_empty_without_rows(tmp_path):
     assert pr.section([], [], [], {}, [], tmp_path, lambda png, alt: "") == ""
+
+
+def test_cli_summary_rows_name_each_process_and_a_mismatch(store):
+    from roughnet.report import process_rows
+
+    rows = process_rows(store, SWEEP)
+    assert [(r["#"], r["process"]) for r in rows] == [("0", "server"), ("0", "client"), ("1", "server"),
+                                                       ("1", "client")]
+    assert rows[0]["ended"] == "signal SIGTERM" and rows[0]["as expected"] == "yes"
+    assert rows[0]["retrans"] == "7" and rows[0]["CPU"] == "1.25 s"
+    broken = [r for r in rows if r["as expected"] != "yes"]
+    assert broken and all(r["as expected"] == "no: still running at the run's end; expected exit 0" for r in broken)

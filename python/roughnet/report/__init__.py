@@ -93,6 +93,34 @@ def workload_rows(store: Store, sweep_id: str) -> list[dict[str, str]]:
     return timeline_report.workload_rows(store.runs(sweep_id), _light_timelines(store, sweep_id))
 
 
+def process_rows(store: Store, sweep_id: str) -> list[dict[str, str]]:
+    """Rows of the CLI's per-process block: one per [[process]] of each run ([] without processes)."""
+    import json
+
+    index = {r["run_id"]: r.get("index", r.get("run_index")) for r in store.runs(sweep_id)}
+    out = []
+    for p in store.processes(sweep_id):
+        final = p.get("final")
+        if isinstance(final, str):
+            try:
+                final = json.loads(final)
+            except ValueError:
+                pass
+        end = ", ".join(f"{k} {v}" for k, v in final.items()) if isinstance(final, dict) else "never started"
+
+        def num(v, scale=1.0, unit=""):
+            if v is None:
+                return "-"
+            x = v / scale
+            return f"{x:.0f}{unit}" if abs(x) >= 100 or (isinstance(v, int) and scale == 1.0) else f"{x:.3g}{unit}"
+        out.append({"#": str(index.get(p["run_id"], "?")), "process": str(p["name"]), "host": str(p.get("host")),
+                    "ended": end, "as expected": "yes" if p.get("ok") else f"no: {p.get('reason')}",
+                    "TCP conns": num(p.get("tcp_connections")), "retrans": num(p.get("tcp_retrans")),
+                    "RTT": num(p.get("tcp_rtt_us"), 1000, " ms"), "app p50": num(p.get("lat_p50_us"), 1000, " ms"),
+                    "app p99": num(p.get("lat_p99_us"), 1000, " ms"), "CPU": num(p.get("cpu_s"), 1, " s")})
+    return out
+
+
 def recovery_lines(store: Store, sweep_id: str) -> list[tuple[str, bool]]:
     """(line, promise broken) per fault of every timeline run of ``sweep_id`` (see the module docstring)."""
     return timeline_report.recovery_lines(store.runs(sweep_id), _light_timelines(store, sweep_id))
