@@ -489,3 +489,35 @@ def test_a_capture_names_the_process_of_each_conversation(tmp_path):
     seen = mine[0]
     assert seen["data_bytes"] >= data["bytes_acked"] - 2
     assert seen["retrans"] > 0 and abs(seen["retrans"] - data["total_retrans"]) <= 3, (seen, data)
+
+
+def test_processes_only_with_a_managed_broker(tmp_path):
+    """No [workload], a managed mosquitto kept for the processes: Debian's own MQTT clients (mosquitto_sub for one
+    message, mosquitto_pub) talk through it by host name (/etc/hosts of the namespaces)."""
+    head = HEAD.format(name="brk", link='delay = "1 ms"')
+    scenario = tmp_path / "brk.toml"
+    scenario.write_text(head[:head.index("[workload]")] + """
+[[service]]
+kind = "mosquitto"
+host = "b"
+
+[[process]]
+name = "sub"
+host = "a"
+command = ["mosquitto_sub", "-h", "b", "-t", "t/x", "-C", "1", "-v"]
+ready = { delay = "500 ms" }
+
+[[process]]
+name = "pub"
+host = "a"
+after = "sub"
+command = ["mosquitto_pub", "-h", "b", "-t", "t/x", "-m", "hello"]
+""")
+    results = tmp_path / "results"
+    roughnet_run(scenario, results, timeout=120)
+    rec = _record(results)
+    assert rec["status"] == "ok", rec["failure_reason"]
+    assert _proc(rec, "sub")["final"] == {"exit": 0} and _proc(rec, "pub")["final"] == {"exit": 0}
+    run_dir = next(results.glob("runs/*/*/"))
+    assert (run_dir / "process-sub.stdout").read_text().strip() == "t/x hello"
+    assert any(k.startswith("service_mosquitto") and k.endswith("_cpu_s") for k in rec["metrics"]), rec["metrics"]

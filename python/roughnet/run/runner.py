@@ -297,6 +297,8 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
         if handles:  # (a service an event took down and left down is not a failure)
             died = services.check_alive([h for h in handles if timeline is None or h.kind not in timeline.down])
             if died:
+                if procs is not None:  # what the user's processes did is kept with the failure
+                    _fill_processes(record, procs)
                 raise ServiceError(died)
         tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in run.host_names()}
         link_counters = {i: eng.counters(topology, _link(run, i)) for i, eng in link_engines.items()}
@@ -325,9 +327,12 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
         capture.stop(captures)
 
 
-def _processes_only(run: Run, topology, link_engines: dict[int, Any], handles: list, procs, watch) -> dict[str, Any]:
+def _processes_only(run: Run, topology, link_engines: dict[int, Any], handles: list, procs, watch):
     """A run of [[process]] entries only: t0 now, the events on their thread (run.timeline.EventRunner, without
-    flows), until every process the run waits for has ended (or the timeout); the events' records."""
+    flows), until every process the run waits for has ended (or the timeout); t0, the end, the events' records
+    and the services they left down (``down``, as a timeline has it)."""
+    from types import SimpleNamespace
+
     from .timeline import EventRunner
 
     events = EventRunner(run, topology, link_engines, handles, [])
@@ -342,16 +347,14 @@ def _processes_only(run: Run, topology, link_engines: dict[int, Any], handles: l
         procs.wait(t0 + run.run_timeout_ns, watch=watch_services)
         end_ns = time.monotonic_ns()
         events.finish(1.0)
-        return {"t0_ns": t0, "end_ns": end_ns, "events": sorted(events.records + events.cancelled(),
-                                                                key=lambda r: r["index"]),
-                "down": set(events.down)}
+        return SimpleNamespace(t0_ns=t0, end_ns=end_ns, down=set(events.down),
+                               events=sorted(events.records + events.cancelled(), key=lambda r: r["index"]))
     finally:
         events.finish(1.0)
         events.restore()
 
 
-def _fill_processes_only_record(record: dict[str, Any], tl: dict[str, Any], tcp_deltas, link_counters,
-                                cpu_stats) -> None:
+def _fill_processes_only_record(record: dict[str, Any], tl, tcp_deltas, link_counters, cpu_stats) -> None:
     """The record of a run without a workload: the machine's and the links' figures; the processes' own rows are
     ``_fill_processes``'; the verdict judges the machine (CPU) as for agents."""
     metrics: dict[str, Any] = {}
@@ -362,9 +365,9 @@ def _fill_processes_only_record(record: dict[str, Any], tl: dict[str, Any], tcp_
     record["link_counters"] = {str(k): v for k, v in link_counters.items()}
     record["tcp_counters"] = tcp_deltas
     record["validity"], record["validity_reasons"] = collect.machine_verdict(cpu_stats, link_counters)
-    if tl.get("events"):
-        record["events"] = tl["events"]
-    record["t0_ns"] = tl.get("t0_ns")
+    if tl.events:
+        record["events"] = tl.events
+    record["t0_ns"] = tl.t0_ns
     record["status"] = "ok"
 
 
