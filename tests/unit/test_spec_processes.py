@@ -121,6 +121,8 @@ def test_the_run_id_does_not_depend_on_where_the_scenario_is(tmp_path):
      "process[0].metrics.prometheus", "plain http URL"),
     ('name = "p"\nhost = "a"\ncommand = ["x"]\nfiles = ["../x"]\n', "process[0].files[0]", "not inside"),
     ('name = "p"\nhost = "a"\ncommand = ["x"]\nfiles = ["missing.py"]\n', "process[0].files[0]", "no such file"),
+    ('name = "p"\nhost = "a"\ncommand = ["x"]\nfiles = ["a/x.py", "b/x.py"]\n', "process[0].files[1]",
+     "same file name as files[0]"),
     ('name = "p"\nhost = "a"\nimage = "missing.tar"\n', "process[0].image", "no such file or directory"),
     ('name = "p"\nhost = "a"\ncommand = ["x"]\nenv = { "1X" = "y" }\n', "process[0].env.1X", "variable name"),
     ('name = "p"\nhost = "a"\ncommand = ["x"]\nuser = "Bad User"\n', "process[0].user", "user name"),

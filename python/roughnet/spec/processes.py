@@ -171,10 +171,18 @@ def check_processes(procs: list[ProcessTable], hosts: set[str] | None, services:
                                         "letters, digits and '_', not starting with a digit", k))
             if not isinstance(v, str):
                 problems.append(Problem(f"{path}.env.{k}", "not a string", "a string", v))
+        seen_files: dict[str, int] = {}
         for j, f in enumerate(p.files or []):
             if isinstance(f, str) and not kinds.has_placeholder(f) and (f.startswith("/") or ".." in Path(f).parts):
                 problems.append(Problem(f"{path}.files[{j}]", "not inside the scenario's folder",
                                         "a path relative to the scenario file, without '..'", f))
+            elif isinstance(f, str) and not kinds.has_placeholder(f):
+                name = Path(f).name
+                if name in seen_files:  # both would be copied to the same name in the working folder
+                    problems.append(Problem(f"{path}.files[{j}]", f"same file name as files[{seen_files[name]}]",
+                                            "files with distinct names (each is copied by its name into the "
+                                            "working folder)", f))
+                seen_files.setdefault(name, j)
         _check_ready(p, path, problems)
         _check_expect(p, path, problems)
         _check_metrics(p, path, problems)
