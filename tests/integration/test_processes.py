@@ -325,7 +325,6 @@ loss = "5%"
     before = sum(v for t, v in retrans if t < 1.0)  # only the queue's drops (slow start), if any
     after = sum(v for t, v in retrans if t >= 1.0)
     assert after >= 30 and after > 5 * before, (retrans, rec["metrics"])
-    assert cli["cpu_s"] > 0  # iperf3 sending for 3 s uses CPU; the tree's time is read from /proc
 
 
 def test_an_image_process_cpu_is_its_containers_not_runcs(tmp_path):
