@@ -147,6 +147,11 @@ name = "dies"
 host = "a"
 command = ["sh", "-c", "kill -INT $$"]
 expect = { signal = "SIGINT" }
+
+[[process]]
+name = "busy"
+host = "b"
+command = ["sh", "-c", "(end=$(( $(date +%s) + 2 )); while [ $(date +%s) -lt $end ]; do :; done); true"]
 """)
     results = tmp_path / "results"
     roughnet_run(scenario, results, timeout=120, exit_codes=(1,))
@@ -162,6 +167,10 @@ expect = { signal = "SIGINT" }
     assert srv["ok"] and srv["stop_sent"] == "SIGTERM" and srv["final"] == {"signal": "SIGTERM"}
     assert 1.4 <= srv["ended_s"] - 0 <= 10
     assert _proc(rec, "dies")["final"] == {"signal": "SIGINT"}
+    # CPU of the process tree: the busy loop runs 1-2 s in a subshell (a child, counted through the shell's
+    # cutime once reaped); on a 2-core machine it gets at least a third of a core
+    busy = _proc(rec, "busy")
+    assert busy["ok"] and busy["cpu_s"] >= 0.3, busy["cpu_s"]
 
 
 def test_events_act_on_processes(tmp_path):
