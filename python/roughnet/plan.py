@@ -39,7 +39,7 @@ from .spec.kinds import describe, has_placeholder
 from .spec.load import check_data
 from .spec.model import KNOB_TABLES
 from .spec.placeholders import substitute
-from .spec.problems import NOTHING, Problem, ScenarioError
+from .spec.problems import NOTHING, Problem, ScenarioError, without_file_values
 from .spec.resolve import resolve
 from .spec.schedule import file_axes
 from .spec.sweep import EXCLUDE, axes_of, excludes_of, excluded, label
@@ -278,7 +278,8 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
             paths, path_problems = read_path_files(model, base)
             problems = problems + path_problems + check_files(model.process or [], base)
         if problems or model is None:
-            raise ScenarioError(source, _with_origins(problems, origins, data), _run_label(p, total, params))
+            raise ScenarioError(source, without_file_values(_with_origins(problems, origins, data),
+                                                            file_axes(scenario)), _run_label(p, total, params))
         resolved.append((params, (*resolve(model, traces, paths),
                                   tuple(resolve_process(t, base) for t in model.process or []))))
     if protocol_swept:

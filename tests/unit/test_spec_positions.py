@@ -136,7 +136,7 @@ def test_a_path_from_a_file(tmp_path) -> None:
     run = plan_sweep(f).runs[0]
     assert run.links[0].positions[2] == ({"at_ns": 0, "x_m": 10.0, "y_m": 0.0},
                                          {"at_ns": 2_500_000_000, "x_m": -300.0, "y_m": 40.5})  # fmt: skip
-    for text, words in [("0,1\n", "2 fields"), ("0,1,x\n", "'x' is not a number"), ("1,0,0\n0,0,0\n", "before"),
+    for text, words in [("0,1\n", "2 comma-separated fields, not 3"), ("0,1,x\n", "field 3 is not a number"), ("1,0,0\n0,0,0\n", "before"),
                         ("-1,0,0\n", "negative time"), ("# nothing\n", "no points")]:  # fmt: skip
         with pytest.raises(ValueError, match=words):
             parse_path_csv(text, "car.csv")

@@ -189,10 +189,10 @@ def test_inline_distance_points() -> None:
     [
         ("0,50\n1,-3\n", ["line 2", "negative distance"]),
         ("0,50\n2,50\n1,50\n", ["line 3", "before the line above"]),
-        ("0,50\n1;50\n", ["line 2", "1 fields"]),
-        ("0,50\n1,far\n", ["line 2", "'far' is not a number"]),
+        ("0,50\n1;50\n", ["line 2", "1 comma-separated field, not 2"]),
+        ("0,50\n1,far\n", ["line 2", "field 2 is not a number"]),
         ("time_s,metres\n# nothing\n", ["no points"]),
-        ("0,50,1\n", ["line 1", "3 fields"]),
+        ("0,50,1\n", ["line 1", "3 comma-separated fields, not 2"]),
     ],
 )
 def test_distance_csv_errors_name_the_line(text: str, words: list[str]) -> None:
@@ -211,7 +211,7 @@ def test_missing_or_bad_trace_file_is_a_spec_error(tmp_path: Path) -> None:
     assert first.startswith(f"{file}: link[0].distance_trace: cannot read {tmp_path / 'nope.csv'}"), first
     assert '(got "nope.csv")' in first
     (tmp_path / "nope.csv").write_text("0,1\n1,x\n")
-    with pytest.raises(ScenarioError, match=r"link\[0\]\.distance_trace: .*nope\.csv line 2: 'x' is not a number"):
+    with pytest.raises(ScenarioError, match=r"link\[0\]\.distance_trace: .*nope\.csv line 2: field 2 is not a number"):
         plan_sweep(file)
 
 

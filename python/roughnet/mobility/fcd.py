@@ -39,16 +39,18 @@ def _number(value: str | None, what: str) -> float:
     try:
         x = float(value)
     except ValueError:
-        raise FcdError(f"{what} = {value!r} is not a number{where}; expected {FCD_EXPECTED}") from None
+        raise FcdError(f"{what} is not a number{where}; expected {FCD_EXPECTED}") from None
     if not math.isfinite(x):
-        raise FcdError(f"{what} = {value!r} is not finite{where}; expected {FCD_EXPECTED}")
+        raise FcdError(f"{what} is not finite{where}; expected {FCD_EXPECTED}")
     return x
 
 
 def parse_fcd(source: str | Path | Any, name: str = "") -> dict[str, Points]:
     """Vehicle id -> its points (``{at_ns, x_m, y_m}``, time order, one per time step it is present).
 
-    ``source``: a path or a binary file object. Raises ``FcdError`` for XML that does not parse (the message
+    ``source``: a path or a binary file object. Errors never quote an element or value of a file that is
+    not an FCD (a scenario may name any file, issue 26); past the ``<fcd-export>`` root, they name time
+    steps and vehicle ids. Raises ``FcdError`` for XML that does not parse (the message
     has its line), a root that is not ``fcd-export``, a time step or vehicle without its numbers (geographic
     FCD, ``--fcd-output.geo``, has ``lon``/``lat`` instead of ``x``/``y``: refused), times that go back.
     """
@@ -67,7 +69,9 @@ def parse_fcd(source: str | Path | Any, name: str = "") -> dict[str, Points]:
                         if root_tag is None:
                             root_tag = el.tag
                             if el.tag != "fcd-export":
-                                raise FcdError(f"{name}: the root element is <{el.tag}>; expected {FCD_EXPECTED}")
+                                # The tag is not quoted: a file of another kind must not have its content printed.
+                                raise FcdError(f"{name}: the root element is not <fcd-export> (not an FCD file); "
+                                               f"expected {FCD_EXPECTED}")
                         continue
                     if el.tag == "vehicle":
                         continue  # read with its time step

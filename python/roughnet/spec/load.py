@@ -20,7 +20,7 @@ from .checks import check_scenario
 from .model import Scenario
 from .placeholders import check_placeholders
 from . import groups
-from .problems import Problem, ScenarioError, from_validation_error
+from .problems import Problem, ScenarioError, from_validation_error, without_file_values
 from .schedule import expand_file_axes
 from .sweep import check_sweep
 
@@ -58,7 +58,12 @@ def loads(text: str, source: str = "<string>", base: Path | None = None) -> Scen
     data, files, problems = expand_file_axes(data, base if base is not None else Path("."))
     if problems:
         raise ScenarioError(source, problems)
-    model = validate_data(data, source)
+    try:
+        model = validate_data(data, source)
+    except ScenarioError as e:
+        if not files:
+            raise
+        raise ScenarioError(source, without_file_values(e.problems, files), e.run) from None
     model._file_axes = files
     return model
 

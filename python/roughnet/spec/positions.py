@@ -267,17 +267,29 @@ def _sumo_trace(s: Scenario, base: Path, problems: list[Problem]) -> dict[str, P
     m = s.mobility
     routes = [m.routes] if isinstance(m.routes, str) else list(m.routes)
     files = []
-    for key, name, kind in [("mobility.net", m.net, "a SUMO network (.net.xml)"),
-                            *((f"mobility.routes[{k}]", r, "a SUMO route file (.rou.xml)")
-                              for k, r in enumerate(routes))]:  # fmt: skip
+    for key, name, kind, roots in [("mobility.net", m.net, "a SUMO network (.net.xml, root element <net>)",
+                                    ("net",)),
+                                   *((f"mobility.routes[{k}]", r, "a SUMO route file (.rou.xml, root element "
+                                      "<routes> or <additional>)", ("routes", "additional"))
+                                     for k, r in enumerate(routes))]:  # fmt: skip
         file = Path(name) if Path(name).is_absolute() else base / name
+        # SUMO reads only files of the right kind: its own messages about another XML file could quote it, and
+        # nothing of a file that is not a SUMO input is ever printed (issue 26): its root element (not quoted)
+        # is checked here, and ET's parse errors name a line and column only.
+        root = None
         try:
-            for _, el in ET.iterparse(file):
-                el.clear()
+            for event, el in ET.iterparse(file, events=("start", "end")):
+                if root is None:
+                    root = el.tag
+                if event == "end":
+                    el.clear()
         except OSError as e:
             problems.append(Problem(key, f"cannot read {file} ({e.strerror or e})", kind, name))
         except ET.ParseError as e:
             problems.append(Problem(key, f"{file} is not XML ({e})", kind, name))
+        else:
+            if root not in roots:
+                problems.append(Problem(key, f"{file}: the root element is not <{'> or <'.join(roots)}>", kind, name))
         files.append(file)
     if problems:
         return None

@@ -66,6 +66,21 @@ class ScenarioError(SpecError):
         super().__init__("\n".join(p.format(file) + suffix for p in self.problems))
 
 
+def without_file_values(problems: list[Problem], file_axes: Any) -> list[Problem]:
+    """``problems`` with the values of a schedule file's cells left out: those of a problem at a file axis
+    (``sweep.schedule[2].batch_size``) or whose value came from one (origin ``sweep.schedule[2]``). A
+    scenario may name any file as a schedule; its cells are never quoted (issue 26)."""
+    prefixes = tuple(f"sweep.{axis}{end}" for axis in file_axes for end in ("[", ".", ""))
+    if not prefixes:
+        return list(problems)
+    out = []
+    for p in problems:
+        if p.path.startswith(prefixes) or any(o.strip().startswith(prefixes) for o in p.origin.split(",") if o):
+            p = Problem(p.path, p.problem, p.expected, origin=p.origin)
+        out.append(p)
+    return out
+
+
 def path_text(loc: tuple[Any, ...] | list[Any]) -> str:
     """``("link", 0, "loss")`` -> ``"link[0].loss"``."""
     out = ""

@@ -29,7 +29,11 @@ Any other column is read as an integer, a number, true/false, or else text.
 Blank lines and lines starting with ``#`` are skipped (they do not count as rows).
 Columns the scenario does not use are listed in ``ignore`` (every field of an
 axis must be used, so that a typo cannot silently leave a column out).
-Errors name the file, the row (and its line) and the column.
+Errors name the file, the row (and its line) and the column, and never quote a cell: a scenario (run as
+root) may name any file, and one that is not a schedule (``file = "/etc/shadow"``) must not have its content
+printed (issue 26). A header cell must look like a column name (a letter, then letters, digits, spaces and
+``_ - ( ) .``, at most 64 characters), so that a file whose first line is not a header is refused as such;
+the columns of a header that passed may be named in later errors (they are the user's column names).
 
 The expansion happens when the scenario file is read (``spec.load``), before any
 other check: from there on the axis is an ordinary table axis, and the sweep id
@@ -63,6 +67,9 @@ _FILE_AXIS = ('an inline table { file = "schedule.csv" } (optionally with ignore
               "list of values")  # fmt: skip
 _BOOL = {"1": True, "0": False, "true": True, "false": False, "yes": True, "no": False}
 _BOOL_EXPECTED = "0 or 1, true or false, yes or no"
+
+
+_HEADER_CELL = re.compile(r"[A-Za-z][A-Za-z0-9 _().-]{0,63}")
 
 
 def _normal(name: str) -> str:
@@ -203,7 +210,7 @@ def read_schedule(file: Path, path: str, name: str, ignore: list[str],
     at = f"{path} ({name}"
     header_line, header = rows[0]
     columns = _header(header, header_line, at, problems)
-    ignored = _ignored(ignore, columns, path, problems)
+    ignored = _ignored(ignore, columns, path, name, problems)
     if len(problems) > before or columns is None:
         return None
     if len(rows) == 1:
@@ -244,10 +251,13 @@ def _header(cells: list[str], line: int, at: str, problems: list[Problem]) -> li
         col = _KNOWN.get(norm)
         field = col.field if col is not None else norm
         where = f"{at}, header, line {line}, column {i})"
-        if not norm or not re.fullmatch(r"[a-z_][a-z0-9_]*", field):
-            problems.append(Problem(where, "not a usable column name", "a name starting with a letter, like "
-                                    "data_length", cell))  # fmt: skip
-        elif field == NAME_FIELD:
+        if not _HEADER_CELL.fullmatch(cell) or not norm or not re.fullmatch(r"[a-z_][a-z0-9_]*", field):
+            # Not quoted: a file that is not a schedule must not have its first line printed.
+            problems.append(Problem(where, "not a column name (this is not a schedule's header row)",
+                                    "a header row of column names, each a letter followed by letters, digits, "
+                                    "spaces and _-(). (at most 64 characters), like Data Length,Batch Size"))  # fmt: skip
+            return None
+        if field == NAME_FIELD:
             problems.append(Problem(where, "the column name `name` is reserved (rows are named \"row <n>\")",
                                     "another column name", cell))  # fmt: skip
         elif field in seen:
@@ -261,7 +271,7 @@ def _header(cells: list[str], line: int, at: str, problems: list[Problem]) -> li
     return out
 
 
-def _ignored(ignore: list[str], columns: list[tuple[str, Column | None]] | None, path: str,
+def _ignored(ignore: list[str], columns: list[tuple[str, Column | None]] | None, path: str, file_name: str,
              problems: list[Problem]) -> set[str]:  # fmt: skip
     if columns is None:
         return set()
@@ -271,8 +281,8 @@ def _ignored(ignore: list[str], columns: list[tuple[str, Column | None]] | None,
         norm = _normal(name)
         field = _KNOWN[norm].field if norm in _KNOWN else norm
         if field not in names:
-            problems.append(Problem(f"{path}.{IGNORE_KEY}[{j}]", "not a column of the schedule",
-                                    "one of its columns (" + ", ".join(f for f, _ in columns) + ")", name))  # fmt: skip
+            problems.append(Problem(f"{path}.{IGNORE_KEY}[{j}]", f"not a column of the schedule {file_name}",
+                                    f"one of the {len(columns)} column names of its header row", name))  # fmt: skip
         out.add(field)
     return out
 
@@ -281,15 +291,14 @@ def _entry(n: int, line: int, cells: list[str], columns: list[tuple[str, Column 
            at: str, problems: list[Problem]) -> dict[str, Any] | None:  # fmt: skip
     if len(cells) != len(columns):
         problems.append(Problem(f"{at}, row {n}, line {line})", f"{len(cells)} cells",
-                                f"{len(columns)}, one per column of the header ("
-                                + ", ".join(f for f, _ in columns) + ")", ",".join(cells)))  # fmt: skip
+                                f"{len(columns)}, one per column of the header row"))  # fmt: skip
         return None
     entry: dict[str, Any] = {NAME_FIELD: f"row {n}"}
     ok = True
     for i, ((field, col), cell) in enumerate(zip(columns, cells), start=1):
         where = f"{at}, row {n}, line {line}, column {i} \"{field}\")"
         if not cell:
-            problems.append(Problem(where, "empty cell", "a value in every column", cell))
+            problems.append(Problem(where, "empty cell", "a value in every column"))
             ok = False
             continue
         if field in ignored:
@@ -298,7 +307,7 @@ def _entry(n: int, line: int, cells: list[str], columns: list[tuple[str, Column 
             value = col.read(cell) if col is not None else _generic(cell)
         except ValueError as e:
             problem, _, expected = str(e).partition("; expected ")
-            problems.append(Problem(where, problem, expected, cell))
+            problems.append(Problem(where, problem, expected))  # the cell is not quoted
             ok = False
             continue
         entry.update(col.fields(value) if col is not None else {field: value})

@@ -2,7 +2,11 @@
 
 Owns the line rules every trace file shares, and the time order of inline points (``link.distance_trace``'s ``time_s,metres``, a host's
 ``path_trace``'s ``time_s,x_m,y_m``): comments, blank lines, one header line, numbers, times that
-never go back, and errors naming the line; the callers turn the rows into their points.
+never go back, and errors naming the file, the line and what was expected; the callers turn the rows into their points.
+
+An error never quotes the file's content: a scenario (run as root) may name any file, and a file that is
+not a trace (``path_trace = "/etc/shadow"``) must not have a line of it printed (issue 26). Errors say
+which line and which field, and what they should be.
 """
 
 from __future__ import annotations
@@ -43,17 +47,18 @@ def timed_rows(text: str, name: str, width: int, expected: str) -> list[tuple[st
         header_allowed = False
         where = f"{name} line {n}"
         if len(fields) != width:
-            raise ValueError(f"{where}: {len(fields)} fields in {raw.strip()!r}; expected {expected}")
-        bad = next((f for f, v in zip(fields, values) if v is None), None)
+            raise ValueError(f"{where}: {len(fields)} comma-separated field{'s' if len(fields) != 1 else ''}, "
+                             f"not {width}; expected {expected}")
+        bad = next((k for k, v in enumerate(values, 1) if v is None), None)
         if bad is not None:
-            raise ValueError(f"{where}: {bad!r} is not a number; expected {expected}")
+            raise ValueError(f"{where}: field {bad} is not a number; expected {expected}")
         t = values[0]
         assert t is not None
         if t < 0:
             raise ValueError(f"{where}: negative time; expected {expected}")
         at_ns = int((t * 1_000_000_000).to_integral_value())
         if rows and at_ns < rows[-1][1]:
-            raise ValueError(f"{where}: time {fields[0]} s is before the line above; expected {expected}")
+            raise ValueError(f"{where}: time {t} s is before the line above; expected {expected}")
         rows.append((where, at_ns, [v for v in values if v is not None]))
     if not rows:
         raise ValueError(f"{name}: no points; expected {expected}")
