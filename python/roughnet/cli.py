@@ -468,7 +468,11 @@ def export(
 
 
 @app.command()
-def clean(dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed.")) -> None:
+def clean(
+    run: Optional[str] = typer.Argument(None, help="Only this dead run: its run id (or its first 8 characters, "
+                                        "the ledger's token). Default: every dead run."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only list what would be removed."),
+) -> None:
     """Remove what dead roughnet runs left behind (found by ledger and prefix, and only those)."""
     from . import topo
 
@@ -476,14 +480,15 @@ def clean(dry_run: bool = typer.Option(False, "--dry-run", help="Only list what 
         err.print("[red]error:[/] roughnet clean needs root")
         raise typer.Exit(2)
     try:
-        removed = topo.clean(dry_run=dry_run)
+        removed = topo.clean(dry_run=dry_run, run=run)
     except RoughnetError as e:
         _fail(e)
     verb = "would remove" if dry_run else "removed"
     if not removed:
         console.print("nothing left behind")
     for item in removed:
-        console.print(f"{verb} {item}")
+        # a process line says how it ended ("... (SIGTERM)"); clean returns once every one is gone
+        console.print(f"{'ended' if not dry_run and item.startswith('process ') else verb} {item}", highlight=False)
 
 
 @app.command()

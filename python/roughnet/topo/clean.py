@@ -22,7 +22,7 @@ from ..errors import RoughnetError, TopologyError
 from .ledger import (DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, owner_alive, process_alive, process_start_time, read_ledger,
                      remove_other)
 from .naming import NS_PREFIX
-from .system import delete_ns, list_namespaces, netns_pids, ns_exists, stop_processes
+from .system import delete_ns, end_processes, list_namespaces, ns_exists, pids_in_namespaces, proc_state
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +116,20 @@ def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
         return [str(x) for x in leftovers]
     removed: list[str] = []
     failures: list[str] = []
-    procs = [(int(e["pid"]), e.get("start_time")) for e in entries if e.get("kind") == "process"]
-    signalled = set(stop_processes(procs))
-    removed += [str(x) for x in leftovers if x.kind == "process" and int(x.name.split()[0]) in signalled]
+    run_id = next((x.run_id for x in leftovers), None)
+    namespaces = []
+    for e in entries:
+        ns = e.get("name")
+        if e.get("kind") != "netns" or not isinstance(ns, str) or ns in namespaces:
+            continue
+        if not ns.startswith(NS_PREFIX):
+            # roughnet never creates such a namespace: a hand-edited or foreign ledger.
+            log.warning("ledger %s names namespace %r without the %s prefix; left alone", path, ns, NS_PREFIX)
+            continue
+        namespaces.append(ns)
+    # Every process of the run first, and only then its namespaces and ledger: the ledger's processes and
+    # anything else inside its namespaces, ended together and waited for until gone.
+    stuck = _end_run_processes(entries, namespaces, removed, failures)
     other, other_errors = remove_other(entries)  # containers, working folders, /etc/netns files
     removed += other
     failures += other_errors
@@ -128,18 +139,12 @@ def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
                 removed += _delete_pods(e)
             except RoughnetError as err:
                 failures.append(str(err))
-    namespaces = [e["name"] for e in entries if e.get("kind") == "netns" and isinstance(e.get("name"), str)]
     for ns in reversed(namespaces):
-        if not ns.startswith(NS_PREFIX):
-            # roughnet never creates such a namespace: a hand-edited or foreign ledger.
-            log.warning("ledger %s names namespace %r without the %s prefix; left alone", path, ns, NS_PREFIX)
+        if ns in stuck:  # deleting it now would only hide the processes still in it
             continue
-        strays = [(pid, process_start_time(pid)) for pid in netns_pids(ns)]
-        for pid in stop_processes(strays):
-            removed.append(f"process {pid} (unrecorded) in {ns}")
         try:
             if delete_ns(ns):
-                removed.append(f"netns {ns} (run {next((x.run_id for x in leftovers), None)}, ledger {path})")
+                removed.append(f"netns {ns} (run {run_id}, ledger {path})")
         except TopologyError as e:
             failures.append(str(e))
     if failures:
@@ -156,6 +161,57 @@ def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
     return removed
 
 
+#: Rounds of "find the run's processes, end them, wait until gone": a process that forks while it is being ended
+#: leaves a child in the namespace, which the next round finds.
+END_ROUNDS = 3
+
+
+def _end_run_processes(entries: list[dict], namespaces: list[str], removed: list[str],
+                       failures: list[str]) -> set[str]:
+    """End every process of a dead run: its ledger's (pid and start time) and any other process inside its
+    namespaces (/proc/*/ns/net against each namespace's inode), SIGTERM then SIGKILL, and wait until they are
+    gone.  Appends a line per process ended to ``removed`` and a line per process that would not go to
+    ``failures``; returns the namespaces that still hold a process (not to be deleted)."""
+    recorded = {int(e["pid"]): e for e in entries if e.get("kind") == "process" and "pid" in e}
+    seen: set[tuple[int, int | None]] = set()
+    for _ in range(END_ROUNDS):
+        batch: dict[tuple[int, int | None], str] = {}
+        for pid, e in recorded.items():
+            key = (pid, e.get("start_time"))
+            if key not in seen and process_alive(pid, e.get("start_time")):
+                batch[key] = f"process {pid} ({e.get('argv0', '?')}) in {e.get('ns', '?')}"
+        for ns, pids in pids_in_namespaces(namespaces).items():
+            for pid in pids:
+                st = proc_state(pid)
+                key = (pid, st[1] if st else None)
+                if st is not None and key not in seen and key not in batch:
+                    batch[key] = f"process {pid} ({_comm(pid)}, unrecorded) in {ns}"
+        if not batch:
+            break
+        seen |= set(batch)
+        ended, left = end_processes(batch)
+        for (pid, _), what in batch.items():
+            how = ended.get(pid)
+            why = left.get(pid)
+            if why and not why.startswith("exited"):
+                failures.append(f"{what}: {why}")
+                continue
+            line = what + (f" ({how})" if how else " (had exited already)")
+            removed.append(line[:-1] + f"; {why})" if why else line)
+    stuck = {ns: pids for ns, pids in pids_in_namespaces(namespaces).items() if pids}
+    for ns, pids in stuck.items():
+        failures.append(f"namespace {ns} still holds process(es) {', '.join(map(str, pids))} after {END_ROUNDS} "
+                        f"rounds of ending them; it and the ledger are kept for another `roughnet clean`")
+    return set(stuck)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() or "?"
+    except OSError:
+        return "?"
+
+
 def _delete_pods(entry: dict) -> list[str]:
     """Delete the pods a dead Kubernetes run made: exactly those labelled with its token; their descriptions."""
     from ..backends.kubernetes.env import RUN_LABEL, delete_run_pods
@@ -170,17 +226,30 @@ def _delete_pods(entry: dict) -> list[str]:
             for name in delete_run_pods(kubectl, token)]
 
 
-def clean(ledger_dir: Path = DEFAULT_LEDGER_DIR, dry_run: bool = False) -> list[str]:
+def _owner_run_id(entries: list[dict]) -> str:
+    return str(next((e.get("run_id") for e in entries if e.get("kind") == "owner"), "") or "")
+
+
+def clean(ledger_dir: Path = DEFAULT_LEDGER_DIR, dry_run: bool = False, run: str | None = None) -> list[str]:
     """Remove the objects of every ledger whose owner is gone; returns a description of each.
 
-    With ``dry_run`` nothing is changed and the descriptions say what would go.
-    Raises TopologyError (after trying every ledger) if something could not be removed.
+    With ``run`` (a run id, a prefix of one of at least 8 characters, or a ledger's token) only that run's
+    ledger is considered; a live run's is left alone (TopologyError saying so).  With ``dry_run`` nothing is
+    changed and the descriptions say what would go.  Raises TopologyError (after trying every ledger) if
+    something could not be removed.
     """
     removed: list[str] = []
     errors: list[str] = []
+    if run is not None and len(run) < 8:
+        raise TopologyError(f"clean: run {run!r} is too short; expected a run id or its first 8 characters")
     for path in _ledger_files(Path(ledger_dir)):
         entries = read_ledger(path)
+        if run is not None and path.name.removesuffix(LEDGER_SUFFIX) != run \
+                and not _owner_run_id(entries).startswith(run):
+            continue
         if not _is_dead(path, entries):
+            if run is not None:
+                errors.append(f"run {run} (ledger {path}) is still running (its owner process is alive); left alone")
             continue
         try:
             removed += clean_ledger(path, dry_run=dry_run)

@@ -166,6 +166,85 @@ def stop_processes(
     return [pid for pid, _ in live]
 
 
+#: How long ``end_processes`` waits, after SIGKILL, for each process to be gone from /proc: dead and collected
+#: by its parent (for an orphan, pid 1, which may collect late: a few seconds on some VMs' init).
+GONE_WAIT_S = 10.0
+
+
+def proc_state(pid: int) -> tuple[str, int] | None:
+    """(state, start time) of ``pid`` from /proc/<pid>/stat, zombies included; None when no such pid exists."""
+    try:
+        raw = Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    rest = raw[raw.rfind(")") + 2 :].split()
+    if len(rest) < 20:
+        return None
+    return rest[0], int(rest[19])
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        raw = Path(f"/proc/{int(pid)}/stat").read_text()
+        return int(raw[raw.rfind(")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def end_processes(
+    procs: Iterable[tuple[int, int | None]],
+    grace_s: float = TERM_GRACE_S,
+    gone_wait_s: float = GONE_WAIT_S,
+) -> tuple[dict[int, str], dict[int, str]]:
+    """End processes given as (pid, start time) and return only once they are gone (bounded).
+
+    Only a pid whose start time still matches is signalled (a reused pid is someone else's): SIGTERM, then
+    SIGKILL to those still running after ``grace_s``; then wait, at most ``gone_wait_s``, until each is gone
+    from /proc (exited and collected by its parent).  Returns ``(ended, left)``: pid -> how it ended
+    ("SIGTERM", "SIGKILL after 2 s") for every process signalled, and pid -> why it is still there for those
+    that are not gone at the end ("still running after SIGKILL", "exited, not yet collected by its parent
+    pid N").  A process that was already dead (a zombie) is waited for too, but not signalled.
+    """
+    mine = {(pid, st) for pid, st in procs if st is not None}
+
+    def exists(pid: int, st: int) -> bool:  # in /proc with the same start time, zombie or not
+        cur = proc_state(pid)
+        return cur is not None and cur[1] == st
+
+    def running(pid: int, st: int) -> bool:
+        cur = proc_state(pid)
+        return cur is not None and cur[1] == st and cur[0] not in ("Z", "X")
+
+    live = sorted((p, s) for p, s in mine if running(p, s))
+    ended: dict[int, str] = {}
+    for pid, _ in live:
+        log.debug("SIGTERM %d", pid)
+        _signal(pid, signal.SIGTERM)
+        ended[pid] = "SIGTERM"
+    deadline = time.monotonic() + grace_s
+    waiting = list(live)
+    while waiting and time.monotonic() < deadline:
+        time.sleep(0.02)
+        waiting = [(p, s) for p, s in waiting if running(p, s)]
+    for pid, st in waiting:
+        if running(pid, st):
+            log.debug("SIGKILL %d", pid)
+            _signal(pid, signal.SIGKILL)
+            ended[pid] = f"SIGKILL after {grace_s:g} s"
+    deadline = time.monotonic() + gone_wait_s
+    remaining = [(p, s) for p, s in mine if exists(p, s)]
+    while remaining and time.monotonic() < deadline:
+        time.sleep(0.02)
+        remaining = [(p, s) for p, s in remaining if exists(p, s)]
+    left: dict[int, str] = {}
+    for pid, st in remaining:
+        if running(pid, st):
+            left[pid] = f"still running {gone_wait_s:g} s after SIGKILL"
+        else:
+            left[pid] = f"exited, not yet collected by its parent pid {_parent(pid)}"
+    return ended, left
+
+
 def run_all(jobs: Iterable[Callable[[], object]]) -> list[object]:
     """Run ``jobs`` a few at a time (PARALLEL_COMMANDS) and return their results in order; all finish, then
     the first error (in job order) is raised."""
