@@ -24,7 +24,12 @@ switch off a profile's loss: leave the profile out instead).
 
 The config goes to the wire on its stdin (``--config -``), so no file is left
 behind; the control socket lives next to the run's ledger
-(``<ledger dir>/../wire/<token>-l<i>.sock``) and the wire removes it at exit.
+(``<ledger dir>/../wire/<token>-l<i>.sock``, i.e. ``/run/roughnet/wire/``) and the wire removes it at exit.
+When that path would be too long for a Unix socket (a ledger folder given deep in a test tree), the socket
+goes to ``/run/roughnet/wire/`` (``PRIVATE_SOCKET_DIR``) instead, never to a shared temp folder: whoever can
+write the socket's folder can replace the socket and answer the runner's commands (issue 26). Either folder
+is created with mode 0700; one that exists already must be a real folder (not a symlink) owned by root or
+the running user and not writable by group or others, else the run stops with a ``LinkError`` naming it.
 """
 
 from __future__ import annotations
@@ -33,9 +38,10 @@ import collections
 import json
 import logging
 import queue
+import os
 import socket
+import stat
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -57,8 +63,10 @@ READY_TIMEOUT_S = 10.0
 CONTROL_TIMEOUT_S = 5.0
 #: Drop reasons roughnet-wire counts (wire-core's DropReason, snake_case).
 DROP_REASONS = ("loss", "frame_error", "queue_full", "too_large", "overrun", "link_down")
-#: Unix socket paths are limited to 108 bytes (sun_path); past this we fall back to the temp dir.
+#: Unix socket paths are limited to 108 bytes (sun_path); past this we fall back to PRIVATE_SOCKET_DIR.
 MAX_SOCKET_PATH = 100
+#: The control sockets' folder when the one next to the ledger makes too long a path (root's, mode 0700).
+PRIVATE_SOCKET_DIR = Path("/run/roughnet/wire")
 
 #: ethtool features turned off on a relayed link's interfaces (see WireEngine._checksums_in_software).
 CHECKSUM_OFFLOADS_OFF = ("tx", "off", "rx", "off")
@@ -362,15 +370,40 @@ class WireProcess:
         return self.final_stats
 
 
+def private_folder(folder: Path) -> Path:
+    """``folder`` for control sockets: created with mode 0700 if missing; if it exists, checked to be a
+    folder (not a symlink) owned by root or the running user and not writable by group or others.
+    ``LinkError`` naming the folder and what is wrong otherwise."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.lstat(folder)
+    except OSError as e:
+        raise LinkError(f"cannot create the control socket folder {folder} ({e.strerror or e}); expected a "
+                        "folder root can create") from None
+    owners = {0, os.geteuid()}
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        problem = "is a symlink" if stat.S_ISLNK(st.st_mode) else "is not a folder"
+    elif st.st_uid not in owners:
+        problem = f"is owned by uid {st.st_uid}"
+    elif st.st_mode & 0o022:
+        who = "group and others" if st.st_mode & 0o022 == 0o022 else "group" if st.st_mode & 0o020 else "others"
+        problem = f"is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})"
+    else:
+        return folder
+    raise LinkError(f"refusing the control socket folder {folder}: it {problem}; expected a folder owned by "
+                    f"{' or '.join(f'uid {u}' for u in sorted(owners))} and writable by its owner only (mode 0700; "
+                    "remove it and roughnet creates it)")
+
+
 def control_path(topo: Topology, link: Link) -> Path:
-    """Where link ``link``'s control socket goes: next to the run's ledger, else the temp dir."""
+    """Where link ``link``'s control socket goes: next to the run's ledger, else ``PRIVATE_SOCKET_DIR``; its
+    folder created private or checked (``private_folder``)."""
     name = f"{topo.token}-l{link.index}.sock"
-    candidates = [Path(topo.ledger.root).parent / "wire"]
-    candidates.append(Path(tempfile.gettempdir()) / "roughnet-wire")
+    candidates = [Path(topo.ledger.root).parent / "wire", PRIVATE_SOCKET_DIR]
     for folder in candidates:
         path = folder / name
         if len(str(path)) <= MAX_SOCKET_PATH:
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_folder(folder)
             return path
     raise LinkError(f"no short enough folder for the control socket {name} (tried {candidates}); "
                     f"expected a path under {MAX_SOCKET_PATH} bytes")
