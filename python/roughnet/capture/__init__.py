@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from .tcpdump import DEFAULT_SNAPLEN, CaptureError, Tcpdump
 
 log = logging.getLogger(__name__)
 
-__all__ = ["METRIC_HELP", "CaptureError", "Captures", "messages_sent", "metrics", "preflight", "start", "stop"]
+__all__ = ["METRIC_HELP", "CaptureError", "Captures", "messages_sent", "metrics", "preflight", "private_file", "start", "stop"]
 
 ANALYSIS_FILE = "capture-analysis.json"
 
@@ -105,6 +106,22 @@ def preflight(sweep: Sweep) -> None:
                              "(Debian: apt-get install tcpdump)")
 
 
+def private_file(path: Path) -> Path:
+    """An empty ``path`` of mode 0600 for tcpdump to write into (it truncates it and keeps its mode): a
+    capture holds the run's traffic (payloads, a broker's credentials), so only root reads it (issue 26).
+    A file already there (a resumed run retries into the same folder) is replaced; a symlink is removed,
+    never followed (O_NOFOLLOW | O_EXCL)."""
+    path.unlink(missing_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise CaptureError(f"cannot create the capture file {path} ({e.strerror or e}); expected a writable "
+                           "artifacts folder") from None
+    os.fchmod(fd, 0o600)  # whatever the umask
+    os.close(fd)
+    return path
+
+
 def start(run: Run, topology, artifacts: Path, snaplen: int = DEFAULT_SNAPLEN) -> Captures:
     """Start tcpdump on every host interface of every link with ``capture = true``; wait until each listens."""
     plan = planned(run, topology)
@@ -116,7 +133,7 @@ def start(run: Run, topology, artifacts: Path, snaplen: int = DEFAULT_SNAPLEN) -
     try:
         for link, host, ns, ifname, address in plan:
             path = Path(artifacts) / f"capture-{link}-{host}.pcap"
-            path.unlink(missing_ok=True)  # a resumed run retries into the same folder
+            private_file(path)
             dump = Tcpdump(ns, ifname, path)
             caps.items.append(Capture(link, host, address, _mac(topology, ns, ifname), dump))
             dump.start(topology, snaplen)

@@ -21,6 +21,7 @@ Layout on disk (docs/results-format.md)::
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import json
 import logging
@@ -29,6 +30,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -337,7 +339,18 @@ class Store:
 
     def _take_writer_lock(self) -> None:
         path = self.root / WRITER_LOCK
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # O_NOFOLLOW: the lock is truncated and written as root; a symlink in its place (anyone who can write
+        # the results folder could plant one) would have us overwrite its target (issue 26).
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise ResultsError(f"{path} is a symlink; refusing to follow it (roughnet writes its PID into the "
+                                   "lock); expected a regular file or none: remove it") from None
+            raise ResultsError(f"cannot open {path} ({e.strerror or e}); expected a writable results folder") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ResultsError(f"{path} is not a regular file; expected a regular file or none: remove it")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

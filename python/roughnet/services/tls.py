@@ -5,12 +5,19 @@ CA in the sweep's folder (kept across its runs, so every agent of the sweep
 trusts one file, passed to agents as option ``tls_ca``) and a server
 certificate signed by it whose subjectAltName lists every address of the
 broker host (agents connect by IP address).
+
+The folders holding them (the sweep's ``tls/`` and each run's ``tls/``) are private: created with mode
+0700, and an existing one is set to 0700 after checking it is a real folder, so that no other user reads a
+private key, even in the instant between openssl writing it and the ``chmod 0600`` of the key (issue 26).
+Brokers and agents run as root and read them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,9 +42,25 @@ def _openssl(args: Sequence[str], what: str) -> None:
                            f"{proc.stderr.strip()[-500:]}")
 
 
+def private_folder(folder: Path) -> Path:
+    """``folder`` created with mode 0700, or an existing folder (not a symlink) set to 0700; ServiceError
+    otherwise."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode):  # a symlink too (lstat)
+            raise ServiceError(f"{folder} is {'a symlink' if stat.S_ISLNK(st.st_mode) else 'not a folder'}; "
+                               "expected a folder for TLS keys and certificates (remove it)")
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(folder, 0o700)
+    except OSError as e:
+        raise ServiceError(f"cannot make the TLS folder {folder} private ({e.strerror or e})") from None
+    return folder
+
+
 def ensure_ca(folder: Path) -> tuple[Path, Path]:
     """(ca.pem, ca.key) in ``folder``, made once and reused by later calls."""
-    folder.mkdir(parents=True, exist_ok=True)
+    private_folder(folder)
     ca, key = folder / "ca.pem", folder / "ca.key"
     if ca.is_file() and key.is_file():
         return ca, key
@@ -52,7 +75,7 @@ def ensure_ca(folder: Path) -> tuple[Path, Path]:
 
 def server_cert(ca: Path, ca_key: Path, folder: Path, name: str, addresses: Sequence[str]) -> TlsFiles:
     """A server key and certificate for ``addresses`` (IP SANs) signed by the CA, in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
+    private_folder(folder)
     key, csr, cert = folder / f"{name}.key", folder / f"{name}.csr", folder / f"{name}.pem"
     ext = folder / f"{name}.ext"
     san = ",".join(f"IP:{a}" for a in addresses)
