@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, capture, links, topo
-from ..binaries import agent_version, require_binary
+from ..binaries import agent_version, lacking_drivers_message, require_binary
 from ..errors import PreflightError, RoughnetError, ServiceError
 from ..runspec import Run, Sweep
 from ..ros2 import launch as ros2_launch
@@ -66,7 +66,6 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
         from ..backends.namespace import NamespaceBackend
 
         backend = NamespaceBackend()
-    caps = backend.probe()
     played = getattr(backend, "plays_agents", None)
     if played is not None:  # the backend plays the agents itself (ns3: its simulation); its check() refuses
         agent_path, agent = None, played()  # no program to start: Preflight.agent_path stays None
@@ -78,6 +77,16 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
         agent = agent_version(str(agent_path))
     protocols = set(agent.get("protocols", []))
     patterns = set(agent.get("patterns", []))
+    if agent_path is not None:  # every driver the sweep needs, named with the make target that adds it
+        needed: dict[str, list[int]] = {}
+        for run in sweep.runs:
+            for w in run.all_workloads:
+                if w.protocol != ros2_launch.PROTOCOL and run.index not in needed.setdefault(w.protocol, []):
+                    needed[w.protocol].append(run.index)
+        lacking = lacking_drivers_message(str(agent_path), agent, needed)
+        if lacking:
+            raise PreflightError(lacking)
+    caps = backend.probe()  # after the agent's checks: a refusal there creates nothing (not even a probe)
     engines: dict[str, dict[int, str]] = {}
     if any(r.processes for r in sweep.runs) and backend.name != "namespace":  # the user's own programs
         raise PreflightError(_no_processes(backend.name))
