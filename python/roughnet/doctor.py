@@ -11,7 +11,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from .binaries import agent_version, find_binary
+from .binaries import FULL_AGENT_TARGET, agent_drivers, agent_version, find_binary
 
 
 @dataclass
@@ -47,7 +47,11 @@ def checks() -> list[Check]:
     else:
         try:
             v = agent_version(str(agent))
-            out.append(Check("roughnet-agent", True, f"{agent} {v.get('agent')} protocols: {', '.join(v.get('protocols', []))}"))
+            built, missing = agent_drivers(v)
+            kind = v.get("build") or ("full" if not missing else "custom")
+            out.append(Check("roughnet-agent", True, f"{agent} {v.get('agent')} ({kind} build)"))
+            out.append(Check("agent drivers", not missing, f"{', '.join(built)}" + (
+                f"; without {', '.join(missing)}: `{FULL_AGENT_TARGET}` adds them" if missing else ""), False))
         except Exception as e:  # noqa: BLE001 - a doctor reports, it does not stop
             out.append(Check("roughnet-agent", False, f"{agent} does not run: {e}"))
     wire = find_binary("roughnet-wire")
