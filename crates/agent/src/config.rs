@@ -41,6 +41,13 @@ pub enum ConfigError {
         detail: String,
         known: String,
     },
+    /// A driver roughnet knows but this build left out (a cargo feature; drivers::missing_driver).
+    #[error(
+        "protocol {protocol:?}: this roughnet-agent was built without the {protocol} driver \
+         (it has {built}); `make build` builds the agent with every driver \
+         (or: cargo build --release -p roughnet-agent --features {protocol})"
+    )]
+    MissingDriver { protocol: String, built: String },
 }
 
 impl ConfigError {

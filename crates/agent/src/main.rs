@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use roughnet_agent::config::{Config, ConfigError, PATTERNS};
-use roughnet_agent::drivers::{self, DriverError, PROTOCOLS};
+use roughnet_agent::drivers::{self, build_kind, missing_protocols, DriverError, PROTOCOLS};
 use roughnet_agent::patterns::{self, PatternError};
 use roughnet_agent::{clock, output, signals, AGENT_VERSION};
 
@@ -27,16 +27,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Print the agent version, protocols and patterns as one JSON line.
+    /// Print the agent version, protocols (the drivers built), missing drivers and patterns as one JSON line.
     Version,
     /// Run one role of one pattern, configured by a JSON object (docs/agent-protocol.md).
     Run(RunArgs),
     /// Run a zenoh router in this process (the `zenoh-router` service) until SIGTERM/SIGINT.
-    #[cfg(feature = "zenoh")]
     Router(RouterArgs),
 }
 
-#[cfg(feature = "zenoh")]
 #[derive(Args)]
 struct RouterArgs {
     /// Zenoh endpoint to listen on, e.g. tcp/198.18.0.1:7447 (repeatable).
@@ -132,6 +130,31 @@ fn describe(e: &anyhow::Error) -> String {
     out
 }
 
+/// The zenoh router (`roughnet-agent router`); refused naming the driver in a build without zenoh.
+#[cfg(feature = "zenoh")]
+fn router(args: &RouterArgs) -> ExitCode {
+    let r = signals::install()
+        .context("installing the SIGTERM/SIGINT handler")
+        .and_then(|_| Ok(drivers::zenoh::run_router(&args.listen)?));
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let message = describe(&e);
+            tracing::error!("{message}");
+            output::error("io", &message);
+            ExitCode::from(EXIT_RUNTIME)
+        }
+    }
+}
+
+#[cfg(not(feature = "zenoh"))]
+fn router(_args: &RouterArgs) -> ExitCode {
+    let e = drivers::missing_driver("zenoh").expect("zenoh is a known driver");
+    tracing::error!("{e}");
+    output::error("config", &e.to_string());
+    ExitCode::from(EXIT_CONFIG)
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -163,25 +186,12 @@ fn main() -> ExitCode {
         Cmd::Version => {
             output::emit(
                 "version",
-                json!({"agent": AGENT_VERSION, "protocols": PROTOCOLS, "patterns": PATTERNS}),
+                json!({"agent": AGENT_VERSION, "protocols": PROTOCOLS, "patterns": PATTERNS,
+                       "build": build_kind(), "missing": missing_protocols()}),
             );
             ExitCode::SUCCESS
         }
-        #[cfg(feature = "zenoh")]
-        Cmd::Router(args) => {
-            let r = signals::install()
-                .context("installing the SIGTERM/SIGINT handler")
-                .and_then(|_| Ok(drivers::zenoh::run_router(&args.listen)?));
-            match r {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    let message = describe(&e);
-                    tracing::error!("{message}");
-                    output::error("io", &message);
-                    ExitCode::from(EXIT_RUNTIME)
-                }
-            }
-        }
+        Cmd::Router(args) => router(&args),
         Cmd::Run(args) => match run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

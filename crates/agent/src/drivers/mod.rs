@@ -101,6 +101,39 @@ pub const PROTOCOLS: &[&str] = &[
     "dds",
 ];
 
+/// Every driver roughnet-agent has, built or not (each but tcp and udp is a cargo feature of the
+/// same name; `full`, the default, builds them all).
+pub const ALL_PROTOCOLS: &[&str] = &["tcp", "udp", "mqtt", "kafka", "nats", "zenoh", "zmq", "dds"];
+
+/// Drivers this build was compiled without (the `missing` of `roughnet-agent version`).
+pub fn missing_protocols() -> Vec<&'static str> {
+    ALL_PROTOCOLS
+        .iter()
+        .copied()
+        .filter(|p| !PROTOCOLS.contains(p))
+        .collect()
+}
+
+/// `"full"` when every driver is built, `"minimal"` for TCP and UDP alone, else `"custom"`.
+pub fn build_kind() -> &'static str {
+    match PROTOCOLS.len() {
+        n if n == ALL_PROTOCOLS.len() => "full",
+        2 => "minimal",
+        _ => "custom",
+    }
+}
+
+/// The refusal of a protocol roughnet knows whose driver this build left out (exit 2, naming the
+/// driver and `make build`); None when `protocol` is built or unknown.
+pub fn missing_driver(protocol: &str) -> Option<ConfigError> {
+    (ALL_PROTOCOLS.contains(&protocol) && !PROTOCOLS.contains(&protocol)).then(|| {
+        ConfigError::MissingDriver {
+            protocol: protocol.to_string(),
+            built: PROTOCOLS.join(", "),
+        }
+    })
+}
+
 /// Why a driver operation failed.
 #[derive(Debug, Error)]
 pub enum DriverError {
@@ -419,6 +452,9 @@ pub fn create(cfg: &Config) -> Result<Box<dyn Driver>, ConfigError> {
         #[cfg(feature = "dds")]
         "dds" => Box::new(dds::Dds::from_config(cfg)?),
         other => {
+            if let Some(e) = missing_driver(other) {
+                return Err(e);
+            }
             return Err(ConfigError::invalid(
                 "protocol",
                 format!("{other:?}"),
