@@ -20,7 +20,10 @@ fn lines(stdout: &[u8]) -> Vec<Value> {
 }
 
 fn version() -> Value {
-    let out = Command::new(AGENT).arg("version").output().expect("run roughnet-agent version");
+    let out = Command::new(AGENT)
+        .arg("version")
+        .output()
+        .expect("run roughnet-agent version");
     assert!(out.status.success(), "version exit {:?}", out.status);
     let v = lines(&out.stdout);
     assert_eq!(v.len(), 1, "one version line: {v:?}");
@@ -56,7 +59,10 @@ fn version_reports_built_and_missing_drivers() {
     let v = version();
     let built = strings(&v["protocols"]);
     let missing = strings(&v["missing"]);
-    assert!(built.contains(&"tcp".into()) && built.contains(&"udp".into()), "{v}");
+    assert!(
+        built.contains(&"tcp".into()) && built.contains(&"udp".into()),
+        "{v}"
+    );
     let mut every: Vec<String> = built.iter().chain(missing.iter()).cloned().collect();
     every.sort();
     let mut all: Vec<String> = ALL.iter().map(|s| s.to_string()).collect();
@@ -84,7 +90,10 @@ fn a_missing_driver_is_refused_naming_it_and_the_make_target() {
     for p in &missing {
         let (code, out, stderr) = run_receiver(p);
         assert_eq!(code, Some(2), "{p}: exit {code:?}, {out:?} {stderr}");
-        let err = out.iter().find(|l| l["type"] == "error").unwrap_or_else(|| panic!("{p}: no error line: {out:?}"));
+        let err = out
+            .iter()
+            .find(|l| l["type"] == "error")
+            .unwrap_or_else(|| panic!("{p}: no error line: {out:?}"));
         assert_eq!(err["kind"], "config", "{err}");
         let msg = err["message"].as_str().expect("message");
         assert!(msg.contains(&format!("without the {p} driver")), "{msg}");
@@ -94,8 +103,15 @@ fn a_missing_driver_is_refused_naming_it_and_the_make_target() {
     // An unknown protocol is not "missing": it is refused as an unknown value.
     let (code, out, _) = run_receiver("carrier-pigeon");
     assert_eq!(code, Some(2));
-    let msg = out.iter().find(|l| l["type"] == "error").expect("error line")["message"].to_string();
-    assert!(msg.contains("the protocols this agent build speaks") && !msg.contains("make build"), "{msg}");
+    let msg = out
+        .iter()
+        .find(|l| l["type"] == "error")
+        .expect("error line")["message"]
+        .to_string();
+    assert!(
+        msg.contains("the protocols this agent build speaks") && !msg.contains("make build"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -110,5 +126,8 @@ fn the_router_without_zenoh_is_refused_naming_the_driver() {
     assert_eq!(out.status.code(), Some(2));
     let v = lines(&out.stdout);
     let msg = v.iter().find(|l| l["type"] == "error").expect("error line")["message"].to_string();
-    assert!(msg.contains("without the zenoh driver") && msg.contains("`make build`"), "{msg}");
+    assert!(
+        msg.contains("without the zenoh driver") && msg.contains("`make build`"),
+        "{msg}"
+    );
 }

@@ -462,7 +462,7 @@ pub fn create(cfg: &Config) -> Result<Box<dyn Driver>, ConfigError> {
                     "one of {} (the protocols this agent build speaks)",
                     PROTOCOLS.join(", ")
                 ),
-            ))
+            ));
         }
     };
     let largest = cfg.max_message_bytes();
