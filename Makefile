@@ -1,4 +1,6 @@
-# roughnet: `make demo` and `make test` set everything up on a fresh Debian 12 machine (as root).
+# roughnet: `make demo` sets up what the quick start needs (TCP and UDP: the agent without its other
+# protocol drivers, unless a full one is installed) and `make test` everything, on a fresh Debian 12
+# machine (as root). `make setup` / `make build` give every driver without the tests.
 # Builds are cached outside the clone: cargo target in $(CARGO_TARGET_DIR), pip's cache in ~/.cache/pip.
 
 SHELL := /bin/bash
@@ -7,10 +9,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO_TARGET_DIR ?= /var/cache/roughnet/target
 export CARGO_TARGET_DIR
+# The minimal agent (TCP and UDP only, `make demo` on a machine with no agent yet) has a target of its
+# own, so building it never touches the full build's artifacts (issue 31).
+CARGO_TARGET_DIR_MIN ?= $(CARGO_TARGET_DIR)-min
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 BINARIES := roughnet-agent roughnet-wire
 
-.PHONY: all setup system-deps python-deps extras kafka build debuginfo cluster demo test test-rust test-python bench clean-runs
+.PHONY: all setup system-deps python-deps extras kafka build agent-full build-min demo-agent debuginfo cluster demo test test-rust test-python bench clean-runs
 
 all: setup
 
@@ -44,11 +49,39 @@ extras: $(VENV)/.extras-stamp
 kafka: system-deps
 	@bash scripts/fetch-kafka.sh
 
+# The agent with every protocol driver (cargo feature `full`, the default) and the wire.
 build:
 	@test -x "$(CARGO)" || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
 	@mkdir -p $(CARGO_TARGET_DIR) bin
 	"$(CARGO)" build --release --locked -p roughnet-agent -p roughnet-wire
-	@for b in $(BINARIES); do install -m 0755 $(CARGO_TARGET_DIR)/release/$$b bin/$$b; done
+	@for b in $(BINARIES); do echo "install -m 0755 $(CARGO_TARGET_DIR)/release/$$b bin/$$b"; \
+	  install -m 0755 $(CARGO_TARGET_DIR)/release/$$b bin/$$b; done
+
+agent-full: build
+
+# Is bin/roughnet-agent an agent with every driver? (Its version line lists the drivers it lacks
+# under "missing"; an agent older than issue 31 has no such field and had every driver.)
+AGENT_IS_FULL = v="$$(bin/roughnet-agent version 2>/dev/null)" && [ -n "$$v" ] && ! grep -q '"missing":\["' <<<"$$v"
+
+# The agent with the TCP and UDP drivers only (no zenoh, DDS, Kafka, NATS, MQTT, ZeroMQ: a fraction of
+# the full build) and the wire, built in $(CARGO_TARGET_DIR_MIN). Never replaces a full agent.
+build-min:
+	@test -x "$(CARGO)" || { echo "cargo not found: install Rust (rustup) first" >&2; exit 1; }
+	@if $(AGENT_IS_FULL); then \
+	  echo "build-min: bin/roughnet-agent has every driver; keeping it (remove it to install a minimal one)"; \
+	else \
+	  mkdir -p $(CARGO_TARGET_DIR_MIN) bin && \
+	  echo "build-min: roughnet-agent with the tcp and udp drivers only, and roughnet-wire (\`make build\` adds every driver)" && \
+	  CARGO_TARGET_DIR=$(CARGO_TARGET_DIR_MIN) "$(CARGO)" build --release --locked --no-default-features \
+	    -p roughnet-agent -p roughnet-wire && \
+	  for b in $(BINARIES); do echo "install -m 0755 $(CARGO_TARGET_DIR_MIN)/release/$$b bin/$$b"; \
+	    install -m 0755 $(CARGO_TARGET_DIR_MIN)/release/$$b bin/$$b || exit 1; done; \
+	fi
+
+# What `make demo` builds: the minimal agent, unless a full one is installed (then that is kept and
+# brought up to date, so `make demo` after `make test` never loses a driver).
+demo-agent:
+	@if $(AGENT_IS_FULL); then $(MAKE) --no-print-directory build; else $(MAKE) --no-print-directory build-min; fi
 
 # The same binaries with line tables, for a crash report with file and line numbers (profile
 # release-debuginfo in Cargo.toml; `make build` leaves debuginfo out to keep a first build short).
@@ -66,13 +99,18 @@ cluster: system-deps python-deps build
 	@bash scripts/build-kubernetes.sh
 	$(VENV)/bin/roughnet image build
 
-demo: setup
+# Only what the quick start needs (TCP and UDP): no Kafka jars, and the minimal agent when none is
+# installed. A scenario with another protocol is then refused in preflight, naming `make build`.
+demo: system-deps
+	@$(MAKE) --no-print-directory -j2 python-deps demo-agent
 	$(VENV)/bin/roughnet run scenarios/quickstart.toml
 
 test: setup extras cluster test-rust test-python
 
 test-rust:
 	"$(CARGO)" test --release --locked --workspace
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR_MIN) "$(CARGO)" test --release --locked -p roughnet-agent \
+	  --no-default-features --test drivers
 
 test-python:
 	$(VENV)/bin/pytest -q -rs -p no:cacheprovider tests
