@@ -61,10 +61,11 @@ def _sha256(value: Any) -> str:
 #: Run fields added after run ids were first stored: hashed only when not empty.
 _RUN_FIELDS_ADDED = ("services", "workloads", "events", "processes")
 #: Workload fields added after run ids were first stored: hashed only when not their default.
-_WORKLOAD_FIELDS_ADDED = {"sync": None, "name": "w1", "also_from": [], "start_ns": 0, "background": False}
+_WORKLOAD_FIELDS_ADDED = {"sync": None, "name": "w1", "also_from": [], "start_ns": 0, "background": False,
+                          "reply_timeout_ns": None}
 #: Scenario keys added after sweep ids were first stored: hashed only when set.
 _WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync", "name", "start", "background",
-                        "ros2")
+                        "ros2", "reply_timeout")
 _SCENARIO_KEYS_ADDED = ("service", "workloads", "event", "mobility", "process")
 #: Protocol knobs added after sweep ids were first stored: hashed only when set.
 _KNOB_KEYS_ADDED = ("congestion", "reconnect", "jetstream", "broadcast", "request_reply")

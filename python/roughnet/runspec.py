@@ -178,6 +178,7 @@ class Workload:
     duration_ns: int | None = None  # stream/bulk: or send for this long
     rate_msgs_per_s: float | None = None  # stream: None = as fast as possible
     interval_ns: int | None = None  # ping/ramp: time between requests
+    reply_timeout_ns: int | None = None  # ping/ramp: the pinger's wait for replies (None: the agent's 1 s)
     step_bytes: int | None = None  # ramp: message grows by this each iteration
     warmup: int = 0  # messages sent first and not counted
     timeout_ns: int = 60_000_000_000  # the whole run, after which receivers are stopped

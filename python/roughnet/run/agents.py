@@ -62,6 +62,8 @@ def _common_config(w: Workload, run: Run) -> dict[str, Any]:
         "seed": run.seed,
         "options": dict(w.options),
     }
+    if w.reply_timeout_ns is not None:  # ping, ramp (the spec allows it nowhere else); unset: the agent's 1 s
+        cfg["reply_timeout_ms"] = w.reply_timeout_ns // 1_000_000
     return cfg
 
 

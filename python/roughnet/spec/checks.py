@@ -286,11 +286,12 @@ def _check_direction(link: DirectionTable, override: DirectionTable | None, path
 
 # pattern -> (required keys, forbidden keys); "messages|duration" means exactly one of them.
 PATTERN_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "stream": (("messages|duration",), ("interval", "step")),
+    "stream": (("messages|duration",), ("interval", "step", "reply_timeout")),
     "ping": (("messages",), ("duration", "rate", "step")),
     "ramp": (("messages", "step", "interval"), ("duration", "rate")),
-    "bulk": (("duration",), ("messages", "rate", "interval", "step")),
-    "sync": (("sync",), ("messages", "rate", "interval", "step")),  # duration: optional (the window)
+    "bulk": (("duration",), ("messages", "rate", "interval", "step", "reply_timeout")),
+    # sync: duration is optional (the window)
+    "sync": (("sync",), ("messages", "rate", "interval", "step", "reply_timeout")),
 }
 SINGLE_RECEIVER = ("ping", "ramp", "sync")
 
@@ -359,6 +360,23 @@ def _check_workload(s: Scenario, hosts: set[str] | None, problems: list[Problem]
     check_sync(w, _concrete, problems)
     _check_knobs(s, problems)
     _check_timeout(s, problems)
+    _check_reply_timeout(s, problems)
+
+
+def _check_reply_timeout(s: Scenario, problems: list[Problem]) -> None:
+    """The agent counts the reply timeout in whole milliseconds, at least 1, and it cannot outlast the run."""
+    value = s.workload.reply_timeout
+    if value is None or not _concrete(value):
+        return
+    ns = units.parse_duration_ns(value)
+    expected = "a duration of whole milliseconds from 1 ms to the [scenario] timeout, like '1 s' or '250 ms'"
+    if ns < 1_000_000:
+        problems.append(Problem("workload.reply_timeout", "shorter than 1 ms", expected, value))
+    elif ns % 1_000_000:
+        problems.append(Problem("workload.reply_timeout", "not a whole number of milliseconds", expected, value))
+    elif ns > units.parse_duration_ns(s.scenario.timeout):
+        problems.append(Problem("workload.reply_timeout", f"longer than the timeout ({s.scenario.timeout})",
+                                expected, value))  # fmt: skip
 
 
 def _is_max(rate: object) -> bool:

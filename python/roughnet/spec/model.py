@@ -319,6 +319,15 @@ class WorkloadTable(_Table):
         "sweep can set it for streams and bulk alike).", None)
     interval: kinds.duration().type() = _f(
         "Ping, ramp: time between requests (" + kinds.DURATION + "). Unset (ping): next after the reply.", None)
+    reply_timeout: kinds.duration().type() = _f(
+        "Ping, ramp: how long the pinger waits for the replies to a request (" + kinds.DURATION + ", whole "
+        "milliseconds, at least 1 ms, at most the run's timeout). Closed loop (no `interval`): a request whose "
+        "reply is lost holds the next request back this long, so on a lossy link it sets how many requests "
+        "a run sends per second and how long it lasts; a reply that comes later still counts when it arrives "
+        "before the run ends. Both loops: after the last request the pinger waits this long for the replies "
+        "still on their way, then sends its end marker; replies later than that are counted as lost. Raise "
+        "it when round trips can be longer than 1 s (a slow link, a broker's retransmissions). Default: 1 s.",
+        None)
     step: kinds.size().type() = _f("Ramp only: the message grows by this each iteration (" + kinds.SIZE + ").", None)
     warmup: kinds.integer(0, None, "an integer >= 0").type() = _f("Messages sent first and not counted.", 0)
     tcp: TcpKnobs | None = Field(None, description="TCP knobs; only with protocol = \"tcp\", or a swept protocol "

@@ -68,6 +68,7 @@ def workload(s: Scenario, table: WorkloadTable | None = None, index: int = 0) ->
         duration_ns=units.parse_duration_ns(w.duration) if w.duration is not None else None,
         rate_msgs_per_s=units.parse_msg_rate(w.rate) if w.rate is not None else None,
         interval_ns=units.parse_duration_ns(w.interval) if w.interval is not None else None,
+        reply_timeout_ns=units.parse_duration_ns(w.reply_timeout) if w.reply_timeout is not None else None,
         step_bytes=units.parse_size_bytes(w.step) if w.step is not None else None,
         warmup=w.warmup,
         timeout_ns=units.parse_duration_ns(s.scenario.timeout),
