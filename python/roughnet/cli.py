@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import __version__
-from .errors import RoughnetError
+from .errors import RoughnetError, RunBusyError
 
 app = typer.Typer(
     name="roughnet",
@@ -232,6 +232,7 @@ def run(
     except RoughnetError as e:
         _fail(e)
     todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid, chosen)
+    _refuse_live_runs(todo, store)
     done_ids: set[str] = set()
     skipped = len(sweep.runs) - len(todo)
     console.print(
@@ -262,6 +263,11 @@ def run(
 
             run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done, retry_failed=retry_failed,
                       retry_invalid=retry_invalid, only=chosen)
+    except RunBusyError as e:  # the same run started elsewhere after _refuse_live_runs looked: nothing of it made
+        store.close()
+        err.print(f"[bold red]error:[/] {escape(str(e))}; the runs stored so far are kept", highlight=False,
+                  soft_wrap=True)
+        raise typer.Exit(e.exit_code)
     except Interrupted as e:
         rows = "".join(f" {o} {v}" for o, v in (("--from", from_row), ("--to", to_row)) if v is not None)
         if chosen is not None:
@@ -284,6 +290,21 @@ def run(
         console.print(f"report: {path}")
     store.close()
     raise typer.Exit(1 if failed else 0)
+
+
+def _refuse_live_runs(todo, store) -> None:
+    """Exit 2, before anything runs, if a run of ``todo`` is being run right now by another roughnet process
+    (its ledger's owner is alive: the same run id, whatever its results folder)."""
+    from .topo.ledger import DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, busy_message, live_owner
+
+    for r in todo:
+        token = r.run_id[:8]
+        owner = live_owner(token)
+        if owner is not None and owner.get("pid") != os.getpid():
+            store.close()
+            message = busy_message(owner, DEFAULT_LEDGER_DIR / f"{token}{LEDGER_SUFFIX}")
+            err.print(f"[bold red]error:[/] {escape(message)}; nothing was run", highlight=False, soft_wrap=True)
+            raise typer.Exit(2)
 
 
 def _run_on_backends(names, file, resume, retry_failed, retry_invalid, results, report, from_row, to_row, only,

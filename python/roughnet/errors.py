@@ -29,6 +29,13 @@ class TopologyError(RoughnetError):
     """Creating or removing namespaces, interfaces, addresses or routes failed."""
 
 
+class RunBusyError(TopologyError):
+    """Another live roughnet process holds this run's ledger (the same run, run at the same time); nothing was
+    created."""
+
+    exit_code = 2
+
+
 class LinkError(RoughnetError):
     """A link engine could not apply (or remove) an impairment."""
 

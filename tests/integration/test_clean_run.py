@@ -133,3 +133,26 @@ def test_clean_after_a_killed_run_returns_once_its_processes_are_gone(tmp_path):
         assert f"process {pid} " in out.stdout, out.stdout
     assert not any(ns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
                    for ns in namespaces)
+
+
+@needs("mqtt")
+def test_one_scenario_run_twice_at_once_both_run_or_the_second_is_refused_with_exit_2(tmp_path):
+    """Two `roughnet run`s of one scenario into two results folders, started together: the same run ids (so the
+    same ledger token and namespaces). Each either runs (exit 0) or is refused (exit 2, saying another process
+    runs that run) before it makes anything; never a traceback, never both refused; nothing left behind."""
+    if _which("mosquitto") is None:
+        pytest.skip("mosquitto is not installed (make)")
+    scenario = _scenario(tmp_path, messages=400)
+    run_id = _run_id(scenario)
+    runs = [subprocess.Popen([*ROUGHNET, "run", str(scenario), "--no-report", "--results", str(tmp_path / f"r{i}")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (1, 2)]
+    outs = [p.communicate(timeout=300) for p in runs]
+    codes = [p.returncode for p in runs]
+    for (out, errs), code in zip(outs, codes):
+        assert "Traceback" not in out + errs, out + errs
+        assert code in (0, 2), f"exit {code}:\n{out[-3000:]}\n{errs[-3000:]}"
+        if code == 2:
+            assert f"run {run_id} is being run right now by another roughnet process" in " ".join(errs.split()), errs
+    assert 0 in codes, codes
+    assert not (DEFAULT_LEDGER_DIR / f"{run_id[:8]}.jsonl").exists()
+    assert f"rn-{run_id[:8]}-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import services, topo
-from ..errors import AgentError
+from ..errors import AgentError, RunBusyError
 from ..links.kernel import clear_link
 from ..runspec import Run
 from .counters import tcp_counters
@@ -143,7 +143,7 @@ class SharedEnvironment:
             link_before = {i: eng.counters(view, _link(run, i)) for i, eng in self.link_engines.items()}
             measure(run, self.pf, view, self.link_engines, self.handles, artifacts, record, tcp_before, agents,
                     link_before=link_before)
-        except (Interrupted, KeyboardInterrupt):
+        except (Interrupted, KeyboardInterrupt, RunBusyError):  # RunBusyError: the same run, live elsewhere
             raise
         except AgentError as e:  # the agents failed; the environment may still be sound
             record_failure(record, e, agents)

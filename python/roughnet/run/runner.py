@@ -25,7 +25,7 @@ from typing import Any
 
 from .. import __version__, capture, links, topo
 from ..binaries import agent_version, lacking_drivers_message, require_binary
-from ..errors import PreflightError, RoughnetError, ServiceError
+from ..errors import PreflightError, RoughnetError, RunBusyError, ServiceError
 from ..runspec import Run, Sweep
 from ..ros2 import launch as ros2_launch
 from . import collect
@@ -176,14 +176,15 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     """Run one run from topology to teardown and return its record (never raises RoughnetError)."""
     engines = pf.engines[run.run_id]
     record = _base_record(run, engines, pf)
-    (artifacts / "run.json").write_text(json.dumps(run.to_dict(), indent=1, default=str))
     t0 = time.monotonic()
-    ledger = topo.Ledger(run.run_id[:8], run.run_id)
-    topology = pf.backend.environment(run, ledger, engines, artifacts.parent)
+    ledger = topology = None
     agents: list = []
     handles: list = []
     timing: dict[str, float] = {}
-    try:
+    try:  # everything the run makes is made in here, so that the finally below removes it whatever fails
+        (artifacts / "run.json").write_text(json.dumps(run.to_dict(), indent=1, default=str))
+        ledger = topo.Ledger(run.run_id[:8], run.run_id)  # RunBusyError: the same run, live elsewhere
+        topology = pf.backend.environment(run, ledger, engines, artifacts.parent)
         topology.build()
         link_engines = apply_links(topology, run, engines)
         tcp_before = {h: tcp_counters(topology, h) for h in run.host_names()}
@@ -196,9 +197,7 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
         measure(run, pf, topology, link_engines, handles, artifacts, record, tcp_before, agents)
         t_measured = time.monotonic()
         timing["harness_measure_s"] = round(t_measured - t_measure, 3)
-    except Interrupted:
-        raise
-    except KeyboardInterrupt:
+    except (Interrupted, KeyboardInterrupt, RunBusyError):  # RunBusyError: nothing was made, nothing stored
         raise
     except RoughnetError as e:
         record_failure(record, e, agents)
@@ -207,9 +206,9 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     finally:
         if handles:
             _stop_services(handles, record)
-        if hasattr(topology, "describe"):  # where the run happened (pods, nodes) as the backend saw it
+        if topology is not None and hasattr(topology, "describe"):  # where the run happened (pods, nodes)
             record["backend_info"] = topology.describe()
-        _teardown_shielded(topology)
+        _teardown_run(topology, ledger)
         record["duration_s"] = round(time.monotonic() - t0, 3)
         if "harness_measure_s" in timing and isinstance(record.get("metrics"), dict):
             # what the run cost around its measurement (docs/results-format.md): building the topology,
@@ -454,6 +453,21 @@ def _teardown_shielded(topology) -> None:
     except (Interrupted, KeyboardInterrupt):
         topology.teardown()
         raise
+
+
+def _teardown_run(topology, ledger) -> None:
+    """Tear down what ``execute_run`` made, however far it got: the environment, or only the ledger when the
+    environment was never made (its objects, if any, as `roughnet clean` removes them)."""
+    if topology is not None:
+        _teardown_shielded(topology)
+    elif ledger is not None:
+        try:
+            topo.clean_ledger(ledger.path)
+        except (Interrupted, KeyboardInterrupt):
+            topo.clean_ledger(ledger.path)
+            raise
+        except RoughnetError as e:
+            log.error("run %s: %s", ledger.run_id, e)
 
 
 def _stderr_tails(agents) -> str | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RoughnetError, TopologyError
-from .ledger import (DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, owner_alive, process_alive, process_start_time, read_ledger,
+from .ledger import (DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, directory_lock, owner_alive, process_alive, read_ledger,
                      remove_other)
 from .naming import NS_PREFIX
 from .system import delete_ns, end_processes, list_namespaces, ns_exists, pids_in_namespaces, proc_state
@@ -252,7 +252,13 @@ def clean(ledger_dir: Path = DEFAULT_LEDGER_DIR, dry_run: bool = False, run: str
                 errors.append(f"run {run} (ledger {path}) is still running (its owner process is alive); left alone")
             continue
         try:
-            removed += clean_ledger(path, dry_run=dry_run)
+            if dry_run:
+                removed += clean_ledger(path, dry_run=True)
+                continue
+            with directory_lock(Path(ledger_dir)):  # no run of this token starts meanwhile (topo.ledger.Ledger)
+                entries = read_ledger(path)  # again, under the lock: a new run of the token may own it by now
+                if path.exists() and _is_dead(path, entries):
+                    removed += clean_ledger(path, dry_run=False)
         except TopologyError as e:
             errors.append(str(e))
     if errors:

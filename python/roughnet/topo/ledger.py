@@ -10,14 +10,17 @@ itself: ``topo.build`` (teardown) and ``topo.clean`` read it and act.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import TopologyError
+from ..errors import RunBusyError, TopologyError
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +147,34 @@ def owner_alive(entries: list[dict[str, Any]]) -> bool:
     return process_alive(int(owner.get("pid", -1)), owner.get("start_time"))
 
 
+@contextmanager
+def directory_lock(root: Path) -> Iterator[None]:
+    """Hold an exclusive flock on the ledger directory ``root``: taken while a ledger is checked, a dead one
+    cleaned and a new one created for its token (``Ledger``), and while ``roughnet clean`` checks and cleans one
+    (``topo.clean``), so that two processes never both own one token, nor clean a dead run's namespaces while a
+    new run of the same token builds them."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def live_owner(token: str, root: Path = DEFAULT_LEDGER_DIR) -> dict[str, Any] | None:
+    """The owner line of token ``token``'s ledger when its owner still runs (a run with that token is live)."""
+    entries = read_ledger(Path(root) / f"{token}{LEDGER_SUFFIX}")
+    if not owner_alive(entries):
+        return None
+    return [e for e in entries if e.get("kind") == "owner"][-1]
+
+
+def busy_message(owner: dict[str, Any], path: Path) -> str:
+    return (f"run {owner.get('run_id')} is being run right now by another roughnet process (pid {owner.get('pid')}, "
+            f"ledger {path}); a run's id (and so its namespaces) is the same wherever its results go, so one run "
+            f"cannot be run twice at the same time on one machine: expected that process to finish first")
+
+
 class Ledger:
     """Append-only record of one run's objects; the owner is the process that created it.
 
@@ -165,20 +196,33 @@ class Ledger:
             self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as e:
             raise TopologyError(f"cannot create the ledger directory {self.root}: {e}") from e
-        if self.path.exists():
-            entries = read_ledger(self.path)
-            if owner_alive(entries):
-                owner = next(e for e in entries if e.get("kind") == "owner")
-                raise TopologyError(
-                    f"ledger {self.path} belongs to a live process (pid {owner.get('pid')}, run "
-                    f"{owner.get('run_id')}); expected no other run with token {token} at the same time"
-                )
-            from .clean import clean_ledger
-
-            removed = clean_ledger(self.path, dry_run=False)
-            log.warning("ledger %s was left by a dead run; removed %d object(s) first", self.path, len(removed))
         pid = os.getpid()
-        self._write({"kind": "owner", "pid": pid, "start_time": process_start_time(pid), "run_id": run_id}, "w")
+        owner = {"kind": "owner", "pid": pid, "start_time": process_start_time(pid), "run_id": run_id}
+        with directory_lock(self.root):  # check, clean a dead one, create: one process at a time
+            if self.path.exists():
+                entries = read_ledger(self.path)
+                if owner_alive(entries):
+                    live = [e for e in entries if e.get("kind") == "owner"][-1]
+                    raise RunBusyError(busy_message(live, self.path))
+                from .clean import clean_ledger
+
+                removed = clean_ledger(self.path, dry_run=False)
+                log.warning("ledger %s was left by a dead run; removed %d object(s) first", self.path, len(removed))
+            self._create(owner)
+
+    def _create(self, owner: dict[str, Any]) -> None:
+        """Write the ledger with its owner line as one step (a temporary file renamed into place): a reader
+        never finds it empty."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w") as f:
+                f.write(json.dumps(owner, separators=(",", ":")) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise TopologyError(f"cannot write ledger {self.path}: {e}") from e
 
     def _write(self, obj: dict[str, Any] | list[dict[str, Any]], mode: str) -> None:
         objs = obj if isinstance(obj, list) else [obj]
