@@ -248,6 +248,7 @@ class AppProcess:
     cpu_before_s: float = 0.0
     rss_max_bytes: int = 0
     container: Any = None  # apps.images.Container for an image
+    runtime: Any = None  # where it runs when not on this machine: the environment's process_runtime()
     failure: str | None = None  # why it failed to start or become ready
     _log_pos: dict[str, int] = field(default_factory=dict)
     _log_buf: dict[str, str] = field(default_factory=dict)
@@ -282,6 +283,8 @@ class AppProcess:
                 os.chown(n, self.user.uid, self.user.gid)
         self.stdout_path.write_bytes(b"")
         self.stderr_path.write_bytes(b"")
+        if self.runtime is not None:  # the folder goes where the process runs (a pod: its copy there)
+            self.runtime.stage(self)
 
     def environment(self) -> dict[str, str]:
         env = {
@@ -312,7 +315,9 @@ class AppProcess:
         self._log_pos.clear()
         self._log_buf.clear()
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
-            if self.spec.image:
+            if self.runtime is not None:
+                self.proc = self.runtime.start(self, ledger, out, err)
+            elif self.spec.image:
                 from . import images
 
                 self.container = images.start(self, ledger, out, err)
@@ -330,7 +335,8 @@ class AppProcess:
         self.stop_sent_ns = None
         self.killed = False
         self.paused = False
-        self.sampler = UsageSampler(self.proc.pid, read=read_tree_usage)
+        self.sampler = UsageSampler(self.proc.pid, read=read_tree_usage if self.runtime is None
+                                    else self.runtime.usage_reader(self.proc))
         self.sampler.start()
         log.info("process %s started on host %s: pid %d", self.name, self.spec.host, self.proc.pid)
 
@@ -482,7 +488,12 @@ class AppProcess:
     # ---- the end ----------------------------------------------------------------------------------------
 
     def final_state(self) -> dict[str, Any]:
-        return describe_status(self.proc.returncode if self.proc is not None else None)
+        code = self.proc.returncode if self.proc is not None else None
+        if self.runtime is not None:  # a runtime that sees deaths by signal only as exit codes (kubectl exec)
+            said = self.runtime.final_state(code)
+            if said is not None:
+                return said
+        return describe_status(code)
 
     def judge(self) -> str | None:
         """None when its final state is the expected one; else why not."""

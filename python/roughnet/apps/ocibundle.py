@@ -191,6 +191,20 @@ def _check_overlay_path(p: Path) -> str:
     return s
 
 
+def image_argv(image: Image, args: Sequence[str] | None, entrypoint: Sequence[str] | None) -> list[str]:
+    """The program a container of ``image`` runs: ``args``/``entrypoint`` override the image's Cmd/Entrypoint as
+    ``docker run`` does (a given entrypoint drops the image's Cmd); ImageError when there is nothing to run."""
+    ep = list(entrypoint) if entrypoint is not None else list(image.entrypoint)
+    if entrypoint is not None:
+        tail = list(args) if args is not None else []
+    else:
+        tail = list(args) if args is not None else list(image.cmd)
+    argv = ep + tail
+    if not argv:
+        raise ImageError(f"{image.source}: the image has no Entrypoint or Cmd, and no command was given")
+    return argv
+
+
 def prepare_bundle(image: Image, rootfs: Path, bundle: Path, *, netns: str, args: list[str] | None,
                    entrypoint: list[str] | None, env: dict[str, str], cwd: str | None, uid: int | None,
                    gid: int | None, hosts: str, resolv: str, binds: Sequence[tuple[str, str, bool]] = (),
@@ -206,14 +220,7 @@ def prepare_bundle(image: Image, rootfs: Path, bundle: Path, *, netns: str, args
         raise ImageError(f"{rootfs}: not an unpacked root filesystem (a directory was expected)")
     if not netns or "/" in netns or netns in (".", ".."):
         raise ImageError(f"network namespace name {netns!r}: expected a name under /run/netns")
-    ep = list(entrypoint) if entrypoint is not None else list(image.entrypoint)
-    if entrypoint is not None:
-        tail = list(args) if args is not None else []
-    else:
-        tail = list(args) if args is not None else list(image.cmd)
-    argv = ep + tail
-    if not argv:
-        raise ImageError(f"{image.source}: the image has no Entrypoint or Cmd, and no command was given")
+    argv = image_argv(image, args, entrypoint)
     workdir = cwd or image.working_dir or "/"
     if not workdir.startswith("/"):
         raise ImageError(f"working directory {workdir!r}: expected an absolute path")

@@ -185,6 +185,8 @@ def collect(sup) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[
             "app": {k: v for k, v in dist.items() if k != "hdr"} if dist else None,
             **notes,
         }
+        if sampler is None and getattr(sup, "sockets_note", None):
+            row["tcp_note"] = sup.sockets_note
         if p.container is not None or p.spec.image:
             row["image_info"] = getattr(p, "image_info", None)
         procs.append(row)

@@ -38,7 +38,11 @@ class Supervisor:
         self.ledger = ledger
         self.token = run.run_id[:8]
         self.services = {h.kind: h for h in services}
-        self.procs = [AppProcess(p, topology, run, artifacts, self.token) for p in run.processes]
+        # Not on this machine (the kubernetes backend's pods): the environment says how they start and come back.
+        self.runtime = topology.process_runtime() if hasattr(topology, "process_runtime") else None
+        self.sockets_note = getattr(self.runtime, "sockets_note", None)  # why there are no socket figures
+        self.procs = [AppProcess(p, topology, run, artifacts, self.token, runtime=self.runtime)
+                      for p in run.processes]
         self.by_name = {p.name: p for p in self.procs}
         self.t0_ns = 0
         self.end_ns: int | None = None
@@ -58,9 +62,14 @@ class Supervisor:
     def prepare(self) -> None:
         """Working folders and /etc files of every process (before t0: nothing of the user's runs yet)."""
         for host in sorted({p.spec.host for p in self.procs}):
-            write_etc(self.topology, self.run, host, self.ledger)
+            if self.runtime is not None:
+                self.runtime.write_etc(self.run, host)
+            else:
+                write_etc(self.topology, self.run, host, self.ledger)
         for p in self.procs:
             p.prepare(self.ledger)
+        if self.runtime is not None:
+            return
         from . import sockdiag
 
         for host in sorted({p.spec.host for p in self.procs}):
@@ -208,6 +217,13 @@ class Supervisor:
             t.start()
         for t in stoppers:
             t.join()
+        if self.runtime is not None:  # their working folders come back (sample files, logs) before the record
+            for p in self.procs:
+                if p.proc is not None:
+                    try:
+                        self.runtime.fetch(p)
+                    except Exception as e:  # noqa: BLE001 - the record goes on without the folder
+                        log.warning("process %s: its working folder could not be brought back: %s", p.name, e)
         for p in self.procs:
             if p.container is not None:
                 from . import images

@@ -13,7 +13,11 @@ simulation) has ``plays_agents()`` (what stands for the agent's version line)
 and its environment ``run_agents(run, artifacts, specs)`` and
 ``tcp_counters(host)``, which the runner then uses instead of starting
 roughnet-agent and reading /proc; ``simulated = True`` on an environment
-keeps the machine's CPU load out of the validity verdict.
+keeps the machine's CPU load out of the validity verdict.  A backend that runs
+the user's own programs ([[process]]) says ``processes = "here"`` (on this
+machine: apps.preflight checks its programs and images) or ``"remote"`` (its
+``check`` does; its environment's ``process_runtime()`` starts them, see
+``apps.launch``); without it the runner refuses such a scenario.
 """
 
 from __future__ import annotations

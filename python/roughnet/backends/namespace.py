@@ -15,6 +15,7 @@ from ..errors import PreflightError
 
 class NamespaceBackend:
     name = "namespace"
+    processes = "here"  # user processes run on this machine (apps.launch)
 
     def probe(self) -> links.Capabilities:
         if os.geteuid() != 0:

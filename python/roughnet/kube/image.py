@@ -9,7 +9,8 @@ archives (``oci-layout``, ``index.json``, ``blobs/sha256/...``) that
   ``scripts/kubernetes/pause.c`` (``gcc -static -O2``), entrypoint ``/pause``.
 - ``roughnet.local/roughnet:<version>``: ``/usr/local/bin/roughnet-agent`` and
   ``roughnet-wire`` (from ``bin/``, see :mod:`roughnet.binaries`; without debug sections), the host's
-  ``mosquitto`` and ``nats-server`` (Debian packages) at their host paths, busybox-static as
+  ``mosquitto`` and ``nats-server`` (Debian packages) at their host paths, ``/usr/local/bin/rn-exec``
+  (static, from ``scripts/kubernetes/rn-exec.c``: starts a user's program in a pod), busybox-static as
   ``/bin/busybox`` with symlinks for common applets (not ``wget``: Debian's segfaults; use
   ``nc``), every shared library the dynamic binaries load (from ``ldd``, with the dynamic
   loader), a minimal ``/etc/passwd``, ``/etc/group`` (root, mosquitto, nobody) and
@@ -46,6 +47,9 @@ IMAGES_DIR = Path(os.environ.get("ROUGHNET_IMAGES_DIR", "/var/cache/roughnet/ima
 REGISTRY = "roughnet.local"
 PAUSE_TAG = "3.10"
 PAUSE_SOURCE = REPO_ROOT / "scripts" / "kubernetes" / "pause.c"
+#: Starts a user's program in a pod (backends.kubernetes.apps): pid file, network namespace, user, exec.
+RN_EXEC_SOURCE = REPO_ROOT / "scripts" / "kubernetes" / "rn-exec.c"
+RN_EXEC = "/usr/local/bin/rn-exec"
 # 2000-01-01T00:00:00Z: a fixed timestamp for every entry (some tools treat 0 as "unset").
 EPOCH = 946684800
 CREATED = "2000-01-01T00:00:00Z"
@@ -323,23 +327,30 @@ def image_archive(name: str, directory: Path | None = None) -> Path:
     return Path(directory or IMAGES_DIR) / f"{name}-{tag}.tar"
 
 
-def pause_binary(directory: Path | None = None) -> Path:
-    """The static pause, compiled from scripts/kubernetes/pause.c when missing or older than it."""
-    out = Path(directory or IMAGES_DIR) / "pause" / "pause"
-    if out.is_file() and out.stat().st_mtime >= PAUSE_SOURCE.stat().st_mtime:
+def static_binary(source: Path, directory: Path | None = None) -> Path:
+    """A static program compiled from ``source`` (scripts/kubernetes/*.c) when missing or older than it."""
+    name = source.stem
+    out = Path(directory or IMAGES_DIR) / name / name
+    if out.is_file() and out.stat().st_mtime >= source.stat().st_mtime:
         return out
     gcc = shutil.which("gcc")
     if gcc is None:
-        raise ImageError("gcc is not installed (needed for the pause image): apt-get install -y build-essential")
+        raise ImageError(f"gcc is not installed (needed for {name} in roughnet's images): apt-get install -y "
+                         f"build-essential")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(".pause.tmp")
-    res = subprocess.run([gcc, "-static", "-O2", "-s", "-o", str(tmp), str(PAUSE_SOURCE)],
+    tmp = out.with_name(f".{name}.tmp")
+    res = subprocess.run([gcc, "-static", "-O2", "-s", "-o", str(tmp), str(source)],
                          capture_output=True, text=True, check=False)
     if res.returncode != 0:
-        raise ImageError(f"gcc -static {PAUSE_SOURCE} failed (exit {res.returncode}): {res.stderr.strip()[-500:]}"
+        raise ImageError(f"gcc -static {source} failed (exit {res.returncode}): {res.stderr.strip()[-500:]}"
                          " (a static libc is in libc6-dev)")
     os.replace(tmp, out)
     return out
+
+
+def pause_binary(directory: Path | None = None) -> Path:
+    """The static pause, compiled from scripts/kubernetes/pause.c when missing or older than it."""
+    return static_binary(PAUSE_SOURCE, directory)
 
 
 def pause_spec(directory: Path | None = None) -> ImageSpec:
@@ -399,6 +410,7 @@ def roughnet_spec() -> ImageSpec:
         path = _host_tool(name, package)
         entries.append(FileEntry(path, str(path), 0o755))
         dynamic.append(path)
+    entries.append(FileEntry(static_binary(RN_EXEC_SOURCE), RN_EXEC, 0o755))
     busybox = Path("/bin/busybox")
     if not busybox.is_file():
         raise ImageError("/bin/busybox is missing: apt-get install -y busybox-static")
@@ -451,7 +463,7 @@ def build_image(name: str, directory: Path | None = None, force: bool = False) -
 def _build_image(name: str, directory: Path | None, force: bool) -> BuiltImage:
     archive = image_archive(name, directory)
     spec = pause_spec(directory) if name == "pause" else roughnet_spec()
-    inputs = spec.inputs() + ([PAUSE_SOURCE] if name == "pause" else [])
+    inputs = spec.inputs() + ([PAUSE_SOURCE] if name == "pause" else [RN_EXEC_SOURCE])
     layer = None
     if not force and archive.is_file():
         newest = _newest_input(inputs)

@@ -88,7 +88,7 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
             raise PreflightError(lacking)
     caps = backend.probe()  # after the agent's checks: a refusal there creates nothing (not even a probe)
     engines: dict[str, dict[int, str]] = {}
-    if any(r.processes for r in sweep.runs) and backend.name != "namespace":  # the user's own programs
+    if any(r.processes for r in sweep.runs) and getattr(backend, "processes", None) is None:  # the user's programs
         raise PreflightError(_no_processes(backend.name))
     for run in sweep.runs:
         w = run.workload
@@ -111,7 +111,7 @@ def preflight(sweep: Sweep, backend: Any = None) -> Preflight:
             raise PreflightError(f"run {run.index}: this roughnet-agent has no pattern {w.pattern!r}")
         engines[run.run_id] = backend.engines(run, caps)
     backend.check(sweep, caps)
-    if any(r.processes for r in sweep.runs):  # the user's own programs (docs/applications.md)
+    if any(r.processes for r in sweep.runs) and backend.processes == "here":  # docs/applications.md
         from .. import apps
 
         apps.preflight(sweep)
@@ -128,8 +128,8 @@ def _no_processes(backend: str) -> str:
     if backend == "ns3":
         return ("[[process]]: the ns3 backend simulates its hosts and cannot run a real program; run the "
                 "scenario on the namespace backend (the default)")
-    return (f"[[process]]: the {backend} backend does not run user processes yet (only the namespace backend "
-            f"does; docs/applications.md)")
+    return (f"[[process]]: the {backend} backend does not run user processes (the namespace and kubernetes "
+            f"backends do; docs/applications.md)")
 
 
 def _now_iso() -> str:

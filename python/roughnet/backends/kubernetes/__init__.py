@@ -20,7 +20,7 @@ from typing import Any
 
 from ... import __version__
 from ...errors import PreflightError
-from . import podwire
+from . import apps, podwire
 from .env import PodEnvironment
 from .kubectl import KUBE_VERSION, Kubectl, KubeError, find_kubectl
 
@@ -64,6 +64,7 @@ def _cluster_serving(kubeconfig: Path):
 
 class KubernetesBackend:
     name = "kubernetes"
+    processes = "remote"  # user processes run in the hosts' pods (backends.kubernetes.apps)
 
     def __init__(self, kubectl: Kubectl, image: str, local: bool, cluster_name: str | None = None):
         self.kubectl = kubectl
@@ -74,6 +75,7 @@ class KubernetesBackend:
         self.placement: dict[str, dict[str, str]] = {}  # run_id -> host -> node
         self.wires: dict[str, dict[str, Any]] = {}  # run_id -> host -> the impaired link its pod's wire carries
         self.facts: dict[str, Any] = {}
+        self.app_refs: dict[str, dict[str, str]] = {}  # run_id -> process -> its image's name in the cluster
 
     @classmethod
     def from_options(cls, kubeconfig: Path | str | None = None, image: str | None = None,
@@ -167,7 +169,8 @@ class KubernetesBackend:
         usable = sorted(n for n, i in nodes.items() if i["ready"] and i["schedulable"])
         for run in sweep.runs:
             where = f"run {run.index} ({', '.join(f'{k}={v}' for k, v in run.params.items()) or 'single run'})"
-            if run.events or run.workloads or run.workload.also_from or run.workload.start_ns:
+            w = run.workload
+            if run.events or run.workloads or (w is not None and (w.also_from or w.start_ns)):
                 raise PreflightError(f"{where}: several workloads or senders, delayed starts and [[event]]s run on "
                                      f"the namespace backend only for now (docs/timelines.md)")
             self.wires[run.run_id] = podwire.plan(run, where)
@@ -184,6 +187,8 @@ class KubernetesBackend:
                                          f"image (it carries {', '.join(sorted(IMAGE_SERVICES))}; Kafka needs a "
                                          f"JVM the image leaves out)")
             self.placement[run.run_id] = self._place(run, nodes, usable, where)
+            if run.processes:  # the user's own programs, in the hosts' pods (backends.kubernetes.apps)
+                self.app_refs[run.run_id] = apps.check(run, where, self.local)
         wanted = sorted({n for p in self.placement.values() for n in p.values()})
         lacking = [n for n in wanted if self.image not in nodes[n]["images"]
                    and not any(name.endswith("/" + self.image) for name in nodes[n]["images"])]
@@ -222,8 +227,16 @@ class KubernetesBackend:
         placement = self.placement.get(run.run_id)
         if placement is None:
             raise PreflightError(f"run {run.run_id} was not checked by the kubernetes backend's preflight")
+        refs = self.app_refs.get(run.run_id, {})
+
+        def load_images() -> list[str]:
+            cluster = _local_cluster(self.cluster_name)
+            if cluster is None:
+                raise PreflightError(f"the local cluster {self.cluster_name or 'local'} is no longer up")
+            return apps.load_images(cluster, run, placement, refs)
         return PodEnvironment(run, ledger, self.kubectl, self.image, placement, self.pull_policy,
-                              cluster=self.describe(), files=files, wires=self.wires.get(run.run_id))
+                              cluster=self.describe(), files=files, wires=self.wires.get(run.run_id),
+                              app_refs=refs, load_images=load_images if refs else None)
 
     def describe(self) -> dict[str, Any]:
         nodes = {n: {k: v for k, v in i.items() if k in ("kernel", "os", "kubelet", "runtime", "pod_cidr")}

@@ -19,7 +19,7 @@ import os
 import subprocess
 import tarfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from ...links.wire import load_profile
 from ...runspec import Link, Run
 from ...topo.build import IfaceInfo
 from ...topo.ledger import Ledger, process_start_time
+from .apps import PodApps, pod_parts
 from .kubectl import Kubectl, KubeError
 from .podwire import OFFLOADS_OFF, PodWire, merge_counters, wire_config
 from .process import PodConnector, PodProcess
@@ -58,15 +59,16 @@ def pod_name(token: str, host: str) -> str:
 
 
 def pod_manifest(token: str, run_id: str, host: str, node: str, image: str, pull_policy: str,
-                 privileged: bool = False) -> dict[str, Any]:
+                 privileged: bool = False, apps: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The pod of one host: one container ``host`` from roughnet's image that waits to be told what to run.
 
     ``privileged``: the pod carries a wire (backends.kubernetes.podwire), which needs a network namespace
-    of its own inside the pod.
+    of its own inside the pod.  ``apps``: what the host's user processes add (backends.kubernetes.apps.pod_parts).
     """
     security: dict[str, Any] = {"privileged": True} if privileged else {"capabilities": {"add": ["NET_ADMIN",
                                                                                                 "NET_RAW"]}}
-    return {
+    apps = apps or {}
+    manifest = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -91,6 +93,14 @@ def pod_manifest(token: str, run_id: str, host: str, node: str, image: str, pull
             }],
         },
     }
+    spec = manifest["spec"]
+    if apps.get("host_mounts"):
+        spec["containers"][0]["volumeMounts"] = list(apps["host_mounts"])
+    spec["containers"] += list(apps.get("containers", []))
+    for key in ("volumes", "initContainers", "shareProcessNamespace"):
+        if apps.get(key):
+            spec[key] = apps[key]
+    return manifest
 
 
 class PodEnvironment:
@@ -98,7 +108,8 @@ class PodEnvironment:
 
     def __init__(self, run: Run, ledger: Ledger, kubectl: Kubectl, image: str, placement: Mapping[str, str],
                  pull_policy: str = "IfNotPresent", cluster: Mapping[str, Any] | None = None,
-                 files: Path | None = None, wires: Mapping[str, Link] | None = None):
+                 files: Path | None = None, wires: Mapping[str, Link] | None = None,
+                 app_refs: Mapping[str, str] | None = None, load_images: Callable[[], Any] | None = None):
         self.spec = run
         self.ledger = ledger
         self.token = ledger.token
@@ -115,6 +126,8 @@ class PodEnvironment:
             raise TopologyError(f"no node chosen for host(s) {', '.join(missing)}")
         self.pods = {h: pod_name(self.token, h) for h in self._hosts}
         self.wires = dict(wires or {})  # host -> the impaired link whose wire its pod carries
+        self.app_refs = dict(app_refs or {})  # process name -> its image's name in the cluster (apps.image_ref)
+        self._load_images = load_images  # imports the run's images into the nodes (apps.load_images)
         self.podwires: dict[str, PodWire] = {}
         self.ips: dict[str, str] = {}
         self.nodes: dict[str, str] = {}
@@ -132,9 +145,13 @@ class PodEnvironment:
         t0 = time.monotonic()
         self.ledger.add("k8s-pods", selector=f"{RUN_LABEL}={self.token}", pods=sorted(self.pods.values()),
                         **self.kubectl.to_dict())
+        if self._load_images is not None and self.app_refs:
+            self._load_images()
         for host in self._hosts:
+            parts = pod_parts(self.spec, host, self.app_refs, self.image, self.pull_policy, self.token,
+                              privileged=host in self.wires)
             self.kubectl.create(pod_manifest(self.token, self.spec.run_id, host, self.placement[host], self.image,
-                                             self.pull_policy, privileged=host in self.wires))
+                                             self.pull_policy, privileged=host in self.wires, apps=parts))
         self._wait_ready()
         if self.wires:  # frames cross a relay: every sender fills its checksums in (podwire's docstring)
             for host in self._hosts:
@@ -246,6 +263,10 @@ class PodEnvironment:
             (only,) = per_pod.values()
             return only
         return merge_counters(per_pod)
+
+    def process_runtime(self) -> PodApps:
+        """How the run's user processes start, are sampled and come back here (backends.kubernetes.apps)."""
+        return PodApps(self)
 
     def usage_sampler(self, proc: PodProcess):
         """A UsageSampler of ``proc``'s program, read through the pod's /proc."""

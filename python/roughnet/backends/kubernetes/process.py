@@ -41,13 +41,22 @@ PID_WAIT_S = 5.0
 class PodProcess:
     """A command running in a pod through ``kubectl exec`` (Popen's interface, as the runner uses it)."""
 
-    def __init__(self, kubectl: Kubectl, pod: str, argv: list[str], name: str, **popen_kw: Any):
+    def __init__(self, kubectl: Kubectl, pod: str, argv: list[str], name: str, *, container: str = "host",
+                 pidfile: str | None = None, **popen_kw: Any):
+        """``argv`` runs behind a shell that writes the pid file first; with ``pidfile`` given, ``argv`` writes
+        it itself (rn-exec, in a container of another image: backends.kubernetes.apps) and runs in ``container``.
+        The pid file is read, and signals sent, from the pod's ``host`` container (a pod with another container
+        shares its PID namespace and the pid file's folder)."""
         self.kubectl = kubectl
         self.pod = pod
-        self.pidfile = f"{PID_DIR}/{name}.pid"
-        remote = ["/bin/sh", "-c", 'mkdir -p "${0%/*}" && echo $$ > "$0" && exec "$@"', self.pidfile, *argv]
+        if pidfile is None:
+            self.pidfile = f"{PID_DIR}/{name}.pid"
+            remote = ["/bin/sh", "-c", 'mkdir -p "${0%/*}" && echo $$ > "$0" && exec "$@"', self.pidfile, *argv]
+        else:
+            self.pidfile, remote = pidfile, list(argv)
         stdin = popen_kw.pop("stdin", subprocess.DEVNULL)
-        self._proc = subprocess.Popen(kubectl.exec_argv(pod, remote, stdin=stdin not in (None, subprocess.DEVNULL)),
+        self._proc = subprocess.Popen(kubectl.exec_argv(pod, remote, stdin=stdin not in (None, subprocess.DEVNULL),
+                                                        container=container),
                                       stdin=stdin, **popen_kw)
         self.stdin = self._proc.stdin
         self.stdout = self._proc.stdout
