@@ -25,6 +25,25 @@ class LinkEngine(Protocol):
         """``{"engine": name, "forward": {"drops_loss": n, "drops_queue": n, "tx_packets": n, ...}, "reverse": {...}}``."""
 
 
+#: Which engines draw random loss from a generator seeded with the run's seed (so that one run id loses the same
+#: frames again) and from which generator: said in every run's ``link_counters`` (``loss_randomness``).
+LOSS_RANDOMNESS: dict[str, tuple[bool, str]] = {
+    "kernel": (False, "nftables `numgen random` on the receiving side: the kernel's own generator, which cannot "
+                      "be seeded; the same run loses different frames each time (at the same rate). For a "
+                      "reproducible loss pattern use engine = \"wire\""),
+    "netem": (False, "netem's own generator (this machine's tc has no netem seed): the same run loses different "
+                     "frames each time (at the same rate). For a reproducible loss pattern use engine = \"wire\""),
+    "wire": (True, "roughnet-wire's generator, seeded with the run's seed + the link index (`seed`): the same "
+                   "run id and seed lose the same frames of the same traffic"),
+}
+
+
+def loss_randomness(engine: str) -> dict[str, Any]:
+    """``{"loss_reproducible": bool, "loss_random": how}`` of an engine, for its counters (run records)."""
+    reproducible, how = LOSS_RANDOMNESS[engine]
+    return {"loss_reproducible": reproducible, "loss_random": how}
+
+
 class ClusterNetwork:
     """The ``cluster`` engine: the Kubernetes backend's links without impairments, as the cluster's own
     network carries them.  It applies nothing and counts nothing; an impaired link gets ``pod-wire``

@@ -26,8 +26,10 @@ Loss: an nftables ``netdev`` table per namespace, one chain per receiving
 interface on its ingress hook, ``numgen random mod 1000000 < loss*1e6 counter
 drop`` (so loss has a resolution of 1e-6), after a plain counter of every frame
 seen.  Loss applies to every frame of that direction, ARP included, as a real
-link's would.  The kernel's numgen is not seeded: the loss pattern differs
-between runs, its rate does not.
+link's would.  The kernel's numgen cannot be seeded (nftables has no seed for
+it): the loss pattern differs between runs, its rate does not. Every run's
+record says so (``link_counters``: ``loss_reproducible`` false, ``loss_random``
+naming the wire engine, whose loss is seeded, for a reproducible pattern).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from ..topo.build import Topology
 from ..errors import LinkError
 from ..topo.system import ns_exec, run_cmd
 from . import stats
+from .base import loss_randomness
 from .points import DIRECTIONS, egress_points, ingress_points
 
 log = logging.getLogger(__name__)
@@ -204,7 +207,7 @@ class KernelEngine:
         ingress = {p.ns for direction in DIRECTIONS for p in ingress_points(ifaces, link, direction)}
         snap.prefetch(links=egress | ingress, qdiscs=egress,
                       nft={(ns, "netdev", table_name(link)) for ns in ingress})
-        out: dict[str, Any] = {"engine": self.name}
+        out: dict[str, Any] = {"engine": self.name, **loss_randomness(self.name)}
         for direction in DIRECTIONS:
             c = {"drops_loss": 0, "drops_queue": 0, "overlimits": 0, "tx_packets": 0, "tx_bytes": 0,
                  "rx_packets": 0, "rx_bytes": 0, "seen_at_loss_hook": 0}

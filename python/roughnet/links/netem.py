@@ -25,6 +25,7 @@ from ..runspec import Direction, Link
 from ..topo.build import Topology
 from ..topo.system import run_cmd
 from . import stats
+from .base import loss_randomness
 from .kernel import DEFAULT_QUEUE_S, MIN_QUEUE_FRAMES, frame_bytes
 from .points import DIRECTIONS, egress_points
 
@@ -85,7 +86,7 @@ class NetemEngine:
 
     def counters(self, topo: Topology, link: Link) -> dict[str, Any]:
         ifaces = topo.interfaces()
-        out: dict[str, Any] = {"engine": self.name}
+        out: dict[str, Any] = {"engine": self.name, **loss_randomness(self.name)}
         for direction in DIRECTIONS:
             # netem counts random loss and queue overflow together in "drops".
             c: dict[str, Any] = {"drops": 0, "drops_loss": 0, "drops_queue": None, "tx_packets": 0, "tx_bytes": 0,

@@ -54,6 +54,7 @@ from ..errors import LinkError
 from ..runspec import Direction, Link
 from ..topo.build import ROLE_A, ROLE_B, ROLE_MEMBER, ROLE_PORT, ROLE_RELAY_A, ROLE_RELAY_B, Topology
 from ..topo.system import ns_exec, run_cmd
+from .base import loss_randomness
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +229,7 @@ def counters_from_stats(stats: dict[str, Any], config: dict[str, Any],
         **{f"csma_{k}": int(v) for k, v in ((stats.get("link") or {}).get("csma") or {}).items()},
         "uptime_s": _num(stats.get("uptime_s")),
         "seed": stats.get("seed"),
+        **loss_randomness("wire"),  # seeded: the same run id and seed lose the same frames
         "threads": int(stats.get("threads") or 1),  # forwarding threads (wire_threads)
     }
     ports = stats.get("ports")
