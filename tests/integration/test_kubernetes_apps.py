@@ -1,12 +1,13 @@
 """The user's own programs on the kubernetes backend (docs/applications.md, "On Kubernetes"), on roughnet's local
 cluster: scenarios/k8s-app.toml as its header says (two OCI images built with `roughnet image pack`, imported into
 the nodes, run as containers of their own in the hosts' pods, and a busybox script in roughnet's image), plus
-commands that check the user, the stop signal and the names of the hosts, in one run.
+commands that check the user, the stop signal, an event's restart and the names of the hosts, in one run.
 
 What it proves: every program reached its expected end; the images' traffic crossed roughnet's wire in the client's
 pod (the wire forwarded at least every byte iperf3 says it sent, and the probe's round trips are not shorter
 than the link's 2 x 10 ms); the working folder came back (iperf3's JSON file); a command runs as nobody unless told;
-a process stopped at its stop time by SIGINT is judged as stopped by it (kubectl's exit 130 read as the signal);
+a process stopped at its stop time by SIGINT is judged as stopped by it (kubectl's exit 130 read as the signal),
+and an [[event]] restarts it in its pod;
 the pods are gone afterwards.  The cluster is the session's (``local_cluster``, tests/integration/conftest.py).
 """
 
@@ -40,6 +41,11 @@ host = "server"
 command = ["sleep", "600"]
 stop = "2 s"
 stop_signal = "SIGINT"
+
+[[event]]
+at = "0.5 s"
+process = "sleeper"
+action = "restart"           # SIGINT (its stop_signal), then started again in the pod
 
 [[process]]
 name = "names"
@@ -113,7 +119,10 @@ def test_images_and_commands_run_in_the_pods_behind_the_wire(local_cluster, scen
     # stopped at its stop time by SIGINT: busybox sleep dies by it, kubectl says exit 130, the record the signal
     sleeper = _proc(record, "sleeper")
     assert sleeper["final"] == {"signal": "SIGINT"} and sleeper["stop_sent"] == "SIGINT" and not sleeper["killed"]
-    assert 1.5 <= sleeper["ended_s"] - sleeper["started_s"], sleeper
+    # ... after an event restarted it at 0.5 s (ended by SIGINT too, then started again)
+    assert sleeper["restarts"] == 1 and sleeper["earlier_exits"] == [{"signal": "SIGINT", "stop_sent": "SIGINT"}]
+    (event,) = record["events"]
+    assert event["kind"] == "process" and event["action"] == "restart" and not event.get("error"), event
     # no socket figures here, and the record says why
     assert _proc(record, "client")["tcp_connections"] is None
     assert "not sampled on the kubernetes backend" in _proc(record, "client")["tcp_note"]

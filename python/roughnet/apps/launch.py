@@ -477,7 +477,7 @@ class AppProcess:
         """Keep what the current process did before an event starts it again."""
         self.poll()
         if self.proc is not None:
-            self.exits.append({**describe_status(self.proc.returncode), "stop_sent": self.stop_sent})
+            self.exits.append({**self.final_state(), "stop_sent": self.stop_sent})
             self.cpu_before_s = self.cpu_s()
         if self.container is not None:
             from . import images

@@ -170,9 +170,14 @@ class KubernetesBackend:
         for run in sweep.runs:
             where = f"run {run.index} ({', '.join(f'{k}={v}' for k, v in run.params.items()) or 'single run'})"
             w = run.workload
-            if run.events or run.workloads or (w is not None and (w.also_from or w.start_ns)):
-                raise PreflightError(f"{where}: several workloads or senders, delayed starts and [[event]]s run on "
-                                     f"the namespace backend only for now (docs/timelines.md)")
+            # events on the user's processes alone, in a run of processes only: the supervisor's, as on the
+            # namespace backend (apps.supervisor); every other event needs the timeline runner
+            process_events = w is None and all(e.kind == "process" for e in run.events)
+            delayed = w is not None and (w.also_from or w.start_ns)
+            if (run.events and not process_events) or run.workloads or delayed:
+                raise PreflightError(f"{where}: several workloads or senders, delayed starts and [[event]]s (other "
+                                     f"than on the processes of a run without a workload) run on the namespace "
+                                     f"backend only for now (docs/timelines.md)")
             self.wires[run.run_id] = podwire.plan(run, where)
             for link in run.links:
                 if link.capture:
