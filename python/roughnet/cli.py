@@ -160,19 +160,55 @@ def _describe_link(link) -> str:
     return f"{'-'.join(link.hosts)}: {body}"
 
 
-def _install_signal_handlers():
+def _install_signal_handlers() -> dict:
+    """Ctrl-C and SIGTERM: the first raises ``Interrupted`` (the current run is torn down, then the command
+    stops); the second raises nothing (an exception landing inside the first one's cleanup would break it) but
+    asks for haste: ``topo.system.hurry``, the teardown kills processes without waiting out their grace; later
+    ones are ignored while it finishes.  Returns the handler's state (``hits``; set ``done`` once the teardown
+    is over, after which a signal only counts)."""
     from .run import Interrupted
+    from .topo.system import hurry
 
-    state = {"hit": False}
+    state: dict = {"hits": 0, "done": False}
 
     def handler(signum, frame):
-        if state["hit"]:
-            return  # already stopping: let the teardown finish
-        state["hit"] = True
-        raise Interrupted(signal.Signals(signum).name)
+        state["hits"] += 1
+        name = signal.Signals(signum).name
+        if state["done"]:
+            return
+        if state["hits"] == 1:
+            raise Interrupted(name)
+        if state["hits"] == 2:
+            hurry()
+            os.write(2, f"{name} again: tearing down quickly (processes are killed without waiting); if roughnet "
+                        f"itself is killed now, `roughnet clean` removes what it leaves\n".encode())
+        # later ones: the quick teardown is under way; let it finish
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
+    return state
+
+
+def _say_left_behind(what: str) -> bool:
+    """After an interruption: print what this process's teardown left (its ledgers' objects) and that `roughnet
+    clean` removes it; True when something was left."""
+    from .topo.clean import own_leftovers
+
+    try:
+        left = own_leftovers()
+    except RoughnetError as e:
+        err.print(f"[yellow]could not read this run's ledger ({escape(str(e))}); `roughnet clean` removes what "
+                  f"is left once this roughnet has exited[/]", highlight=False)
+        return True
+    if not left:
+        return False
+    err.print(f"[yellow]{what} was cut short and left behind:[/]", highlight=False)
+    for x in left:
+        err.print(f"  {escape(str(x))}", highlight=False)
+    runs = sorted({x.run_id for x in left if x.run_id})
+    err.print(f"[yellow]`roughnet clean{' ' + runs[0] if len(runs) == 1 else ''}` removes it once this roughnet has "
+              f"exited[/]", highlight=False)
+    return True
 
 
 @app.command()
@@ -240,7 +276,7 @@ def run(
         + (f", {skipped} already stored" if skipped else "")
         + f"; results in {store.root}"
     )
-    _install_signal_handlers()
+    signals = _install_signal_handlers()
     failed = 0
     try:
         with Progress(
@@ -269,6 +305,8 @@ def run(
                   soft_wrap=True)
         raise typer.Exit(e.exit_code)
     except Interrupted as e:
+        signals["done"] = True
+        left = _say_left_behind("the current run's teardown")
         rows = "".join(f" {o} {v}" for o, v in (("--from", from_row), ("--to", to_row)) if v is not None)
         if chosen is not None:
             # Exactly the chosen runs not done yet (--resume would skip those stored before this redo).
@@ -278,8 +316,8 @@ def run(
             flag = "--retry-invalid" if retry_invalid else "--retry-failed" if retry_failed else "--resume"
             hint = (f"roughnet run {file} {flag}{rows}"
                     + ("; it redoes again the runs redone so far that are still invalid" if retry_invalid else ""))
-        err.print(f"[yellow]interrupted ({e}); the current run was torn down, stored runs are kept. "
-                  f"Continue with: {hint}[/]")
+        done = "the current run was torn down" if not left else "see above for what is left"
+        err.print(f"[yellow]interrupted ({e}); {done}, stored runs are kept. Continue with: {hint}[/]")
         store.close()
         raise typer.Exit(130)
     _print_summary(store, sweep.sweep_id)
@@ -549,12 +587,20 @@ def calibrate(
 
     if os.geteuid() != 0:
         _fail(RoughnetError("roughnet calibrate needs root (it creates network namespaces); run it as root"))
+    from .run.runner import Interrupted
+
     names = list(profile) + (list(CI_PROFILES) if ci else [])
+    signals = _install_signal_handlers()  # Ctrl-C and SIGTERM tear the calibration's namespaces down
     try:
         agent = require_binary("roughnet-agent")
         checks = run_calibration(names, file, agent, seed=seed, quick=not full)
     except RoughnetError as e:
         _fail(e)
+    except Interrupted as e:
+        signals["done"] = True
+        left = _say_left_behind("the calibration's teardown")
+        err.print(f"[yellow]interrupted ({e}); {'its namespaces were removed' if not left else 'see above'}[/]")
+        raise typer.Exit(130)
     failed = [c for c in checks if c.passed is False]
     if as_json:
         for c in checks:

@@ -156,3 +156,36 @@ def test_one_scenario_run_twice_at_once_both_run_or_the_second_is_refused_with_e
     assert 0 in codes, codes
     assert not (DEFAULT_LEDGER_DIR / f"{run_id[:8]}.jsonl").exists()
     assert f"rn-{run_id[:8]}-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+@needs("mqtt")
+@pytest.mark.parametrize("signals", [(signal.SIGINT,), (signal.SIGTERM, signal.SIGINT)], ids=["once", "twice"])
+def test_an_interrupted_run_leaves_nothing_and_says_so(tmp_path, signals):
+    """Ctrl-C (or SIGTERM then Ctrl-C, the second while the first's teardown runs or after it) during the
+    measurement: exit 130, no traceback, and nothing of the run exists any more: no process, namespace or ledger."""
+    if _which("mosquitto") is None:
+        pytest.skip("mosquitto is not installed (make)")
+    scenario = _scenario(tmp_path)
+    run_id = _run_id(scenario)
+    ledger = DEFAULT_LEDGER_DIR / f"{run_id[:8]}.jsonl"
+    run = subprocess.Popen([*ROUGHNET, "run", str(scenario), "--no-report", "--results", str(tmp_path / "res")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        entries = _wait_for_agents(ledger, run)
+        procs = {int(e["pid"]): int(e["start_time"]) for e in entries if e.get("kind") == "process"}
+        namespaces = [e["name"] for e in entries if e.get("kind") == "netns"]
+        for sig in signals:
+            run.send_signal(sig)
+        out, errs = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 130, out[-2000:] + errs[-3000:]
+    assert "Traceback" not in out + errs, errs
+    assert "interrupted" in errs and "roughnet run" in errs, errs
+    assert {pid: _stat(pid) for pid, st in procs.items() if (_stat(pid) or ("", -1))[1] == st and
+            _stat(pid)[0] != "Z"} == {}
+    assert not ledger.exists()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not any(ns in listed for ns in namespaces)

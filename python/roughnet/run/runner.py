@@ -204,11 +204,15 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     except Exception as e:  # a bug of ours: record it with its traceback, keep the sweep going
         record_failure(record, e, agents)
     finally:
-        if handles:
-            _stop_services(handles, record)
-        if topology is not None and hasattr(topology, "describe"):  # where the run happened (pods, nodes)
-            record["backend_info"] = topology.describe()
-        _teardown_run(topology, ledger)
+        try:
+            if handles:
+                _stop_services(handles, record)
+        finally:  # an interrupt while the services stop must not skip the teardown
+            try:
+                if topology is not None and hasattr(topology, "describe"):  # where the run happened (pods, nodes)
+                    record["backend_info"] = topology.describe()
+            finally:
+                _teardown_run(topology, ledger)
         record["duration_s"] = round(time.monotonic() - t0, 3)
         if "harness_measure_s" in timing and isinstance(record.get("metrics"), dict):
             # what the run cost around its measurement (docs/results-format.md): building the topology,
@@ -443,15 +447,20 @@ def _stop_services(handles, record) -> None:
 
 
 def _teardown_shielded(topology) -> None:
-    """Tear down even if the (single) interrupt arrives in the middle of it.
+    """Tear down even if an interrupt arrives in the middle of it.
 
-    The CLI raises ``Interrupted`` once per session; teardown is idempotent, so
-    an interrupted teardown is simply finished before the interrupt goes on.
+    The CLI raises ``Interrupted`` at the first Ctrl-C or SIGTERM only (a second one asks for haste instead:
+    ``topo.system.hurry``, processes killed without a grace); teardown is idempotent, so an interrupted teardown is
+    simply finished before the interrupt goes on (and once more if a KeyboardInterrupt, which a caller without the
+    CLI's handler gets at every Ctrl-C, cuts that short too).
     """
     try:
         topology.teardown()
     except (Interrupted, KeyboardInterrupt):
-        topology.teardown()
+        try:
+            topology.teardown()
+        except (Interrupted, KeyboardInterrupt):
+            topology.teardown()
         raise
 
 

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -202,9 +203,10 @@ class ServiceHandle:
         if self.proc.poll() is None:
             _signal(self.proc, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=grace)
+                _wait_unless_hurried(self.proc, grace)
             except subprocess.TimeoutExpired:
-                log.warning("%s did not stop within %.0f s of SIGTERM; SIGKILL", self.describe(), grace)
+                log.warning("%s did not stop within %.0f s of SIGTERM (or haste was asked for); SIGKILL",
+                            self.describe(), grace)
                 _signal(self.proc, signal.SIGKILL)
                 try:
                     self.proc.wait(timeout=KILL_WAIT_S)
@@ -222,6 +224,23 @@ class ServiceHandle:
         out["exit_code"] = self.exit_code
         out["stopped"] = self.stopped
         return out
+
+
+def _wait_unless_hurried(proc: subprocess.Popen, timeout_s: float) -> None:
+    """``proc.wait(timeout_s)``, cut short (TimeoutExpired) as soon as a second Ctrl-C or SIGTERM asks for haste
+    (``topo.system.hurry``)."""
+    from ..topo.system import hurrying
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if hurrying():
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        try:
+            proc.wait(timeout=max(0.0, min(0.05, deadline - time.monotonic())))
+            return
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def _signal(proc: subprocess.Popen, sig: int) -> None:

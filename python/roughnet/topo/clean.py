@@ -14,13 +14,14 @@ a test or tool that keeps no ledger and is still running.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RoughnetError, TopologyError
-from .ledger import (DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, directory_lock, owner_alive, process_alive, read_ledger,
-                     remove_other)
+from .ledger import (DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, directory_lock, owner_alive, process_alive,
+                     process_start_time, read_ledger, remove_other)
 from .naming import NS_PREFIX
 from .system import delete_ns, end_processes, list_namespaces, ns_exists, pids_in_namespaces, proc_state
 
@@ -100,6 +101,20 @@ def list_leftovers(ledger_dir: Path = DEFAULT_LEDGER_DIR) -> list[Leftover]:
     for ns in list_namespaces(NS_PREFIX):
         if ns not in ledgered:
             out.append(Leftover("unledgered-netns", ns, None, None, removable=False))
+    return out
+
+
+def own_leftovers(ledger_dir: Path = DEFAULT_LEDGER_DIR, pid: int | None = None) -> list[Leftover]:
+    """What the ledgers owned by process ``pid`` (default: this one) still hold: after an interrupted teardown,
+    what `roughnet clean` will remove once that process has exited."""
+    pid = os.getpid() if pid is None else pid
+    start = process_start_time(pid)
+    out: list[Leftover] = []
+    for path in _ledger_files(Path(ledger_dir)):
+        entries = read_ledger(path)
+        owners = [e for e in entries if e.get("kind") == "owner"]
+        if owners and owners[-1].get("pid") == pid and owners[-1].get("start_time") == start:
+            out.extend(_ledger_leftovers(path, entries))
     return out
 
 

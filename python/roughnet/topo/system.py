@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,19 @@ COMMAND_TIMEOUT_S = 30.0
 #: Commands run at once by ``run_all`` (ip, tc, nft and setns threads for many namespaces): the processes
 #: are short and mostly wait on the kernel, so a few at a time keep two cores busy.
 PARALLEL_COMMANDS = 4
+
+
+_hurry = threading.Event()
+
+
+def hurry() -> None:
+    """From now on, processes are killed at once (SIGTERM then SIGKILL without a grace): a second Ctrl-C or
+    SIGTERM asked for a quick teardown (the CLI's signal handler)."""
+    _hurry.set()
+
+
+def hurrying() -> bool:
+    return _hurry.is_set()
 
 
 def run_cmd(
@@ -136,6 +150,8 @@ def stop_processes(
     Returns the pids that were signalled.
     """
     children = children or {}
+    if _hurry.is_set():
+        grace_s = 0.0
     live = [(pid, st) for pid, st in procs if process_alive(pid, st)]
     for pid, _ in live:
         log.debug("SIGTERM %d", pid)
@@ -149,7 +165,7 @@ def stop_processes(
 
     deadline = time.monotonic() + grace_s
     waiting = list(live)
-    while waiting and time.monotonic() < deadline:
+    while waiting and time.monotonic() < deadline and not _hurry.is_set():
         time.sleep(0.02)
         waiting = [(p, s) for p, s in waiting if still(p, s)]
     for pid, st in waiting:
@@ -201,11 +217,13 @@ def end_processes(
     Only a pid whose start time still matches is signalled (a reused pid is someone else's): SIGTERM, then
     SIGKILL to those still running after ``grace_s``; then wait, at most ``gone_wait_s``, until each is gone
     from /proc (exited and collected by its parent).  Returns ``(ended, left)``: pid -> how it ended
-    ("SIGTERM", "SIGKILL after 2 s") for every process signalled, and pid -> why it is still there for those
+    ("SIGTERM", "SIGKILL after 2.0 s") for every process signalled, and pid -> why it is still there for those
     that are not gone at the end ("still running after SIGKILL", "exited, not yet collected by its parent
     pid N").  A process that was already dead (a zombie) is waited for too, but not signalled.
     """
     mine = {(pid, st) for pid, st in procs if st is not None}
+    if _hurry.is_set():
+        grace_s = 0.0
 
     def exists(pid: int, st: int) -> bool:  # in /proc with the same start time, zombie or not
         cur = proc_state(pid)
@@ -221,16 +239,17 @@ def end_processes(
         log.debug("SIGTERM %d", pid)
         _signal(pid, signal.SIGTERM)
         ended[pid] = "SIGTERM"
-    deadline = time.monotonic() + grace_s
+    t_term = time.monotonic()
+    deadline = t_term + grace_s
     waiting = list(live)
-    while waiting and time.monotonic() < deadline:
+    while waiting and time.monotonic() < deadline and not _hurry.is_set():
         time.sleep(0.02)
         waiting = [(p, s) for p, s in waiting if running(p, s)]
     for pid, st in waiting:
         if running(pid, st):
             log.debug("SIGKILL %d", pid)
             _signal(pid, signal.SIGKILL)
-            ended[pid] = f"SIGKILL after {grace_s:g} s"
+            ended[pid] = f"SIGKILL after {time.monotonic() - t_term:.1f} s"
     deadline = time.monotonic() + gone_wait_s
     remaining = [(p, s) for p, s in mine if exists(p, s)]
     while remaining and time.monotonic() < deadline:
