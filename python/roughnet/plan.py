@@ -98,6 +98,8 @@ def run_id_of(run: runspec.Run) -> str:
             event.pop("process", None)
     for proc in content.get("processes", ()):  # where the scenario file is does not change what runs
         proc.pop("base", None)
+        if proc.get("image_ref") is None:  # added with images the cluster pulls
+            proc.pop("image_ref", None)
     for host in content.get("hosts", ()):  # node: added with the kubernetes backend
         if host.get("node") is None:
             host.pop("node", None)

@@ -229,6 +229,7 @@ class Process:
     host: str
     command: tuple[str, ...] = ()  # argv; empty for an image
     image: str | None = None  # the image archive or layout directory, relative to ``base``
+    image_ref: str | None = None  # kubernetes backend: an image the cluster pulls (``entrypoint`` then given)
     args: tuple[str, ...] | None = None  # image: replaces CMD
     entrypoint: tuple[str, ...] | None = None  # image: replaces ENTRYPOINT
     workdir: str | None = None  # image: working directory inside
@@ -248,7 +249,12 @@ class Process:
     metrics: dict[str, Any] | None = None  # {"json_lines": "stdout"|file, "latency": key, "unit": ..} | ...
 
     def __hash__(self) -> int:
-        return hash((self.name, self.host, self.command, self.image))
+        return hash((self.name, self.host, self.command, self.image, self.image_ref))
+
+    @property
+    def in_container(self) -> bool:
+        """It runs an image (an archive here, or one the cluster pulls), not a command."""
+        return self.image is not None or self.image_ref is not None
 
     def path(self, relative: str) -> str:
         """A file named in the scenario (``files``, ``image``) as an absolute path."""

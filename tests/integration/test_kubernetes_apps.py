@@ -1,7 +1,8 @@
 """The user's own programs on the kubernetes backend (docs/applications.md, "On Kubernetes"), on roughnet's local
 cluster: scenarios/k8s-app.toml as its header says (two OCI images built with `roughnet image pack`, imported into
 the nodes, run as containers of their own in the hosts' pods, and a busybox script in roughnet's image), plus
-commands that check the user, the stop signal, an event's restart and the names of the hosts, in one run.
+commands that check the user, the stop signal, an event's restart and the names of the hosts, and an image
+named by reference (`image_ref`: roughnet's own, which the nodes have), in one run.
 
 What it proves: every program reached its expected end; the images' traffic crossed roughnet's wire in the client's
 pod (the wire forwarded at least every byte iperf3 says it sent, and the probe's round trips are not shorter
@@ -48,6 +49,14 @@ process = "sleeper"
 action = "restart"           # SIGINT (its stop_signal), then started again in the pod
 
 [[process]]
+name = "pulled"              # an image the cluster has (roughnet's own): by reference, no archive here
+host = "server"
+image_ref = "IMAGE"
+entrypoint = ["/bin/busybox", "sh", "-c"]
+args = ["echo $ROUGHNET_PROCESS in $(pwd) as $(id -u)"]
+workdir = "/tmp"
+
+[[process]]
 name = "names"
 host = "client"
 command = ["nc", "-w", "5", "server", "9"]   # resolves "server" (/etc/hosts); nothing listens there: exit 1
@@ -78,7 +87,9 @@ def scenario(tmp_path: Path) -> Path:
     (tmp_path / "k8s-app" / "probe.sh").write_bytes(probe.read_bytes())
     (tmp_path / "k8s-app" / "probe.sh").chmod(0o755)
     path = tmp_path / "k8s-app.toml"
-    path.write_text(SCENARIO.read_text() + EXTRA)
+    from roughnet.backends.kubernetes import DEFAULT_IMAGE
+
+    path.write_text(SCENARIO.read_text() + EXTRA.replace('"IMAGE"', f'"{DEFAULT_IMAGE}"'))
     return path
 
 
@@ -113,6 +124,9 @@ def test_images_and_commands_run_in_the_pods_behind_the_wire(local_cluster, scen
     assert (art / "process-probe.stdout").read_text().count('"rtt_ms"') == probe["app_count"]
     # busybox nc found the server's address by its name and was refused there (not "bad address")
     assert "Connection refused" in (art / "process-names.stderr").read_text()
+    # an image by reference: its container ran the given entrypoint and args, in workdir, as nobody
+    assert (art / "process-pulled.stdout").read_text().strip() == "pulled in /tmp as 65534"
+    assert _proc(record, "pulled")["kind"] == "image"
     # a command runs as nobody unless the scenario says otherwise
     assert (art / "process-whoami.stdout").read_text().strip() == "65534"
     assert _proc(record, "whoami")["run_as"].startswith("nobody (65534:")

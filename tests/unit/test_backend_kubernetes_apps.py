@@ -100,6 +100,31 @@ def test_an_image_on_a_cluster_other_than_roughnets_local_one_is_refused(tmp_pat
         backend(local=False).check(sweep, facts())
 
 
+def test_an_image_the_cluster_pulls_runs_its_given_entrypoint_on_any_cluster(tmp_path):
+    sweep = plan(tmp_path, '[[process]]\nname = "app"\nhost = "b"\nimage_ref = "registry.example/team/app:1.4"\n'
+                           'entrypoint = ["/app/bin/server"]\nargs = ["--port", "80"]\n')
+    b = backend(local=False)
+    b.check(sweep, facts())
+    run = sweep.runs[0]
+    assert b.app_refs[run.run_id] == {"app": "registry.example/team/app:1.4"}
+    parts = pod_parts(run, "b", b.app_refs[run.run_id], IMAGE, "IfNotPresent", "deadbeef", privileged=False)
+    (app,) = parts["containers"]
+    assert app["image"] == "registry.example/team/app:1.4" and app["imagePullPolicy"] == "IfNotPresent"
+    a, rt = _app(tmp_path, sweep, "app")
+    argv, container, _ = rt.argv(a)
+    assert container == "app-app" and argv[argv.index("--cwd") + 1] == "/"
+    assert argv[argv.index("--") + 1:] == ["/app/bin/server", "--port", "80"]
+
+
+def test_an_image_the_cluster_pulls_is_refused_on_the_namespace_backend(tmp_path):
+    from roughnet.apps import preflight
+
+    sweep = plan(tmp_path, '[[process]]\nname = "app"\nhost = "b"\nimage_ref = "r.example/app:1"\n'
+                           'entrypoint = ["/app"]\n')
+    with pytest.raises(PreflightError, match="image_ref 'r.example/app:1' is an image a cluster pulls"):
+        preflight(sweep)
+
+
 def test_a_malformed_image_is_refused_naming_it(tmp_path):
     (tmp_path / "bad.oci.tar").write_bytes(b"not a tar")
     sweep = plan(tmp_path, '[[process]]\nname = "p"\nhost = "a"\nimage = "bad.oci.tar"\n')

@@ -98,7 +98,9 @@ def test_the_run_id_does_not_depend_on_where_the_scenario_is(tmp_path):
 
 
 @pytest.mark.parametrize("proc,path,words", [
-    ('name = "p"\nhost = "a"\n', "process[0]", "exactly one of `command` and `image`"),
+    ('name = "p"\nhost = "a"\n', "process[0]", "exactly one of `command`, `image` and `image_ref`"),
+    ('name = "p"\nhost = "a"\ncommand = ["x"]\nimage_ref = "r/a:1"\n', "process[0]", "exactly one of"),
+    ('name = "p"\nhost = "a"\nimage_ref = "r/a:1"\n', "process[0].entrypoint", "missing for `image_ref`"),
     ('name = "p"\nhost = "a"\ncommand = ["x"]\nimage = "i.tar"\n', "process[0]", "exactly one of"),
     ('name = "p"\nhost = "zz"\ncommand = ["x"]\n', "process[0].host", "no host of this name"),
     ('name = "p"\nhost = "a"\ncommand = []\n', "process[0].command", "too few entries"),

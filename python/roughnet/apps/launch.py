@@ -128,6 +128,10 @@ def preflight(processes: list[Process]) -> None:
     """What this machine must have for the processes: their users and programs (images: apps.images)."""
     for p in processes:
         user = resolve_user(p.user)
+        if p.image_ref is not None:
+            raise PreflightError(f"process {p.name!r}: image_ref {p.image_ref!r} is an image a cluster pulls; this "
+                                 f"backend runs image archives on this machine: `image = FILE` (`skopeo copy "
+                                 f"docker://REF oci-archive:FILE` makes one), or run it with --backend kubernetes")
         if p.command:
             prog = find_program(p)
             if prog is None:
@@ -289,7 +293,7 @@ class AppProcess:
     def environment(self) -> dict[str, str]:
         env = {
             "PATH": search_path(),
-            "HOME": str(self.workdir) if not self.spec.image else "/root" if self.user.uid == 0 else "/tmp",
+            "HOME": str(self.workdir) if not self.spec.in_container else "/root" if self.user.uid == 0 else "/tmp",
             "USER": self.user.name,
             "LOGNAME": self.user.name,
             "LANG": "C.UTF-8",

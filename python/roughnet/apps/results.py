@@ -151,7 +151,7 @@ def collect(sup) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[
         row: dict[str, Any] = {
             "name": p.name,
             "host": p.spec.host,
-            "kind": "image" if p.spec.image else "command",
+            "kind": "image" if p.spec.in_container else "command",
             "run_as": f"{p.user.name} ({p.user.uid}:{p.user.gid})",
             "started_s": _rel(sup, p.started_ns),
             "ready_s": _rel(sup, p.ready_ns),
@@ -176,7 +176,7 @@ def collect(sup) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[
             "lat_max_us": dist.get("max_us") if dist else None,
             # what is not a column: under ``extra`` in the store
             "command": list(p.spec.command) if p.spec.command else None,
-            "image": p.spec.image,
+            "image": p.spec.image or p.spec.image_ref,
             "stop_sent": p.stop_sent,
             "killed": p.killed,
             "earlier_exits": p.exits or None,

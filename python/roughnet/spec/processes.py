@@ -96,6 +96,10 @@ class ProcessTable(Table):
         "An OCI image to run instead of a command: an image archive (`docker save`, `podman save`, "
         "`skopeo copy ... oci-archive:`) or an OCI layout directory, relative to the scenario file; run by runc "
         "in the host's network namespace with the image's ENTRYPOINT, CMD, Env and WorkingDir.", None)
+    image_ref: kinds.text("an image reference, e.g. registry.example/team/app:1.4").type() = field(
+        "Kubernetes backend only: an image the cluster pulls itself (one you pushed to a registry it reaches) "
+        "instead of an archive here; its ENTRYPOINT and CMD cannot be read from here, so `entrypoint` is "
+        "required (and `args` optional). Not with `command` or `image`.", None)
     args: _ARGS.type() = field("Image only: arguments replacing the image's CMD.", None)
     entrypoint: _ARGV.type() = field("Image only: replaces the image's ENTRYPOINT.", None)
     workdir: kinds.text("an absolute path inside the image").type() = field(
@@ -154,10 +158,15 @@ def check_processes(procs: list[ProcessTable], hosts: set[str] | None, services:
         if hosts is not None and not kinds.has_placeholder(p.host) and p.host not in hosts:
             problems.append(Problem(f"{path}.host", "no host of this name", "one of " + ", ".join(sorted(hosts)),
                                     p.host))
-        if (p.command is None) == (p.image is None):
-            problems.append(Problem(path, "needs exactly one of `command` and `image`",
-                                    "command = [\"program\", \"arg\", ...] or image = \"file.oci.tar\"",
-                                    "both" if p.command is not None else "neither"))
+        given = _one_of(p, ("command", "image", "image_ref"))
+        if len(given) != 1:
+            problems.append(Problem(path, "needs exactly one of `command`, `image` and `image_ref`",
+                                    "command = [\"program\", \"arg\", ...] or image = \"file.oci.tar\" (or, on the "
+                                    "kubernetes backend, image_ref = \"registry/name:tag\")",
+                                    ", ".join(given) or "neither"))
+        if p.image_ref is not None and p.entrypoint is None:
+            problems.append(Problem(f"{path}.entrypoint", "missing for `image_ref`", "entrypoint = [\"/path/in/the/"
+                                    "image\", ...] (roughnet cannot read a pulled image's ENTRYPOINT and CMD)", None))
         if p.command is not None:
             for key in ("args", "entrypoint", "workdir"):
                 if getattr(p, key) is not None:
@@ -305,6 +314,7 @@ def resolve_process(p: ProcessTable, base: Path) -> runspec.Process:
         host=p.host,
         command=tuple(p.command or ()),
         image=p.image,
+        image_ref=p.image_ref,
         args=tuple(p.args) if p.args is not None else None,
         entrypoint=tuple(p.entrypoint) if p.entrypoint is not None else None,
         workdir=p.workdir,

@@ -92,11 +92,15 @@ def check(run: Any, where: str, local: bool) -> dict[str, str]:
             raise PreflightError(f"{where}: processes {names[c]!r} and {p.name!r} would both be container {c}; "
                                  f"rename one (on the kubernetes backend '_' and '-' are the same in a name)")
         names[c] = p.name
+        if p.image_ref is not None:  # pulled by the cluster (entrypoint given: the spec requires it)
+            refs[p.name] = p.image_ref
+            continue
         if p.image:
             if not local:
                 raise PreflightError(f"{where}: process {p.name!r} runs image {p.image}; on the kubernetes backend "
                                      f"roughnet imports image archives into its local cluster only (`roughnet "
-                                     f"cluster up`); run it there or on the namespace backend")
+                                     f"cluster up`); push the image to a registry this cluster pulls from and name "
+                                     f"it with `image_ref` (with `entrypoint`), or run it on the namespace backend")
             try:
                 refs[p.name] = image_ref(load_image(Path(p.path(p.image))).digest)
             except ImageError as e:
@@ -130,7 +134,7 @@ def pod_parts(run: Any, host: str, refs: Mapping[str, str], image: str, pull_pol
                         {"name": "rn-work", "mountPath": str(WORK_ROOT / token)}],
         "containers": [],
     }
-    images = [p for p in procs if p.image]
+    images = [p for p in procs if p.in_container]
     if not images:
         return parts
     parts["shareProcessNamespace"] = True
@@ -144,7 +148,9 @@ def pod_parts(run: Any, host: str, refs: Mapping[str, str], image: str, pull_pol
         if privileged:  # joining the inner namespace behind the pod's wire needs CAP_SYS_ADMIN
             security["privileged"] = True
         parts["containers"].append({
-            "name": container_name(p.name), "image": refs[p.name], "imagePullPolicy": "Never",
+            "name": container_name(p.name), "image": refs[p.name],
+            # an archive imported into the nodes is there; a reference the cluster pulls, when it is not
+            "imagePullPolicy": "Never" if p.image else "IfNotPresent",
             "command": [f"{RN_DIR}/rn-exec", "--idle"],
             "volumeMounts": [{"name": "rn", "mountPath": RN_DIR},
                              {"name": "rn-work", "mountPath": IMAGE_WORK, "subPath": p.name}],
@@ -251,11 +257,15 @@ class PodApps:
         spec = app.spec
         pidfile = f"{RN_DIR}/{spec.name}-{app.restarts}.pid"
         variables = app.environment()
-        if spec.image:
-            image = load_image(Path(spec.path(spec.image)))
-            prog = image_argv(image, spec.args, spec.entrypoint)
+        if spec.in_container:
+            if spec.image:
+                image = load_image(Path(spec.path(spec.image)))
+                prog = image_argv(image, spec.args, spec.entrypoint)
+                cwd = spec.workdir or image.working_dir or "/"
+            else:  # pulled by the cluster: its config is not here, so the scenario gave the entrypoint
+                prog = [*(spec.entrypoint or ()), *(spec.args or ())]
+                cwd = spec.workdir or "/"
             container, rn_exec = container_name(spec.name), f"{RN_DIR}/rn-exec"
-            cwd = spec.workdir or image.working_dir or "/"
             variables.pop("PATH", None)  # the image's own PATH (its config's Env, which the container has)
         else:
             prog = list(spec.command)
