@@ -277,6 +277,20 @@ def etcd_argv(layout: Layout) -> list[str]:
             "--snapshot-count", "10000", "--quota-backend-bytes", str(2 * 1024**3), "--log-level", "warn"]
 
 
+#: The API server's audit policy: every request of a service account of namespace "roughnet" (the kind of
+#: subject manifests/kubernetes/role.yaml is bound to), at Metadata level (verb, resource, answer; no bodies);
+#: nothing of anyone else. tests/integration/test_kubernetes_role.py reads it to check the Role is exact.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts:roughnet"]},
+        {"level": "None"},
+    ],
+}
+
+
 def apiserver_argv(bin_dir: Path, layout: Layout, pki: ClusterPki) -> list[str]:
     return [
         str(bin_dir / "kube-apiserver"),
@@ -308,6 +322,10 @@ def apiserver_argv(bin_dir: Path, layout: Layout, pki: ClusterPki) -> list[str]:
         "--profiling=false",
         "--endpoint-reconciler-type", "lease",
         "--event-ttl", "1h",
+        "--audit-policy-file", str(layout.audit_policy),
+        "--audit-log-path", str(layout.audit_log),
+        "--audit-log-maxsize", "20",
+        "--audit-log-maxbackup", "1",
         "--v", "1",
     ]
 

@@ -130,6 +130,15 @@ class Layout:
         return self.data_dir / "logs"
 
     @property
+    def audit_policy(self) -> Path:
+        return self.cp_dir / "audit-policy.json"
+
+    @property
+    def audit_log(self) -> Path:
+        """What the service accounts of namespace roughnet asked the API server (configs.AUDIT_POLICY)."""
+        return self.log_dir / "audit.log"
+
+    @property
     def admin_kubeconfig(self) -> Path:
         return self.data_dir / "admin.kubeconfig"
 

@@ -331,6 +331,7 @@ class _Up:
         for d in (L.log_dir, L.cp_dir, L.run_dir / "nodes", L.data_dir / "nodes"):
             d.mkdir(parents=True, exist_ok=True)
         self.pki = pki.make_cluster_pki(L)
+        L.audit_policy.write_text(json.dumps(configs.AUDIT_POLICY, indent=1))
         for n in L.nodes:
             p = configs.node_paths(n)
             for key in ("containerd_root", "containerd_state", "containerd_opt", "runc_root", "cni_conf_dir",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ IMAGE_SERVICES = frozenset({"mosquitto", "nats", "zenoh-router"})
 #: The permissions the backend needs (manifests/kubernetes/role.yaml grants exactly these).
 NEEDED = (
     ("create", "pods", True), ("get", "pods", True), ("list", "pods", True), ("delete", "pods", True),
-    ("create", "pods/exec", True), ("list", "nodes", False),
+    ("get", "pods/exec", True), ("list", "nodes", False),
 )
 
 
@@ -130,7 +131,12 @@ class KubernetesBackend:
         if missing:
             raise PreflightError(f"the kubeconfig's user may not {', '.join(missing)} (namespace {ns}); grant "
                                  f"manifests/kubernetes/role.yaml (docs/kubernetes.md, \"Permissions\")")
-        res = self.kubectl.call("get", "namespace", ns, "-o", "name", check=False, namespaced=False)
+        # The Role grants nothing on namespaces (manifests/kubernetes/role.yaml): look only when allowed (a
+        # missing namespace then shows when the first pod is created, naming it)
+        if self.kubectl.can_i("get", "namespaces", namespaced=False):
+            res = self.kubectl.call("get", "namespace", ns, "-o", "name", check=False, namespaced=False)
+        else:
+            res = subprocess.CompletedProcess([], 0, "", "")
         if res.returncode != 0 and "NotFound" in res.stderr:
             if not self.local:
                 raise PreflightError(f"namespace {ns} does not exist on the cluster; create it "
