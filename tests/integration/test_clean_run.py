@@ -152,7 +152,7 @@ def test_one_scenario_run_twice_at_once_both_run_or_the_second_is_refused_with_e
         assert "Traceback" not in out + errs, out + errs
         assert code in (0, 2), f"exit {code}:\n{out[-3000:]}\n{errs[-3000:]}"
         if code == 2:
-            assert f"run {run_id} is being run right now by another roughnet process" in " ".join(errs.split()), errs
+            assert f"run {run_id} is being run right now by another roughnet" in " ".join(errs.split()), errs
     assert 0 in codes, codes
     assert not (DEFAULT_LEDGER_DIR / f"{run_id[:8]}.jsonl").exists()
     assert f"rn-{run_id[:8]}-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -170,9 +170,10 @@ def live_owner(token: str, root: Path = DEFAULT_LEDGER_DIR) -> dict[str, Any] | 
 
 
 def busy_message(owner: dict[str, Any], path: Path) -> str:
-    return (f"run {owner.get('run_id')} is being run right now by another roughnet process (pid {owner.get('pid')}, "
-            f"ledger {path}); a run's id (and so its namespaces) is the same wherever its results go, so one run "
-            f"cannot be run twice at the same time on one machine: expected that process to finish first")
+    return (f"run {owner.get('run_id')} is being run right now by another roughnet (its ledger {path} belongs to "
+            f"a live process, pid {owner.get('pid')}); a run's id (and so its namespaces) is the same wherever its "
+            f"results go, so one run cannot be run twice at the same time on one machine: expected that process to "
+            f"finish first")
 
 
 class Ledger:
