@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import __version__
-from .errors import RoughnetError, RunBusyError
+from .errors import RoughnetError
 
 app = typer.Typer(
     name="roughnet",
@@ -299,7 +299,8 @@ def run(
 
             run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done, retry_failed=retry_failed,
                       retry_invalid=retry_invalid, only=chosen)
-    except RunBusyError as e:  # the same run started elsewhere after _refuse_live_runs looked: nothing of it made
+    except RoughnetError as e:  # the same run started elsewhere after _refuse_live_runs looked (RunBusyError:
+        # nothing of it made), or the store failed (its message names the record file kept for `roughnet import`)
         store.close()
         err.print(f"[bold red]error:[/] {escape(str(e))}; the runs stored so far are kept", highlight=False,
                   soft_wrap=True)
@@ -469,6 +470,24 @@ def results_cmd(
         store.close()
     except RoughnetError as e:
         _fail(e)
+
+
+@app.command("import")
+def import_cmd(
+    source: Path = typer.Argument(..., help="A run's record.json, or a run, sweep or results folder: every "
+                                  "record.json below it."),
+    results: Optional[Path] = ResultsOpt,
+) -> None:
+    """Store run records kept as files (a run whose database commit failed, or another results folder's runs)."""
+    try:
+        store = _open_store(results, create=True)
+        stored = store.import_records(source)
+        store.close()
+    except RoughnetError as e:
+        _fail(e)
+    for sweep_id, run_id in stored:
+        console.print(f"stored run {run_id} of sweep {sweep_id}", highlight=False)
+    console.print(f"{len(stored)} run(s) stored in {store.path}", highlight=False)
 
 
 @app.command()

@@ -197,7 +197,7 @@ def _wait_for_rows(results: Path, count: int, proc: subprocess.Popen, timeout: f
 
     The running sweep holds the database open for writing (DuckDB lets no other process
     read it meanwhile), so progress is read from the per-run record.json files, which the
-    store writes right after each run's transaction commits.
+    store writes just before each run's transaction commits (and the run is then kept even if interrupted).
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

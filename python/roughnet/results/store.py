@@ -52,6 +52,8 @@ WRITER_WAIT_S = 600.0
 #: How long a command reading results waits for a running sweep's write to finish.
 READER_WAIT_S = 15.0
 RUNS_DIR = "runs"
+#: A run's record in its folder (written before the commit; ``Store.import_records`` loads it).
+RECORD_FILE = "record.json"
 #: Largest scenario file copied into the sweeps table.
 MAX_SCENARIO_TEXT = 1_000_000
 
@@ -383,8 +385,9 @@ class Store:
                     raise ResultsError(f"cannot open results database {self.path}: {msg}") from None
                 if time.monotonic() >= deadline:
                     raise ResultsError(
-                        f"results database {self.path} is in use by another process ({msg}); "
-                        "expected it free: wait for the running `roughnet run` to finish"
+                        f"results database {self.path} is in use by another process, {_lock_holder(msg, self.root)}"
+                        f", still after waiting {wait_s:g} s; expected it free: wait for that process to finish "
+                        "(or end it), or use another --results"
                     ) from None
                 if not told and time.monotonic() - start > 2:
                     log.warning("waiting for %s: another process has it open", self.path)
@@ -595,6 +598,19 @@ class Store:
                 if trows:
                     timeline.append(_arrow_insert(table, trows))
         cols = schema.run_columns()
+        # The record goes to its folder first (atomically): a commit that fails, or a database that is lost,
+        # does not lose the run; `roughnet import` (``import_records``) stores it later.
+        kept = self._write_record_file(sweep_id, run_id, record)
+        try:
+            self._commit_run(key, timeline, cols, run_row, receiver_rows, hist_rows)
+        except (ResultsError, duckdb.Error, OSError) as e:
+            again = (f"; the record is kept in {kept}: `roughnet import {kept.parent}` stores it later"
+                     if kept is not None else "")
+            raise ResultsError(f"{where}: storing it in {self.path} failed: {e}{again}") from None
+
+    def _commit_run(self, key: list[Any], timeline: list[Any], cols: list[str], run_row: list[Any],
+                    receiver_rows: list[list[Any]], hist_rows: list[list[Any]]) -> None:
+        """The transaction of ``record_run``: replace the run's rows."""
         self._transaction(
             [
                 *timeline,
@@ -614,17 +630,77 @@ class Store:
                 ("INSERT INTO histograms VALUES (?, ?, ?, ?, ?, ?)", hist_rows, True),
             ]
         )
-        self._write_record_copy(sweep_id, run_id, record)
 
-    def _write_record_copy(self, sweep_id: str, run_id: str, record: dict[str, Any]) -> None:
-        """A readable copy of the record beside the artifacts (written atomically)."""
-        folder = self.run_dir(sweep_id, run_id)
-        tmp = folder / "record.json.tmp"
+    def _write_record_file(self, sweep_id: str, run_id: str, record: dict[str, Any]) -> Path | None:
+        """The record beside the artifacts, ``record.json``, written atomically (a temporary file, fsync,
+        rename) before the commit; its path, or None when it could not be written (logged: the run then
+        depends on the commit alone)."""
+        path = None
         try:
-            tmp.write_text(json.dumps(record, default=str, indent=1), encoding="utf-8")
-            os.replace(tmp, folder / "record.json")
-        except OSError as e:  # the database row is what counts
-            log.warning("could not write %s: %s", folder / "record.json", e)
+            folder = self.run_dir(sweep_id, run_id)
+            path = folder / RECORD_FILE
+            tmp = folder / f".{RECORD_FILE}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(json.dumps(record, default=str, indent=1))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+            return path
+        except (OSError, TypeError, ValueError) as e:
+            log.warning("could not write %s: %s", path or f"the record of run {sweep_id}/{run_id}", e)
+            return None
+
+    def import_records(self, source: Path) -> list[tuple[str, str]]:
+        """Store the run records found at ``source`` (a ``record.json``, a run folder, a sweep folder or a
+        whole results folder: every ``record.json`` below it), each as ``record_run`` does (replacing a run
+        stored under the same ids); a sweep this database lacks gets a row made from its records.  Returns the
+        (sweep_id, run_id) stored, in order.  ResultsError for an unreadable record (nothing of it stored)."""
+        source = Path(source)
+        files = [source] if source.is_file() else sorted(source.rglob(RECORD_FILE))
+        if not files:
+            raise ResultsError(f"no {RECORD_FILE} in {source}; expected a run, sweep or results folder "
+                               "written by `roughnet run`")
+        records = []
+        for f in files:
+            try:
+                rec = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise ResultsError(f"cannot read run record {f}: {e}; expected the JSON `roughnet run` wrote") from None
+            if not isinstance(rec, dict):
+                raise ResultsError(f"{f} holds {type(rec).__name__}; expected a run record (a JSON object)")
+            records.append((f, rec))
+        known = set(self._ids())
+        for sweep_id in dict.fromkeys(str(r.get("sweep_id")) for _, r in records):
+            if sweep_id not in known:
+                self._sweep_from_records(sweep_id, [(f, r) for f, r in records if r.get("sweep_id") == sweep_id])
+        stored = []
+        for _, rec in records:
+            self.record_run(rec)
+            stored.append((str(rec["sweep_id"]), str(rec["run_id"])))
+        return stored
+
+    def _sweep_from_records(self, sweep_id: str, records: list[tuple[Path, dict[str, Any]]]) -> None:
+        """A sweeps row for imported records whose sweep this database does not have: scenario and axes
+        (every parameter's values) from the records, the scenario file unknown."""
+        _check_id(sweep_id, "record.sweep_id", _SWEEP_ID_RE)
+        axes: dict[str, list[Any]] = {}
+        for _, rec in records:
+            for k, v in (rec.get("params") or {}).items():
+                if v not in axes.setdefault(k, []):
+                    axes[k].append(v)
+        now = _now()
+        folder = records[0][0].parent.parent
+        self._transaction([(
+            "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [sweep_id, records[0][1].get("scenario"), f"(imported from {folder})", "", _json(axes), _json({}),
+             _json(machine_info()), len(records), None, now, now],
+            False,
+        )])
 
     def run_dir(self, sweep_id: str, run_id: str) -> Path:
         """``<root>/runs/<sweep_id>/<run_id>/``, created if missing."""
@@ -922,6 +998,46 @@ class Store:
         except duckdb.Error as e:
             raise ResultsError(f"export of {sweep_id} to {out} failed: {e}") from None
         return out
+
+
+def _lock_holder(msg: str, root: Path) -> str:
+    """Who holds a results database: the PID DuckDB's lock error names, else the PID in ``writer.lock`` while a
+    `roughnet run` holds it; with its command line."""
+    found = re.search(r"\(PID (\d+)\)", msg)
+    pid = int(found.group(1)) if found else None
+    writer = _writer_lock_pid(root)
+    if pid is None:
+        pid = writer
+    if pid is None:
+        return f"not named ({msg})"
+    what = f"PID {pid}"
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cmd = " ".join(a.decode("utf-8", "replace") for a in argv if a)
+        what += f" (`{cmd[:200]}`)" if cmd else ""
+    except OSError:
+        what += " (gone meanwhile)"
+    if writer == pid:
+        what += f", the `roughnet run` that holds {root / WRITER_LOCK}"
+    return what
+
+
+def _writer_lock_pid(root: Path) -> int | None:
+    """The PID written in ``root``/writer.lock when a process holds that lock; None otherwise."""
+    path = Path(root) / WRITER_LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: by a writer, whose PID the file says
+            text = os.read(fd, 64).decode("ascii", "replace").strip()
+            return int(text) if text.isdigit() else None
+        return None  # nobody holds it (our shared lock goes with the descriptor)
+    finally:
+        os.close(fd)
 
 
 def _sql_str(text: str) -> str:

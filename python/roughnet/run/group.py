@@ -41,6 +41,7 @@ from .runner import (
     apply_links,
     measure,
     record_failure,
+    store_record,
 )
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ def run_group(runs: list[Run], pf: Preflight, store, on_start=None, on_done=None
                 on_start(run)
             artifacts = store.run_dir(run.sweep_id, run.run_id)
             record = env.execute(run, artifacts)
-            store.record_run(record)
+            store_record(store, record)  # kept even if Ctrl-C arrives meanwhile
             records.append(record)
             if on_done:
                 on_done(run, record)

@@ -582,11 +582,22 @@ def run_sweep(
             on_start(run)
         artifacts = store.run_dir(sweep.sweep_id, run.run_id)
         record = execute_run(run, pf, artifacts)
-        store.record_run(record)
+        store_record(store, record)
         records.append(record)
         if on_done:
             on_done(run, record)
     return records
+
+
+def store_record(store, record: dict[str, Any]) -> None:
+    """Store a finished run's record.  Ctrl-C or SIGTERM meanwhile (the CLI raises ``Interrupted`` once) does not
+    lose it: the store is asked again, and then the interrupt goes on.  (The store writes the record to the
+    run's folder before its commit, so a commit that fails still leaves it there for `roughnet import`.)"""
+    try:
+        store.record_run(record)
+    except (Interrupted, KeyboardInterrupt):
+        store.record_run(record)
+        raise
 
 
 def pending_runs(sweep: Sweep, store, resume: bool, retry_failed: bool = False,
