@@ -561,6 +561,14 @@ impl Config {
         if raw.reply_timeout_ms == 0 {
             return Err(ConfigError::invalid("reply_timeout_ms", 0, "at least 1 ms"));
         }
+        if raw.reply_timeout_ms > raw.timeout_ms {
+            // The pinger gives up at timeout_ms anyway: a longer wait for replies is a mistake upstream.
+            return Err(ConfigError::invalid(
+                "reply_timeout_ms",
+                raw.reply_timeout_ms,
+                format!("at most timeout_ms ({} ms)", raw.timeout_ms),
+            ));
+        }
         let ms = |x: u64| x.saturating_mul(1_000_000);
         Ok(Config {
             role,
@@ -738,6 +746,47 @@ mod tests {
         assert_eq!(c.linger_ns, 500_000_000);
         assert_eq!(c.report_interval_ns, 1_000_000_000);
         assert_eq!(c.peers.len(), 1);
+    }
+
+    fn ping_config() -> serde_json::Value {
+        serde_json::json!({"v":1,"role":"pinger","protocol":"udp","pattern":"ping",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10})
+    }
+
+    #[test]
+    fn the_reply_timeout_is_read_in_ms_and_defaults_to_1_s() {
+        let c = Config::parse(&ping_config().to_string()).unwrap();
+        assert_eq!(c.reply_timeout_ns, 1_000_000_000);
+        let mut v = ping_config();
+        v["reply_timeout_ms"] = 2500.into();
+        assert_eq!(
+            Config::parse(&v.to_string()).unwrap().reply_timeout_ns,
+            2_500_000_000
+        );
+        v["reply_timeout_ms"] = 60_000.into(); // up to timeout_ms (default 60 s)
+        assert_eq!(
+            Config::parse(&v.to_string()).unwrap().reply_timeout_ns,
+            60_000_000_000
+        );
+    }
+
+    #[test]
+    fn a_reply_timeout_of_zero_or_past_the_timeout_is_refused() {
+        let mut v = ping_config();
+        v["reply_timeout_ms"] = 0.into();
+        assert!(err_of(v).contains("at least 1 ms"));
+        let mut v = ping_config();
+        v["timeout_ms"] = 5000.into();
+        v["reply_timeout_ms"] = 5001.into();
+        let e = err_of(v);
+        assert!(
+            e.contains("`reply_timeout_ms` = 5001") && e.contains("at most timeout_ms (5000 ms)"),
+            "{e}"
+        );
+        let mut v = ping_config();
+        v["reply_timeout_ms"] = "2 s".into(); // milliseconds as an integer, not a duration string
+        let e = err_of(v);
+        assert!(e.contains("invalid type"), "{e}");
     }
 
     #[test]

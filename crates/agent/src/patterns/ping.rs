@@ -252,6 +252,8 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
         "end_reason": reason.unwrap_or(EndReason::Complete).as_str(),
         "rtt_intended": st.rtt_intended.to_json(), "rtt_actual": st.rtt_actual.to_json(),
         "schedule": stats.to_json(), "cpu": cpu_json(),
+        // The wait for replies this run used (`[workload] reply_timeout`): it decides what counts as lost.
+        "reply_timeout_ms": cfg.reply_timeout_ns / 1_000_000,
     });
     if let Some(p) = st.points {
         result["points"] = json!(p.iter().map(|(s, r)| json!([s, r])).collect::<Vec<_>>());
