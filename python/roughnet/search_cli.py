@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -154,18 +153,11 @@ def _interrupted() -> type[BaseException]:
 
 
 def _install_signal_handlers() -> None:
-    from .run import Interrupted
+    """As `roughnet run`'s: the first Ctrl-C or SIGTERM raises ``Interrupted``, the second asks for a quick
+    teardown (cli._install_signal_handlers)."""
+    from .cli import _install_signal_handlers as install
 
-    state = {"hit": False}
-
-    def handler(signum, frame):  # noqa: ARG001
-        if state["hit"]:
-            return  # already stopping: let the teardown finish
-        state["hit"] = True
-        raise Interrupted(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
+    install()
 
 
 def _writer(results: Optional[Path]):
