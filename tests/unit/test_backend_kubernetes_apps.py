@@ -156,7 +156,9 @@ def test_a_pod_with_an_image_process_gets_its_container_rn_exec_and_shared_pids(
     assert host["name"] == "host" and app["name"] == container_name("srv") == "app-srv"
     assert app["image"] == "roughnet.local/app:abc" and app["imagePullPolicy"] == "Never"
     assert app["command"] == ["/rn/rn-exec", "--idle"]
-    assert app["securityContext"] == {"runAsUser": 0, "runAsGroup": 0, "privileged": True}
+    assert app["securityContext"] == {"runAsUser": 0, "runAsGroup": 0,
+                                      "capabilities": {"add": ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]}}
+    assert host["securityContext"] == {"capabilities": {"add": ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]}}  # not privileged
     assert {"name": "rn-work", "mountPath": "/work", "subPath": "srv"} in app["volumeMounts"]
     assert {"name": "rn-work", "mountPath": "/var/lib/roughnet/work/deadbeef"} in host["volumeMounts"]
     (init,) = spec["initContainers"]

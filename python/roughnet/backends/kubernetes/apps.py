@@ -145,8 +145,9 @@ def pod_parts(run: Any, host: str, refs: Mapping[str, str], image: str, pull_pol
     }]
     for p in images:
         security: dict[str, Any] = {"runAsUser": 0, "runAsGroup": 0}
-        if privileged:  # joining the inner namespace behind the pod's wire needs CAP_SYS_ADMIN
-            security["privileged"] = True
+        if privileged:  # joining the inner namespace behind the pod's wire: setns needs CAP_SYS_ADMIN, and
+            # opening the holder's /proc/<pid>/ns/net needs every capability the holder (the host container) has
+            security["capabilities"] = {"add": ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]}
         parts["containers"].append({
             "name": container_name(p.name), "image": refs[p.name],
             # an archive imported into the nodes is there; a reference the cluster pulls, when it is not

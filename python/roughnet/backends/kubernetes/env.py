@@ -63,10 +63,11 @@ def pod_manifest(token: str, run_id: str, host: str, node: str, image: str, pull
     """The pod of one host: one container ``host`` from roughnet's image that waits to be told what to run.
 
     ``privileged``: the pod carries a wire (backends.kubernetes.podwire), which needs a network namespace
-    of its own inside the pod.  ``apps``: what the host's user processes add (backends.kubernetes.apps.pod_parts).
+    of its own inside the pod: CAP_SYS_ADMIN (unshare, nsenter) besides NET_ADMIN and NET_RAW, not a
+    privileged container.  ``apps``: what the host's user processes add (backends.kubernetes.apps.pod_parts).
     """
-    security: dict[str, Any] = {"privileged": True} if privileged else {"capabilities": {"add": ["NET_ADMIN",
-                                                                                                "NET_RAW"]}}
+    caps = ["NET_ADMIN", "NET_RAW", *(["SYS_ADMIN"] if privileged else [])]
+    security: dict[str, Any] = {"capabilities": {"add": caps}}
     apps = apps or {}
     manifest = {
         "apiVersion": "v1",
