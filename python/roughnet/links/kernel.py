@@ -115,11 +115,14 @@ def nft_ruleset(table: str, chains: list[tuple[str, str, float]]) -> str:
     """An ``nft -f`` script: one netdev table, a chain per (chain name, device, loss fraction)."""
     lines = [f"table netdev {table} {{"]
     for name, dev, loss in chains:
+        threshold = loss_threshold(loss)
+        # 100 %: every frame (numgen's `< 1000000` is out of its 0-999999 range and nft refuses it)
+        draw = f"numgen random mod {LOSS_SCALE} < {threshold} " if threshold < LOSS_SCALE else ""
         lines += [
             f"  chain {name} {{",
             f'    type filter hook ingress device "{dev}" priority {NFT_PRIORITY}; policy accept;',
             '    counter comment "seen"',
-            f'    numgen random mod {LOSS_SCALE} < {loss_threshold(loss)} counter drop comment "loss"',
+            f'    {draw}counter drop comment "loss"',
             "  }",
         ]
     lines.append("}")
