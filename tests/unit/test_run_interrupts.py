@@ -272,3 +272,18 @@ def test_calibrate_tears_down_and_exits_130_on_sigterm():
     out = subprocess.run([sys.executable, "-c", CALIBRATE_SIGTERM], capture_output=True, text=True, timeout=120)
     assert out.returncode == 130, (out.returncode, out.stdout, out.stderr)  # not -15: killed with no teardown
     assert "torn down" in out.stdout and "interrupted (SIGTERM)" in out.stderr
+
+
+def test_clean_of_one_run_refuses_a_live_one_and_leaves_the_others(tmp_path):
+    """`roughnet clean RUN`: a live run's ledger is refused (and kept); a dead run not named is not touched."""
+    from roughnet.topo import clean
+
+    live = Ledger("a9b2c3d4", "a9b2c3d4e5f6", tmp_path)  # owned by this (live) process
+    dead = tmp_path / "b9b2c3d4.jsonl"
+    dead.write_text('{"kind":"owner","pid":1,"start_time":-1,"run_id":"b9b2c3d4e5f6"}\n')  # not pid 1 any more
+    with pytest.raises(TopologyError, match="still running"):
+        clean(tmp_path, run="a9b2c3d4e5f6")
+    assert live.path.exists() and dead.exists()
+    assert clean(tmp_path, run="b9b2c3d4") == [f"ledger b9b2c3d4.jsonl ({dead})"]
+    assert live.path.exists() and not dead.exists()
+    live.remove_file()

@@ -248,19 +248,17 @@ def _owner_run_id(entries: list[dict]) -> str:
 def clean(ledger_dir: Path = DEFAULT_LEDGER_DIR, dry_run: bool = False, run: str | None = None) -> list[str]:
     """Remove the objects of every ledger whose owner is gone; returns a description of each.
 
-    With ``run`` (a run id, a prefix of one of at least 8 characters, or a ledger's token) only that run's
-    ledger is considered; a live run's is left alone (TopologyError saying so).  With ``dry_run`` nothing is
+    With ``run`` (a ledger's token, e.g. a run id's first 8 characters, or a run id or a prefix of one of at
+    least 8 characters) only that ledger is considered; a live run's is left alone (TopologyError saying so).  With ``dry_run`` nothing is
     changed and the descriptions say what would go.  Raises TopologyError (after trying every ledger) if
     something could not be removed.
     """
     removed: list[str] = []
     errors: list[str] = []
-    if run is not None and len(run) < 8:
-        raise TopologyError(f"clean: run {run!r} is too short; expected a run id or its first 8 characters")
     for path in _ledger_files(Path(ledger_dir)):
         entries = read_ledger(path)
         if run is not None and path.name.removesuffix(LEDGER_SUFFIX) != run \
-                and not _owner_run_id(entries).startswith(run):
+                and not (len(run) >= 8 and _owner_run_id(entries).startswith(run)):
             continue
         if not _is_dead(path, entries):
             if run is not None:
