@@ -287,3 +287,23 @@ def test_clean_of_one_run_refuses_a_live_one_and_leaves_the_others(tmp_path):
     assert clean(tmp_path, run="b9b2c3d4") == [f"ledger b9b2c3d4.jsonl ({dead})"]
     assert live.path.exists() and not dead.exists()
     live.remove_file()
+
+
+def test_after_an_interrupt_the_cli_lists_what_the_teardown_left_and_names_clean(tmp_path, monkeypatch, capfd):
+    import importlib
+
+    from roughnet import cli
+
+    clean_mod = importlib.import_module("roughnet.topo.clean")  # (roughnet.topo.clean is also the function)
+    real = clean_mod.own_leftovers
+    monkeypatch.setattr(clean_mod, "own_leftovers", lambda: real(tmp_path))
+    assert cli._say_left_behind("the current run's teardown") is False  # nothing left: nothing said
+    assert capfd.readouterr().err == ""
+    led = Ledger("c9b2c3d4", "c9b2c3d4e5f6", tmp_path)
+    led.add("path", path="/var/lib/roughnet/work/c9b2c3d4-not-there")
+    assert cli._say_left_behind("the current run's teardown") is True
+    said = " ".join(capfd.readouterr().err.split())
+    assert "the current run's teardown was cut short and left behind" in said
+    assert "/var/lib/roughnet/work/c9b2c3d4-not-there" in said and str(led.path) in said
+    assert "`roughnet clean c9b2c3d4e5f6` removes it once this roughnet has exited" in said
+    led.remove_file()
