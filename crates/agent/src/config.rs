@@ -45,7 +45,7 @@ pub enum ConfigError {
     #[error(
         "protocol {protocol:?}: this roughnet-agent was built without the {protocol} driver \
          (it has {built}); `make build` builds the agent with every driver \
-         (or: cargo build --release -p roughnet-agent --features {protocol})"
+         (or this driver alone: cargo build --release -p roughnet-agent --no-default-features --features {protocol})"
     )]
     MissingDriver { protocol: String, built: String },
 }

@@ -42,7 +42,7 @@ fn strings(v: &Value) -> Vec<String> {
 fn run_receiver(protocol: &str) -> (Option<i32>, Vec<Value>, String) {
     let cfg = json!({"v": 1, "role": "receiver", "protocol": protocol, "pattern": "stream",
                      "listen": "127.0.0.1:0", "broker": "127.0.0.1:1", "payload_bytes": 64,
-                     "messages": 1, "timeout_ms": 500});
+                     "messages": 1});
     let out = Command::new(AGENT)
         .args(["run", "--config-json", &cfg.to_string()])
         .output()
