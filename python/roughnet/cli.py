@@ -321,12 +321,19 @@ def run(
         err.print(f"[yellow]interrupted ({e}); {done}, stored runs are kept. Continue with: {hint}[/]")
         store.close()
         raise typer.Exit(130)
-    _print_summary(store, sweep.sweep_id)
-    if report:
-        from .report import build_report
+    try:
+        _print_summary(store, sweep.sweep_id)
+        if report:
+            from .report import build_report
 
-        path = build_report(store, sweep.sweep_id)
-        console.print(f"report: {path}")
+            path = build_report(store, sweep.sweep_id)
+            console.print(f"report: {path}")
+    except Interrupted as e:  # every run is stored and torn down: only the summary or the report is cut short
+        signals["done"] = True
+        err.print(f"[yellow]interrupted ({e}) after the last run: every run is stored; `roughnet report "
+                  f"{file}` makes the report[/]")
+        store.close()
+        raise typer.Exit(130)
     store.close()
     raise typer.Exit(1 if failed else 0)
 
