@@ -19,9 +19,20 @@ import pytest
 
 from cli_run import RUNS, fetch, needs, roughnet_run, run_argv
 from roughnet.binaries import find_binary
-from conftest import toml_hosts, toml_stream
+from conftest import BOUND_P, binomial_bounds, toml_hosts, toml_stream
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)")
+
+
+def link_counters(r: dict, link: int = 0) -> dict:
+    """The run's counters of link ``link`` (the a-m link, the lossy one, is 0)."""
+    lc = r["link_counters"]
+    return (json.loads(lc) if isinstance(lc, str) else lc)[str(link)]
+
+
+def extra_of(r: dict) -> dict:
+    extra = r["metrics_extra"]
+    return json.loads(extra) if isinstance(extra, str) else extra
 
 
 def run_scenario(tmp_path: Path, body: str, timeout: float = 600) -> list[dict]:
@@ -41,6 +52,7 @@ def run_scenario(tmp_path: Path, body: str, timeout: float = 600) -> list[dict]:
 HEAD = """
 [scenario]
 name = "proto"
+seed = 1
 timeout = "120 s"
 """ + toml_hosts("a", "b", "m") + """\
 [[link]]
@@ -93,16 +105,10 @@ def test_reliable_modes_deliver_everything_over_a_lossy_link(tmp_path, protocol,
 
 BEST_EFFORT = [
     pytest.param("udp", "", "", id="udp"),
-    # Known failure, intermittent (1 run in 6 here), kept visible: zenoh's UDP link does not
-    # retransmit. The session open is retried (a lost InitSyn..OpenAck costs open_timeout, then the
-    # connector tries again), but the declarations that follow are sent once: when one is lost
-    # (seen: the receiver's key-expression mapping, after which the sender logs "Unknown wire expr
-    # expr.scope=2" for every reply that uses it) discovery never completes and the sender gives up
-    # at the timeout. zenoh 1.10 has no setting to repeat declarations over an unreliable link.
+    # zenoh over the lossy UDP hop: discovery sometimes never completes (ZENOH_UDP_DISCOVERY below); then the test
+    # asserts that failure, and only that one, and reports it as an expected failure (xfail), kept visible.
     pytest.param("zenoh", '[workload.zenoh]\nreliability = "best_effort"\ntransport = "udp"', "",
-                 marks=[needs("zenoh"), pytest.mark.xfail(reason="zenoh over a lossy UDP link: a lost declaration "
-                                                          "(sent once, never repeated) leaves discovery incomplete",
-                                                          strict=False)], id="zenoh-best-effort-udp"),
+                 marks=needs("zenoh"), id="zenoh-best-effort-udp"),
     # DDS best effort: discovery over the lossy hop used to fail now and then (Cyclone 11 sent a
     # unicast peer ONE participant announcement and pruned it 30 s later; the agent now repeats it
     # every second, SPDPInterval 1 s). Keep-all reader history so that the loss counted is the
@@ -113,12 +119,53 @@ BEST_EFFORT = [
 ]
 
 
+#: The one failure zenoh over the lossy UDP hop is allowed, in the sender's words (crates/agent zenoh.rs). zenoh's
+#: UDP link does not retransmit: the session open is retried (a lost InitSyn..OpenAck costs open_timeout), but what
+#: follows is sent once, and when a frame of it is lost the sender never sees the receiver's subscriber and gives
+#: up at the run's timeout. Seen here 1 run in 18 (earlier 1 in 6): the sender's "Scouting delay elapsed before
+#: start conditions are met", then 20 s later its next open "Received an invalid message in response to an
+#: OpenSyn" (the receiver answered with frames of the transport it had already opened: its OpenAck was the frame
+#: lost) and no subscriber until the 120 s timeout; once before, a lost key-expression declaration ("Unknown wire
+#: expr" at the sender). zenoh 1.10 has no setting to repeat either over an unreliable link (docs/protocols.md).
+ZENOH_UDP_DISCOVERY = "sender@a: io: gave up on waiting for the zenoh subscribers of every peer at the timeout"
+
+
 @pytest.mark.parametrize("protocol,knobs,services", BEST_EFFORT)
 def test_best_effort_modes_report_the_loss(tmp_path, protocol, knobs, services):
     (r,) = run_scenario(tmp_path, stream(protocol, knobs, services=services, messages=1000, rate="500 msg/s"))
+    if protocol == "zenoh" and r["status"] == "failed":
+        assert (r["failure_reason"] or "").startswith(ZENOH_UDP_DISCOVERY), r["failure_reason"]
+        pytest.xfail("zenoh over a lossy UDP link: a handshake or declaration frame lost (sent once, never "
+                     "repeated) left discovery incomplete until the timeout: " + r["failure_reason"])
     assert r["status"] == "ok", r["failure_reason"]
-    # 10 % of frames are dropped on the first hop; a message is one frame at 512 B
-    assert 0.04 <= r["loss_ratio"] <= 0.18, r["loss_ratio"]
+    check_best_effort_loss(r, protocol)
+
+
+def check_best_effort_loss(r: dict, protocol: str) -> None:
+    """1000 messages of 512 B at 500 msg/s over the a-m hop that drops 10 % of frames (the kernel engine's
+    nftables numgen random: each frame independently, not seeded, `loss_reproducible` false); m-b loses nothing."""
+    link = link_counters(r)
+    fwd = link["forward"]
+    assert link["engine"] == "kernel" and link["loss_reproducible"] is False, link
+    # The link did its part: its forward drops are Binomial(frames seen, 0.10) (seen: 90-119 of 952-1027 frames).
+    lo, hi = binomial_bounds(fwd["seen_at_loss_hook"], 0.10, BOUND_P)
+    assert lo <= fwd["drops_loss"] <= hi, (lo, hi, fwd)
+    # Each message is one datagram (one frame at 512 B), lost for good when its frame is dropped: lost ~
+    # Binomial(1000, 0.10), mean 100, sd 9.5; outside binomial_bounds' [61, 144] (ratio 6.1-14.4 %) with
+    # probability < 1e-5 (exact tails; 4.5 sigma would be 57-143). Seen: udp 95, 100; dds 94, 89 (2 runs each);
+    # zenoh 88-118 (17 runs). Before: 4-18 %. zenoh's datagrams may carry several messages (below): with 1000
+    # messages in 952 frames (48 pairs) the sd grows from 9.5 to 9.9, so its bound is taken at 1e-6, [57, 149],
+    # which is again 4.5 of those sds.
+    lo, hi = binomial_bounds(1000, 0.10, BOUND_P / 10 if protocol == "zenoh" else BOUND_P)
+    assert r["sent"] == 1000 and r["received"] + r["lost"] == 1000, (r["sent"], r["received"], r["lost"])
+    assert lo <= r["lost"] <= hi, (lo, hi, r["lost"], r["loss_ratio"])
+    if protocol != "zenoh":
+        # Nothing else loses a message (no rate, no queue drops): every lost one is a frame the link dropped
+        # (the drops also count end markers, discovery and ARP frames: <=). zenoh is left out: its UDP link
+        # batches what is queued at once into one datagram (as after a sender fell behind its schedule on this
+        # busy machine), so one dropped frame can lose several: seen 1000 messages in 952 forward frames (8.7 % of
+        # sends late), 113 lost for 97 frames dropped; 6 of 17 runs lost more than the link dropped.
+        assert r["lost"] <= fwd["drops_loss"], (r["lost"], fwd)
 
 
 @needs("mqtt")
@@ -248,10 +295,19 @@ def test_zenoh_reliable_sender_waits_for_a_receiver_whose_transport_dropped(tmp_
     assert r["status"] == "ok", r["failure_reason"]
     # the end marker came (again) after the outage: the receiver did not wait for the timeout
     assert "timeout" not in str(r["validity_reasons"]), r["validity_reasons"]
-    assert r["duration_s"] < 100, r["duration_s"]
-    assert 0 < r["received"] <= 800, r["received"]
-    extra = r["metrics_extra"]
-    assert (json.loads(extra) if isinstance(extra, str) else extra)["sender_transport_drops"] >= 1
+    # Not statistics (no random loss here): the schedule's timing. The link is back at 20 s (the wire's clock,
+    # which starts no later than the sender's first message); zenoh, whose transport closed at the lease (~16 s),
+    # retries its connection every 1 s growing to 4 s, so it is back within about 4 s, and then the token and the
+    # end marker cross a loss-free link. Seen (2 runs): 26.7 and 26.4 s. 40 s leaves 16 s for a busy machine and
+    # is a third of the timeout the old behaviour waited for.
+    assert r["duration_s"] < 40, r["duration_s"]
+    # Exactly one receiver's token went with exactly one dropped transport (one outage, longer than the lease).
+    assert extra_of(r)["sender_transport_drops"] == 1, extra_of(r)
+    # What arrived is what was sent before the outage: message i is due i / 100 s after the sender's first, which
+    # is no earlier than the wire's time 0, so the 200 from 6 s on were sent into the outage, whose 14 s exceed
+    # zenoh's 10 s lease: they went with the closed transport (<= 600 is causal, not a tolerance). At least 400:
+    # the sender's first message within 2 s of the wire's time 0 (seen 596 and 597: a few were in flight at 6 s).
+    assert r["received"] + r["lost"] == 800 and 400 <= r["received"] <= 600, (r["received"], r["lost"])
 
 
 @needs("zmq")
