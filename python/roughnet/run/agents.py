@@ -231,6 +231,21 @@ class AgentProcess:
             last = f"unreadable output {self.bad_lines[0]!r}"
         return f"{self.name} exited with code {rc} without a result ({last})"
 
+    def describe_partial(self) -> str:
+        """Why it stopped early and what it had counted: "receiver@b: io: recv ...: connection reset by peer
+        (after 812 of 1000 messages)"; without a result, as ``describe_failure``."""
+        res = self.result
+        if res is None:
+            return self.describe_failure()
+        err = res.get("error") or self.error or {}
+        counted = ""
+        if res.get("received") is not None:
+            counted = (f" (after {res['received']}" + (f" of {res['expected']}" if res.get("expected") else "")
+                       + (" replies" if res.get("role") == "pinger" else " messages") + ")")
+        elif res.get("sent") is not None:
+            counted = f" (after {res['sent']} sent)"
+        return f"{self.name}: {err.get('kind', 'error')}: {err.get('message', 'ended early')}{counted}"
+
     def wait_ready(self, timeout_s: float) -> None:
         if not self.ready.wait(timeout_s):
             raise AgentError(f"{self.name} did not report ready within {timeout_s:.0f} s")

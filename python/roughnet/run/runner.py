@@ -489,9 +489,13 @@ def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats)
     sender = agents[-1] if agents else None
     receivers = agents[:-1]
     missing = [a for a in agents if a.result is None]
-    if missing:
-        record["failure_reason"] = "; ".join(a.describe_failure() for a in missing)
-        record["stderr_tail"] = _stderr_tails(missing)
+    broken = [a for a in agents if a.result is not None and a.result.get("error")]
+    if missing and not any(a.result for a in agents) or w.pattern == "sync" and (missing or broken):
+        record["failure_reason"] = "; ".join(a.describe_failure() for a in missing or broken)
+        record["stderr_tail"] = _stderr_tails(missing or broken)
+        return
+    if missing or broken:  # some agents measured before one failed: keep their figures (issue 26)
+        _fill_partial_record(record, run, agents, missing, broken, tcp_deltas, link_counters, cpu_stats)
         return
     if w.pattern == "sync":  # two syncers, both measure: collect.sync_metrics
         _fill_sync_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
@@ -526,6 +530,68 @@ def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats)
         sender.result, cpu_stats, link_counters, w.protocol, tcp_deltas,
     )
     record["status"] = "ok"
+
+
+def _fill_partial_record(record, run: Run, agents, missing, broken, tcp_deltas, link_counters, cpu_stats) -> None:
+    """A run some of whose agents failed mid-run: every figure of those that reported (a failed agent's partial
+    result too), the per-interval lines of every agent as ``series`` rows, status failed with each agent's
+    reason, and the verdict invalid ("incomplete: ..."). The report lists it with its reason; points and
+    comparisons leave it out (status is not ok)."""
+    w = run.workload
+    sender = agents[-1]
+    reporting = [a for a in agents if a.result is not None]
+    if w.pattern in ("ping", "ramp"):
+        measured = [(sender.spec.host, sender.result)] if sender.result is not None else []
+    else:
+        measured = [(a.spec.host, a.result) for a in agents[:-1] if a.result is not None]
+    per_rx = []
+    for host, res in measured:
+        per_rx.append({"host": host, "metrics": collect.receiver_metrics(w.pattern, res)})
+        record["histograms"].extend(collect.histograms(host, res))
+    metrics = collect.aggregate(w.pattern, [r["metrics"] for r in per_rx], sender.result)
+    metrics.update(collect.link_drop_metrics(link_counters))
+    metrics.update(collect.tcp_metrics(tcp_deltas))
+    metrics.update(collect.udp_metrics(tcp_deltas))
+    metrics["cpu_agents_s"] = round(sum(float((a.result.get("cpu") or {}).get(k, 0) or 0)
+                                        for a in reporting for k in ("user_s", "sys_s")), 4)
+    metrics["cpu_machine_util"] = cpu_stats.get("mean")
+    record["metrics"] = metrics
+    record["receivers"] = per_rx
+    record["link_counters"] = {str(k): v for k, v in link_counters.items()}
+    record["tcp_counters"] = tcp_deltas
+    why = [a.describe_partial() for a in [*broken, *missing]]
+    record["partial"] = True
+    record["failure_reason"] = "incomplete: " + "; ".join(why)
+    record["stderr_tail"] = _stderr_tails([*broken, *missing])
+    record["validity"], record["validity_reasons"] = "invalid", [f"incomplete: {r}" for r in why]
+    record["series"] = _interval_series(w, agents)
+
+
+def _interval_series(w, agents) -> list[dict[str, Any]]:
+    """Series rows from the agents' interval lines (messages and bytes per interval, sender's and receivers'),
+    on one clock: seconds since the first agent started. What the .jsonl artifacts hold, kept in the store for
+    a run that ended early."""
+    started = [a.started_ns for a in agents if a.started_ns]
+    if not started:
+        return []
+    t0 = min(started)
+    rows = []
+    for a in agents:
+        step_ms = int(a.spec.config.get("report_interval_ms") or 1000)
+        for line in a.intervals:
+            t_ms = line.get("t_ms")
+            if not isinstance(t_ms, (int, float)):
+                continue
+            t_s = round((a.started_ns - t0) / 1e9 + (t_ms - step_ms) / 1000, 3)
+            sending = a.spec.role in ("sender", "pinger")
+            rows.append({"workload": w.name, "sender": w.sender, "receiver": None if sending else a.spec.host,
+                         "t_s": t_s, "interval_s": step_ms / 1000,
+                         "sent": line.get("messages") if sending else None,
+                         "delivered": None if sending else line.get("messages"),
+                         "bytes": line.get("bytes"), "throughput_bps": line.get("rate_bps"),
+                         "lost": None, "duplicates": None, "reordered": None, "lat_p50_us": None,
+                         "lat_p90_us": None, "lat_p99_us": None, "lat_max_us": None})
+    return sorted(rows, key=lambda r: (r["t_s"], r["receiver"] or ""))
 
 
 def _fill_sync_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats) -> None:

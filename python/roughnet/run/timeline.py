@@ -412,12 +412,15 @@ def _result_or_none(a: AgentProcess | None) -> dict[str, Any] | None:
 
 def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link_counters, cpu_stats) -> None:
     """The record of a timeline run: per workload and flow, the headline of the first foreground workload."""
-    missing = []
+    missing, broken = [], []
     for f in tl.flows:
         for a in [*f.receivers, f.sender_agent]:
             if a is not None and a.result is None and a.proc.pid not in tl.killed_agents:
                 missing.append(a)
-    if missing:
+            elif a is not None and a.result is not None and a.result.get("error"):
+                broken.append(a)  # a partial result: it counted until its connection failed (issue 26)
+    reported = any(a is not None and a.result is not None for f in tl.flows for a in [*f.receivers, f.sender_agent])
+    if missing and not reported:
         record["failure_reason"] = "; ".join(a.describe_failure() for a in missing)
         record["stderr_tail"] = "\n".join(f"--- {a.name}\n{a.stderr_tail(800)}" for a in missing)[-4000:]
         record["events"] = tl.events
@@ -432,8 +435,9 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
             for a in f.receivers:
                 res = a.result
                 m = collect.receiver_metrics(w.pattern, res) if res else {}
+                gone = "killed" if a.proc.pid in tl.killed_agents else "no result"
                 flow_rows.append({"workload": w.name, "sender": f.sender, "receiver": a.spec.host,
-                                  "metrics": {**m, "end_reason": (res or {}).get("end_reason", "killed")}})
+                                  "metrics": {**m, "end_reason": (res or {}).get("end_reason", gone)}})
                 if res:
                     per_rx.append(m)
                     rx_results.append((a.spec.host, res))
@@ -499,6 +503,14 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
     except Exception as e:  # noqa: BLE001 - as above
         log.exception("distances of run %s", run.run_id)
         record["validity_reasons"].append(f"no distances: internal error {type(e).__name__}: {e}")
+    if missing or broken:  # every figure above is kept; the run is failed, incomplete, and says why
+        why = [a.describe_partial() for a in [*broken, *missing]]
+        record["partial"] = True
+        record["failure_reason"] = "incomplete: " + "; ".join(why)
+        record["stderr_tail"] = "\n".join(f"--- {a.name}\n{a.stderr_tail(800)}" for a in [*broken, *missing])[-4000:]
+        record["validity"] = "invalid"
+        record["validity_reasons"] = [*record["validity_reasons"], *(f"incomplete: {r}" for r in why)]
+        return
     record["status"] = "ok"
 
 

@@ -41,6 +41,9 @@ pub enum EndReason {
     EndMarker,
     Timeout,
     Signal,
+    /// The driver failed mid-run (a broker closed the connection, a peer reset it): the result keeps
+    /// everything counted until then and says why under `error` (issue 26).
+    Error,
 }
 
 impl EndReason {
@@ -50,8 +53,20 @@ impl EndReason {
             EndReason::EndMarker => "end_marker",
             EndReason::Timeout => "timeout",
             EndReason::Signal => "signal",
+            EndReason::Error => "error",
         }
     }
+}
+
+/// What a result line says of a failure that ended a role early: `{"kind", "message"}` (kinds as the
+/// error line's: "protocol" or "io").
+pub fn error_json(e: &PatternError) -> serde_json::Value {
+    let kind = match e {
+        PatternError::Protocol(_)
+        | PatternError::Driver(DriverError::Protocol { .. } | DriverError::TooLarge { .. }) => "protocol",
+        PatternError::Driver(_) => "io",
+    };
+    serde_json::json!({"kind": kind, "message": e.to_string()})
 }
 
 /// Run the role `cfg.role` of pattern `cfg.pattern` with `driver`; prints

@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use super::{next_deadline, EndReason, PatternError};
+use super::{error_json, next_deadline, EndReason, PatternError};
 use crate::accounting::{Arrival, SeqTracker};
 use crate::clock::{cpu_json, now_ns, sleep_until_ns, SPIN_NS};
 use crate::config::Config;
@@ -138,6 +138,7 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
     let mut stats = ScheduleStats::default();
     let (mut sent, mut warmup_sent, mut send_errors) = (0u64, 0u64, 0u64);
     let mut reason = None;
+    let mut failure: Option<PatternError> = None; // the driver's error that ended it early (kept in the result)
     let mut last_send = t0;
     let mut free_at = 0u64; // when the previous send returned
     let mut i = 0u64;
@@ -156,7 +157,8 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
                 t.saturating_sub(SPIN_NS),
                 give_up,
                 &|_| false,
-            )?;
+            )
+            .unwrap_or_else(|e| keep(&mut failure, e));
             if reason.is_some() {
                 break;
             }
@@ -196,7 +198,10 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
                 reason = Some(EndReason::Timeout);
                 break;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                reason = keep(&mut failure, e.into());
+                break;
+            }
         }
         last_send = actual;
         if let Some(t) = intended {
@@ -214,7 +219,8 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
             let until = actual.saturating_add(cfg.reply_timeout_ns);
             reason = take_replies(rq.as_mut(), &mut st, &mut rbuf, until, give_up, &|s| {
                 s.round_replies >= peers
-            })?;
+            })
+            .unwrap_or_else(|e| keep(&mut failure, e));
             if reason.is_some() {
                 break;
             }
@@ -226,7 +232,8 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
         let until = last_send.saturating_add(cfg.reply_timeout_ns);
         reason = take_replies(rq.as_mut(), &mut st, &mut rbuf, until, give_up, &|s| {
             s.received() >= want
-        })?;
+        })
+        .unwrap_or_else(|e| keep(&mut failure, e));
     }
     let mut end = [0u8; HEADER_LEN];
     let now = now_ns();
@@ -237,8 +244,10 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
         actual_ns: now,
     }
     .encode(&mut end);
-    if let Err(e) = rq.finish(&end) {
-        tracing::warn!("sending the end marker: {e}");
+    if failure.is_none() {
+        if let Err(e) = rq.finish(&end) {
+            tracing::warn!("sending the end marker: {e}");
+        }
     }
     let received = st.received();
     let expected = sent * peers as u64;
@@ -258,8 +267,19 @@ pub fn ping(cfg: &Config, driver: &dyn Driver, ramp: bool) -> Result<(), Pattern
     if let Some(p) = st.points {
         result["points"] = json!(p.iter().map(|(s, r)| json!([s, r])).collect::<Vec<_>>());
     }
+    if let Some(e) = &failure {
+        result["error"] = error_json(e);
+    }
     output::emit("result", result);
-    Ok(())
+    // the partial result is out; the error line and the exit code say the pinger failed
+    failure.map_or(Ok(()), Err)
+}
+
+/// A driver error that ends the pinger early: kept for its result (which still reports every reply counted),
+/// and the end reason it stands for.
+fn keep(failure: &mut Option<PatternError>, e: PatternError) -> Option<EndReason> {
+    failure.get_or_insert(e);
+    Some(EndReason::Error)
 }
 
 /// The ponger of ping and ramp: echo every request with the reply flag set.

@@ -9,7 +9,7 @@
 
 use serde_json::json;
 
-use super::{next_deadline, span_and_rate, EndReason, PatternError};
+use super::{error_json, next_deadline, span_and_rate, EndReason, PatternError};
 use crate::accounting::{Arrival, SeqTracker};
 use crate::clock::{cpu_json, now_ns, round6, sleep_until_ns};
 use crate::config::Config;
@@ -36,6 +36,7 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let (mut sent, mut warmup_sent, mut bytes, mut send_errors) = (0u64, 0u64, 0u64, 0u64);
     let (mut first, mut last) = (None, None);
     let mut reason = EndReason::Complete;
+    let mut failure: Option<PatternError> = None; // the driver's error that ended it early (kept in the result)
     let mut free_at = 0u64; // when the previous send returned
     let mut i = 0u64;
     loop {
@@ -85,7 +86,11 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
                 reason = EndReason::Timeout;
                 break;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                failure = Some(e.into());
+                reason = EndReason::Error;
+                break;
+            }
         }
         if let Some(t) = intended {
             stats.record(t, actual, free_at);
@@ -120,10 +125,13 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         actual_ns: now,
     }
     .encode(&mut end);
-    // The end marker, then what the driver waits for (acknowledgements, receivers leaving).
+    // The end marker, then what the driver waits for (acknowledgements, receivers leaving); not after the
+    // connection failed.
     let finishing = now_ns();
-    if let Err(e) = tx.finish(&end) {
-        tracing::warn!("sending the end marker: {e}");
+    if failure.is_none() {
+        if let Err(e) = tx.finish(&end) {
+            tracing::warn!("sending the end marker: {e}");
+        }
     }
     let finish_s = (now_ns() - finishing) as f64 / 1e9;
     let (duration_s, throughput_bps) = span_and_rate(first, last, bytes);
@@ -135,6 +143,9 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         "send_errors": send_errors, "end_reason": reason.as_str(),
         "schedule": stats.to_json(), "cpu": cpu_json(),
     });
+    if let Some(e) = &failure {
+        result["error"] = error_json(e);
+    }
     if let Some(o) = result.as_object_mut() {
         o.extend(tx.extra_results());
         if let Some(tr) = trace.as_mut() {
@@ -142,7 +153,8 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         }
     }
     output::emit("result", result);
-    Ok(())
+    // the partial result is out; the error line and the exit code say the role failed
+    failure.map_or(Ok(()), Err)
 }
 
 pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
@@ -170,6 +182,7 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     // The time as of the last clock read: a message's arrival time serves the checks and the interval clock
     // of the turn after it, so the loop reads the clock once per message (issue 17).
     let mut now = now_ns();
+    let mut failure: Option<PatternError> = None; // the driver's error that ended it early (kept in the result)
     let reason = loop {
         if stop_requested() {
             break EndReason::Signal;
@@ -185,7 +198,16 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
             break EndReason::EndMarker;
         }
         let deadline = next_deadline(now, &[give_up, linger_until, intervals.next_ns()]);
-        match rx.recv(&mut buf, deadline)? {
+        let got = match rx.recv(&mut buf, deadline) {
+            Ok(got) => got,
+            Err(DriverError::Interrupted) => break EndReason::Signal,
+            Err(e) => {
+                // The connection ended under it (a broker closed it, a peer reset it): keep what arrived.
+                failure = Some(e.into());
+                break EndReason::Error;
+            }
+        };
+        match got {
             None => now = now_ns(),
             Some(n) => {
                 let rt = now_ns();
@@ -245,6 +267,9 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         "latency_intended": lat_intended.to_json(), "latency_actual": lat_actual.to_json(),
         "cpu": cpu_json(),
     });
+    if let Some(e) = &failure {
+        result["error"] = error_json(e);
+    }
     if let Some(o) = result.as_object_mut() {
         o.extend(rx.extra_results());
         if let Some(tr) = trace.as_mut() {
@@ -252,5 +277,6 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
         }
     }
     output::emit("result", result);
-    Ok(())
+    // the partial result is out; the error line and the exit code say the role failed
+    failure.map_or(Ok(()), Err)
 }
