@@ -243,6 +243,11 @@ def test_kafka_producer_waits_for_acks_longer_than_a_fixed_flush(tmp_path):
     assert r["lat_max_us"] > 30e6, r["lat_max_us"]
 
 
+#: Messages of 10 KB one closed zenoh transport may take with it (test below): 12 in zenoh's data queue, 1 blocked
+#: put, about 8 in TCP's send buffer at 400 kbit/s, rounded up.
+HELD_PER_DROP = 25
+
+
 @needs("zenoh")
 def test_zenoh_reliable_sender_stays_until_its_receiver_has_everything(tmp_path):
     """200 x 10 KB need about 41 s to cross a 400 kbit/s link; zenoh's blocking congestion control
@@ -267,8 +272,17 @@ def test_zenoh_reliable_sender_stays_until_its_receiver_has_everything(tmp_path)
     assert r["status"] == "ok", r["failure_reason"]
     extra = r["metrics_extra"]
     extra = json.loads(extra) if isinstance(extra, str) else extra
-    if extra.get("sender_transport_drops"):
-        assert r["received"] + r["lost"] == 200 and r["received"] > 0, (r["received"], r["lost"])
+    drops = extra.get("sender_transport_drops")
+    if drops:
+        # The allowance is zenoh's own, counted: each transport it closed discarded what it held, and no more. That
+        # is its data queue (zenoh 1.10's default: 2 batches of 64 KiB, 12 messages of 10 KB), the put that was
+        # blocked (1), and what the closed TCP socket had not delivered (its send buffer, autotuned to about twice
+        # the congestion window: about 8 messages on this 400 kbit/s link with a 50 ms queue): at most
+        # HELD_PER_DROP per drop. Seen once in CI at 400 kbit/s: 14 lost (186 of 200); not seen here in 3 runs
+        # (200 of 200 each, also at 200 kbit/s). A sender that closed early (the old bug) or a receiver that
+        # stopped early would lose more, or wait for the timeout.
+        assert r["received"] + r["lost"] == 200 and r["lost"] <= HELD_PER_DROP * drops, (r["received"], r["lost"],
+                                                                                            drops)
         assert "timeout" not in str(r["validity_reasons"]), r["validity_reasons"]
     else:
         assert r["received"] == 200 and r["lost"] == 0, (r["received"], r["validity_reasons"])
