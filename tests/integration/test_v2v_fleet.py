@@ -87,8 +87,8 @@ def test_all_to_all_fleet_delivery_follows_distance(tmp_path: Path) -> None:
     sel = fixed & car
     # Where t0 is on the wire's clock: after the wire was ready (the runner starts the agents only then) and early
     # enough that the 20 s of sending after t0 fit in the wire's uptime (read after the run); both stamps are
-    # CLOCK_MONOTONIC, so the stored offset is their difference. Not statistical: causal order. Seen: 0.62 s
-    # (ready to t0: the receivers' start), uptime 24.6 s (1 run). A wrong offset would also misplace the message
+    # CLOCK_MONOTONIC, so the stored offset is their difference. Not statistical: causal order. Seen: 0.62, 0.30 s
+    # (ready to t0: the receivers' start), uptime 24.6, 24.3 s (2 runs). A wrong offset would also misplace the message
     # distances below against the wire's own loss decisions (nothing beyond 450 m arrives: checked below).
     wire = run["link_counters"]["0"]
     offset = wire["t0_after_ready_s"]
