@@ -147,7 +147,11 @@ fn stream_1000(protocol: &str, rate: Option<f64>) {
             r["cpu"]["user_s"].as_f64().unwrap(),
             r["cpu"]["sys_s"].as_f64().unwrap(),
         );
-        assert!(user >= 0.0 && sys >= 0.0 && user + sys > 0.0, "{who}: {}", r["cpu"]);
+        assert!(
+            user >= 0.0 && sys >= 0.0 && user + sys > 0.0,
+            "{who}: {}",
+            r["cpu"]
+        );
     }
 }
 
@@ -155,10 +159,18 @@ fn stream_1000(protocol: &str, rate: Option<f64>) {
 /// fires depends on the load, not on the agent).
 fn check_schedule(s: &Value, paced: bool) {
     let f = |k: &str| s[k].as_f64().unwrap_or_else(|| panic!("{k} in {s}"));
-    let (late, own, held) = (f("late_fraction"), f("own_late_fraction"), f("held_fraction"));
+    let (late, own, held) = (
+        f("late_fraction"),
+        f("own_late_fraction"),
+        f("held_fraction"),
+    );
     if !paced {
         // As fast as possible: no intended times, nothing recorded, so nothing is late or behind.
-        assert_eq!((late, own, held, f("behind_max_us")), (0.0, 0.0, 0.0, 0.0), "{s}");
+        assert_eq!(
+            (late, own, held, f("behind_max_us")),
+            (0.0, 0.0, 0.0, 0.0),
+            "{s}"
+        );
         return;
     }
     // Fractions of the sends; a send's own (machine) and held (protocol) shares are parts of its lag, so a send
