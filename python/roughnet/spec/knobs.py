@@ -100,6 +100,13 @@ class ZenohKnobs(Knobs):
         "Link lease (zenoh's transport/link/tx/lease; a keep-alive every lease / 4, the link is closed after a lease "
         "with nothing received): " + kinds.DURATION + ", 100 ms to 1 h. Default: zenoh's 10 s, or on a slow link "
         "4 round trips of the run's slowest path.", None)
+    wait_before_close: kinds.bounded_duration(ZENOH_TIMING_MIN_NS, ZENOH_TIMING_MAX_NS, ("5 s", "60 s")).type() = field(
+        "How long a message of a blocking publisher (congestion_control = \"block\", the default) may wait for "
+        "room in the link's transmit queue before zenoh closes the transport (zenoh's transport/link/tx/queue/"
+        "congestion_control/block/wait_before_close): " + kinds.DURATION + ", 100 ms to 1 h. Default: zenoh's 5 s. "
+        "On a slow or lossy link TCP's backoff can hold the queue full longer than that: zenoh then closes the link "
+        "and reconnects, and the sender's tokens of its peers go with it (transport_drops); raise it to keep the "
+        "session through such stalls, lower it to see the closure sooner.", None)
 
 
 class ZmqKnobs(Knobs):

@@ -88,6 +88,8 @@ pub struct Zenoh {
     tls: Option<Tls>,
     /// Session timing (zenoh's defaults unless the run set them for a slow link).
     timing: Timing,
+    /// `wait_before_close` (zenoh's 5 s when None).
+    wait_before_close: Option<Duration>,
     broker: Option<String>,
     topic: String,
 }
@@ -165,6 +167,7 @@ impl Zenoh {
             scouting,
             tls,
             timing,
+            wait_before_close: duration_knob("wait_before_close", o.wait_before_close)?,
             broker: cfg.broker.clone(),
             topic,
         })
@@ -231,6 +234,13 @@ impl Zenoh {
         if let Some(lease) = self.timing.lease {
             c.insert_json5("transport/link/tx/lease", &lease.as_millis().to_string())
                 .map_err(conf_err)?;
+        }
+        if let Some(wait) = self.wait_before_close {
+            c.insert_json5(
+                "transport/link/tx/queue/congestion_control/block/wait_before_close",
+                &wait.as_micros().to_string(),
+            )
+            .map_err(conf_err)?;
         }
         if let Some(tls) = &self.tls {
             c.insert_json5(

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::config::{Config, ConfigError};
 
-pub(super) const KNOBS: [&str; 12] = [
+pub(super) const KNOBS: [&str; 13] = [
     "mode",
     "transport",
     "reliability",
@@ -18,6 +18,7 @@ pub(super) const KNOBS: [&str; 12] = [
     "multicast_scouting",
     "open_timeout",
     "lease",
+    "wait_before_close",
     "tls_ca",
     "tls_cert",
     "tls_key",
@@ -38,6 +39,10 @@ pub struct ZenohOptions {
     pub open_timeout: Option<u64>,
     /// ns: zenoh's `transport/link/tx/lease` (keep-alives every lease / 4); default 10 s.
     pub lease: Option<u64>,
+    /// ns: how long a blocking publisher's message may wait for room in the transmit queue before zenoh
+    /// closes the transport (`transport/link/tx/queue/congestion_control/block/wait_before_close`, which
+    /// zenoh takes in microseconds); zenoh's default 5 s when absent.
+    pub wait_before_close: Option<u64>,
     /// QUIC: PEM file of the CA that signed the listeners' certificates (every agent).
     pub tls_ca: Option<String>,
     /// QUIC: PEM certificate and private key of a listening agent (receiver, ponger, syncer).
@@ -216,6 +221,7 @@ mod tests {
         for (knob, ns) in [
             ("open_timeout", 1_000_000u64),
             ("lease", 7_200_000_000_000u64),
+            ("wait_before_close", 50_000_000u64),
         ] {
             let e = zenoh_of(serde_json::json!({ knob: ns }))
                 .err()
@@ -226,6 +232,13 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn wait_before_close_is_zenohs_unless_set() {
+        assert_eq!(zenoh_of(serde_json::json!({})).unwrap().wait_before_close, None);
+        let z = zenoh_of(serde_json::json!({"wait_before_close": 30_000_000_000u64})).unwrap();
+        assert_eq!(z.wait_before_close, Some(Duration::from_secs(30)));
     }
 
     #[test]
