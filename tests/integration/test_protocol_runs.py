@@ -312,7 +312,7 @@ def test_zenoh_reliable_sender_waits_for_a_receiver_whose_transport_dropped(tmp_
     # Not statistics (no random loss here): the schedule's timing. The link is back at 20 s (the wire's clock,
     # which starts no later than the sender's first message); zenoh, whose transport closed at the lease (~16 s),
     # retries its connection every 1 s growing to 4 s, so it is back within about 4 s, and then the token and the
-    # end marker cross a loss-free link. Seen (2 runs): 26.7 and 26.4 s. 40 s leaves 16 s for a busy machine and
+    # end marker cross a loss-free link. Seen (3 runs): 26.7, 26.4, 27.8 s. 40 s leaves 12 s for a busy machine and
     # is a third of the timeout the old behaviour waited for.
     assert r["duration_s"] < 40, r["duration_s"]
     # Exactly one receiver's token went with exactly one dropped transport (one outage, longer than the lease).
@@ -320,7 +320,7 @@ def test_zenoh_reliable_sender_waits_for_a_receiver_whose_transport_dropped(tmp_
     # What arrived is what was sent before the outage: message i is due i / 100 s after the sender's first, which
     # is no earlier than the wire's time 0, so the 200 from 6 s on were sent into the outage, whose 14 s exceed
     # zenoh's 10 s lease: they went with the closed transport (<= 600 is causal, not a tolerance). At least 400:
-    # the sender's first message within 2 s of the wire's time 0 (seen 596 and 597: a few were in flight at 6 s).
+    # the sender's first message within 2 s of the wire's time 0 (seen 596, 597, 598: a few were in flight at 6 s).
     assert r["received"] + r["lost"] == 800 and 400 <= r["received"] <= 600, (r["received"], r["lost"])
 
 
