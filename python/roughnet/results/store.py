@@ -402,8 +402,10 @@ class Store:
     def _release(self) -> None:
         """A ``hold=False`` store lets go of the database between operations (readers can open it)."""
         if not self.hold and self._con is not None:
-            self._con.close()
-            self._con = None
+            # forget it first: an interrupt (the CLI raises Interrupted from its signal handler) between the two
+            # steps must not leave a closed connection here for the next operation ("Connection already closed")
+            con, self._con = self._con, None
+            con.close()
 
     def _backup_and_upgrade(
         self, con: duckdb.DuckDBPyConnection, version: int
@@ -432,8 +434,8 @@ class Store:
 
     def close(self) -> None:
         if self._con is not None:
-            self._con.close()
-            self._con = None
+            con, self._con = self._con, None  # (as in _release)
+            con.close()
         self._closed = True
         self._drop_writer_lock()
 
