@@ -83,3 +83,51 @@ def test_a_run_whose_broker_dies_keeps_what_it_measured(tmp_path):
     series = fetch(results, "select * from series where receiver = 'b' order by t_s")
     assert len(series) >= 3, series
     assert sum(s["delivered"] or 0 for s in series) == received
+
+
+PLAIN = SCENARIO[:SCENARIO.index("[[event]]")].replace('name = "partial"', 'name = "partial-plain"')
+
+
+@needs("mqtt")
+def test_a_plain_run_whose_broker_crashes_keeps_what_it_measured(tmp_path):
+    """No timeline: the broker dies by itself (SIGKILL from outside roughnet, as a crash) while the agents run;
+    the service watch stops the agents, which report, and the run keeps their figures with the reason."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from cli_run import run_argv
+
+    from roughnet.topo.ledger import DEFAULT_LEDGER_DIR, read_ledger
+
+    path = tmp_path / "plain.toml"
+    path.write_text(PLAIN)
+    results = tmp_path / "res"
+    import json as _json
+
+    from cli_run import ROUGHNET
+
+    shown = subprocess.run([*ROUGHNET, "show", str(path), "--json"], capture_output=True, text=True, check=True)
+    ledger = DEFAULT_LEDGER_DIR / f"{_json.loads(shown.stdout)[0]['run_id'][:8]}.jsonl"
+    proc = subprocess.Popen(run_argv(path, results, False), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    killed = None
+    deadline = time.monotonic() + 60
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        procs = [e for e in read_ledger(ledger) if e.get("kind") == "process"]
+        broker = [e for e in procs if "mosquitto" in str(e.get("argv0", ""))]
+        if broker and sum("agent" in str(e.get("argv0", "")) for e in procs) >= 2:
+            time.sleep(1.0)  # a second of messages first
+            os.kill(int(broker[0]["pid"]), signal.SIGKILL)
+            killed = int(broker[0]["pid"])
+        time.sleep(0.05)
+    out, _ = proc.communicate(timeout=120)
+    assert killed is not None, out[-3000:]
+    assert proc.returncode == 1, out[-3000:]
+    (row,) = fetch(results, "select * from runs")
+    assert row["status"] == "failed"
+    assert row["failure_reason"].startswith("incomplete: ") and "mosquitto" in row["failure_reason"], \
+        row["failure_reason"]
+    assert row["received"] is not None and 0 < row["received"] < 600, row
+    assert row["validity"] == "invalid"

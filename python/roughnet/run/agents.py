@@ -347,7 +347,7 @@ def prepare_specs(run: Run, specs: list[AgentSpec], artifacts: Path, flow: int =
 
 
 def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[AgentSpec],
-               watch=None) -> list[AgentProcess]:
+               watch=None, into: list | None = None) -> list[AgentProcess]:
     """Start receivers, wait until each is ready, start the sender, wait for everyone's result.
 
     Returns every agent (with ``result`` or ``error`` filled in).  Raises
@@ -356,7 +356,8 @@ def run_agents(topo, agent_path: Path, run: Run, artifacts: Path, specs: list[Ag
     """
     w = run.workload
     prepare_specs(run, specs, artifacts)
-    agents: list[AgentProcess] = []
+    # ``into``: the caller's list, filled as they start, so that what they measured is there when this raises
+    agents: list[AgentProcess] = into if into is not None else []
     try:
         for spec in specs[:-1]:
             agents.append(start_agent(topo, agent_path, spec, artifacts))

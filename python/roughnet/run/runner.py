@@ -223,9 +223,16 @@ def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
 
 
 def record_failure(record: dict[str, Any], e: Exception, agents) -> None:
-    """Put a failed run's reason into its record (with the traceback for a bug of ours)."""
+    """Put a failed run's reason into its record (with the traceback for a bug of ours); the figures of a run
+    that measured until a service died are kept (``partial``: its reason says so)."""
+    record["status"] = "failed"
     if isinstance(e, RoughnetError):
-        record["failure_reason"] = str(e)
+        if record.get("partial"):  # the agents' own reasons (if any) after the service's
+            before = record.get("failure_reason") or ""
+            record["failure_reason"] = f"incomplete: {e}" + (f"; {before.removeprefix('incomplete: ')}"
+                                                            if before else "")
+        else:
+            record["failure_reason"] = str(e)
         record["stderr_tail"] = _stderr_tails(agents)
         return
     log.exception("run %s failed unexpectedly", record.get("run_id"))
@@ -277,6 +284,7 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
         cpu = CpuSampler()
         cpu.start()
         timeline = None
+        died_mid_run: ServiceError | None = None
         try:
             if procs is not None:
                 procs.prepare()  # working folders, /etc/netns files, socket samplers (stopped by abort below)
@@ -296,10 +304,14 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
                 if hasattr(topology, "run_agents"):  # agents played by the environment (the ns3 backend's simulation)
                     agents.extend(topology.run_agents(run, artifacts, specs))
                 else:
-                    agents.extend(run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch))
+                    run_agents(topology, pf.agent_path, run, artifacts, specs, watch=watch, into=agents)
             if procs is not None:  # the processes the run waits for: their stop times, their exits
                 procs.wait(procs.t0_ns + run.run_timeout_ns, watch=watch)
                 procs.finish()
+        except ServiceError as e:  # a service died while the agents ran: they were stopped and reported; keep it
+            if timeline is not None or run.workload is None or not any(a.result for a in agents):
+                raise
+            died_mid_run = e
         finally:
             if procs is not None:
                 procs.abort()
@@ -308,10 +320,15 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
             cpu_stats = {**cpu_stats, "saturated_fraction": None}
         if handles:  # (a service an event took down and left down is not a failure)
             died = services.check_alive([h for h in handles if timeline is None or h.kind not in timeline.down])
-            if died:
+            if died or died_mid_run is not None:
+                why = died or str(died_mid_run)
+                if timeline is None and run.workload is not None and any(a.result for a in agents):
+                    # what the agents measured until then is kept with the failure (issue 26)
+                    _keep_figures_of_a_dead_service(record, run, agents, topology, tcp_before, link_engines,
+                                                    link_before, cpu_stats, why)
                 if procs is not None:  # what the user's processes did is kept with the failure
                     _fill_processes(record, procs)
-                raise ServiceError(died)
+                raise ServiceError(why)
         tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in run.host_names()}
         link_counters = {i: eng.counters(topology, _link(run, i)) for i, eng in link_engines.items()}
         if link_before is not None:
@@ -337,6 +354,23 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
                 name_conversations(record["processes"], artifacts / capture.ANALYSIS_FILE)
     finally:
         capture.stop(captures)
+
+
+def _keep_figures_of_a_dead_service(record, run: Run, agents, topology, tcp_before, link_engines, link_before,
+                                    cpu_stats, why: str) -> None:
+    """A service died during the run: the record keeps every figure the agents reported (they were stopped and
+    printed their results), with the run failed and incomplete for that reason."""
+    tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in run.host_names()}
+    link_counters = {i: eng.counters(topology, _link(run, i)) for i, eng in link_engines.items()}
+    if link_before is not None:
+        link_counters = {i: link_counter_delta(link_before.get(i) or {}, c) for i, c in link_counters.items()}
+    _fill_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
+    record["status"] = "failed"
+    record["partial"] = True
+    record["validity"] = "invalid"
+    record["validity_reasons"] = [f"incomplete: {why}", *(record.get("validity_reasons") or [])]
+    if not record.get("series"):
+        record["series"] = _interval_series(run.workload, agents)
 
 
 def _processes_only(run: Run, topology, link_engines: dict[int, Any], handles: list, procs, watch):
