@@ -328,7 +328,11 @@ def run(
 
             path = build_report(store, sweep.sweep_id)
             console.print(f"report: {path}")
-    except Interrupted as e:  # every run is stored and torn down: only the summary or the report is cut short
+    except (Interrupted, RuntimeError) as e:  # every run is stored and torn down: only the summary or the report
+        from .run.runner import query_interrupted  # is cut short (DuckDB reports a signal as "Query interrupted")
+
+        if isinstance(e, RuntimeError) and not query_interrupted(e):
+            raise
         signals["done"] = True
         err.print(f"[yellow]interrupted ({e}) after the last run: every run is stored; `roughnet report "
                   f"{file}` makes the report[/]")

@@ -158,3 +158,27 @@ def test_an_interrupt_right_after_the_store_closed_its_connection_keeps_the_run(
         with pytest.raises(Interrupted):
             store_record(store, copy.deepcopy(records[0]))  # before: "Connection already closed!" on the retry
         assert [r["run_id"] for r in store.runs(sweep.sweep_id)] == [records[0]["run_id"]]
+
+
+def test_a_signal_duckdb_reports_as_query_interrupted_during_the_commit_keeps_the_run(tmp_path, stream, monkeypatch):
+    """DuckDB turns the CLI handler's Interrupted raised inside its own signal check into RuntimeError("Query
+    interrupted") (bench/self_chaos.py): the run is stored again and the interrupt goes on as Interrupted."""
+    sweep, records = stream
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        real = store._transaction
+        calls = []
+
+        def interrupted_once(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("Query interrupted")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(store, "_transaction", interrupted_once)
+        with pytest.raises(Interrupted):
+            store_record(store, copy.deepcopy(records[0]))
+        assert [r["run_id"] for r in store.runs(sweep.sweep_id)] == [records[0]["run_id"]]
+        monkeypatch.setattr(store, "_transaction", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("other")))
+        with pytest.raises(RuntimeError, match="other"):
+            store_record(store, copy.deepcopy(records[1]))

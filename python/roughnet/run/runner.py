@@ -698,6 +698,17 @@ def store_record(store, record: dict[str, Any]) -> None:
     except (Interrupted, KeyboardInterrupt):
         store.record_run(record)
         raise
+    except RuntimeError as e:
+        if not query_interrupted(e):
+            raise
+        store.record_run(record)
+        raise Interrupted("SIGINT") from e
+
+
+def query_interrupted(e: BaseException) -> bool:
+    """DuckDB's answer to a signal during a query: the CLI's handler raised Interrupted inside DuckDB's signal check,
+    which DuckDB reports as RuntimeError("Query interrupted") instead (found by bench/self_chaos.py)."""
+    return isinstance(e, RuntimeError) and "query interrupted" in str(e).lower()
 
 
 def pending_runs(sweep: Sweep, store, resume: bool, retry_failed: bool = False,
