@@ -243,11 +243,6 @@ def test_kafka_producer_waits_for_acks_longer_than_a_fixed_flush(tmp_path):
     assert r["lat_max_us"] > 30e6, r["lat_max_us"]
 
 
-#: Messages of 10 KB one closed zenoh transport may take with it (test below): 12 in zenoh's data queue, 1 blocked
-#: put, about 8 in TCP's send buffer at 400 kbit/s, rounded up.
-HELD_PER_DROP = 25
-
-
 @needs("zenoh")
 def test_zenoh_reliable_sender_stays_until_its_receiver_has_everything(tmp_path):
     """200 x 10 KB need about 41 s to cross a 400 kbit/s link; zenoh's blocking congestion control
@@ -260,32 +255,23 @@ def test_zenoh_reliable_sender_stays_until_its_receiver_has_everything(tmp_path)
     drop: 128 of 150). It now follows the receiver's liveliness token and stays until it goes, as
     long as the run allows.
 
-    zenoh itself closes the transport now and then over this link (seen at 200 kbit/s, and once in CI
-    at 400: the rate limiter's queue dropped 413 frames, a put stayed blocked past zenoh's
-    `wait_before_close`, "Unable to push non droppable network message ... Closing transport!"),
-    discarding its queue (186 of 200 arrived). The sender counts that (`sender_transport_drops`); then
-    what is asked is that it waited for the receiver to come back, so that the end marker arrived and
-    the run ended without waiting for its timeout."""
-    body = stream("zenoh", '[workload.zenoh]\nreliability = "reliable"', messages=200, rate="100 msg/s",
-                  payload="10 KB", link='rate = "400 kbit/s"')
+    zenoh itself used to close the transport now and then over this link (seen at 200 kbit/s, and once in
+    CI at 400: the rate limiter's queue dropped 413 frames, TCP's backed-off retransmission held a put
+    blocked past zenoh's `wait_before_close` of 5 s, "Unable to push non droppable network message ...
+    Closing transport!"; 186 of 200 arrived), and the test then accepted any received > 0. Such a loss
+    has no bound the test could state: the closed transport takes its queue, and every put the sender
+    makes (it is behind its schedule, so all the remaining ones at once) before zenoh reconnects goes
+    nowhere: with `wait_before_close = "100 ms"` on this link zenoh closed once and 189 of 200 were lost.
+    So the closure is taken out of what this test measures: `wait_before_close = "60 s"`, twelve times
+    zenoh's default and far beyond a retransmission stall here (longest put-to-arrival seen: 8.1, 9.1 s),
+    and then nothing may be lost and no transport dropped (the closure itself is the next test's)."""
+    body = stream("zenoh", '[workload.zenoh]\nreliability = "reliable"\nwait_before_close = "60 s"', messages=200,
+                  rate="100 msg/s", payload="10 KB", link='rate = "400 kbit/s"')
     (r,) = run_scenario(tmp_path, body)
     assert r["status"] == "ok", r["failure_reason"]
-    extra = r["metrics_extra"]
-    extra = json.loads(extra) if isinstance(extra, str) else extra
-    drops = extra.get("sender_transport_drops")
-    if drops:
-        # The allowance is zenoh's own, counted: each transport it closed discarded what it held, and no more. That
-        # is its data queue (zenoh 1.10's default: 2 batches of 64 KiB, 12 messages of 10 KB), the put that was
-        # blocked (1), and what the closed TCP socket had not delivered (its send buffer, autotuned to about twice
-        # the congestion window: about 8 messages on this 400 kbit/s link with a 50 ms queue): at most
-        # HELD_PER_DROP per drop. Seen once in CI at 400 kbit/s: 14 lost (186 of 200); not seen here in 3 runs
-        # (200 of 200 each, also at 200 kbit/s). A sender that closed early (the old bug) or a receiver that
-        # stopped early would lose more, or wait for the timeout.
-        assert r["received"] + r["lost"] == 200 and r["lost"] <= HELD_PER_DROP * drops, (r["received"], r["lost"],
-                                                                                            drops)
-        assert "timeout" not in str(r["validity_reasons"]), r["validity_reasons"]
-    else:
-        assert r["received"] == 200 and r["lost"] == 0, (r["received"], r["validity_reasons"])
+    extra = extra_of(r)
+    assert extra["sender_transport_drops"] == 0, extra
+    assert r["received"] == 200 and r["lost"] == 0, (r["received"], r["validity_reasons"])
     # the last ones arrived seconds after their put returned: the sender had to stay, and did,
     # longer than the old fixed 3 s
     assert r["lat_actual_max_us"] > 3e6, r["lat_actual_max_us"]
