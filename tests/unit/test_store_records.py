@@ -182,3 +182,31 @@ def test_a_signal_duckdb_reports_as_query_interrupted_during_the_commit_keeps_th
         monkeypatch.setattr(store, "_transaction", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("other")))
         with pytest.raises(RuntimeError, match="other"):
             store_record(store, copy.deepcopy(records[1]))
+
+
+class _InterruptedAfterCommit:
+    """A connection interrupted right after COMMIT took effect: the rollback then has no transaction."""
+
+    def __init__(self, con):
+        self._real = con
+        self.fired = False
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def execute(self, sql, *args):
+        out = self._real.execute(sql, *args)
+        if sql == "COMMIT" and not self.fired:
+            self.fired = True
+            raise Interrupted("SIGTERM")
+        return out
+
+
+def test_an_interrupt_right_after_the_commit_is_an_interrupt_and_the_run_is_stored_once(tmp_path, stream):
+    sweep, records = stream
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        store._con = _InterruptedAfterCommit(store.con)
+        with pytest.raises(Interrupted):  # before: ResultsError "cannot rollback - no transaction is active"
+            store_record(store, copy.deepcopy(records[0]))
+        assert [r["run_id"] for r in store.runs(sweep.sweep_id)] == [records[0]["run_id"]]
