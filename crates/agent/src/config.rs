@@ -150,8 +150,9 @@ struct RawConfig {
     linger_ms: u64,
     #[serde(default = "default_report_ms")]
     report_interval_ms: u64,
-    #[serde(default = "default_reply_timeout_ms")]
-    reply_timeout_ms: u64,
+    /// None: the default (1 s, or timeout_ms when that is shorter); given: at most timeout_ms.
+    #[serde(default)]
+    reply_timeout_ms: Option<u64>,
     #[serde(default)]
     seed: u64,
     #[serde(default)]
@@ -558,17 +559,21 @@ impl Config {
         if raw.timeout_ms == 0 {
             return Err(ConfigError::invalid("timeout_ms", 0, "at least 1 ms"));
         }
-        if raw.reply_timeout_ms == 0 {
+        if raw.reply_timeout_ms == Some(0) {
             return Err(ConfigError::invalid("reply_timeout_ms", 0, "at least 1 ms"));
         }
-        if raw.reply_timeout_ms > raw.timeout_ms {
-            // The pinger gives up at timeout_ms anyway: a longer wait for replies is a mistake upstream.
+        if let Some(reply) = raw.reply_timeout_ms.filter(|&r| r > raw.timeout_ms) {
+            // The pinger gives up at timeout_ms anyway: a longer wait for replies, asked for, is a mistake upstream
+            // (the default is only capped: a role with a short timeout that never waits for replies is fine).
             return Err(ConfigError::invalid(
                 "reply_timeout_ms",
-                raw.reply_timeout_ms,
+                reply,
                 format!("at most timeout_ms ({} ms)", raw.timeout_ms),
             ));
         }
+        let reply_timeout_ms = raw
+            .reply_timeout_ms
+            .unwrap_or_else(|| default_reply_timeout_ms().min(raw.timeout_ms));
         let ms = |x: u64| x.saturating_mul(1_000_000);
         Ok(Config {
             role,
@@ -586,7 +591,7 @@ impl Config {
             timeout_ns: ms(raw.timeout_ms),
             linger_ns: ms(raw.linger_ms),
             report_interval_ns: ms(raw.report_interval_ms),
-            reply_timeout_ns: ms(raw.reply_timeout_ms),
+            reply_timeout_ns: ms(reply_timeout_ms),
             seed: raw.seed,
             options: raw.options,
             broker: raw.broker.filter(|b| !b.is_empty()),
@@ -768,6 +773,14 @@ mod tests {
             Config::parse(&v.to_string()).unwrap().reply_timeout_ns,
             60_000_000_000
         );
+    }
+
+    #[test]
+    fn a_role_with_a_short_timeout_keeps_the_default_reply_timeout_capped() {
+        // a receiver (or a pinger) with timeout_ms under the 1 s default: not refused (the e2e tests' configs)
+        let mut v = ping_config();
+        v["timeout_ms"] = 150.into();
+        assert_eq!(Config::parse(&v.to_string()).unwrap().reply_timeout_ns, 150_000_000);
     }
 
     #[test]
