@@ -3,7 +3,7 @@
 
 The iteration of tests/integration/chaos.py (its docstring says what one interrupt checks: a small run with a
 managed broker, the wire and an event; SIGINT, SIGTERM and SIGKILL in turn at a uniformly random instant within an
-uninterrupted run's duration; `roughnet clean` after a SIGKILL; no namespace, process, mount, socket or ledger
+uninterrupted run's duration (stratified: the n-th in the n-th of N slices); `roughnet clean` after a SIGKILL; no namespace, process, mount, socket or ledger
 left, the root namespace unchanged, the database holding the run at most once with its record, `--resume`
 completing it), repeated ``--n`` times; prints each interrupt as it ends and then the table: interrupts per phase
 and signal, leaks, records lost, and the time per interrupt.
@@ -38,7 +38,7 @@ def main() -> int:
         outcomes = []
         t0 = time.monotonic()
         for n in range(args.n):
-            o = chaos.iteration(n)
+            o = chaos.iteration(n, args.n)
             outcomes.append(o)
             flag = "ok" if not (o.leaks or o.lost) else f"LEAKS {o.leaks} LOST {o.lost}"
             print(f"{n:4d} {o.signal:7s} at {o.at_s:5.2f} s  {o.phase:28s} exit {o.exit_code!s:5s} {flag}", flush=True)

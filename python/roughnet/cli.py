@@ -245,6 +245,37 @@ def run(
                                           "(`roughnet cluster up --name`; default: local)."),
 ) -> None:
     """Run every run of a scenario's sweep, store the results, print a summary and write the report."""
+    # Ctrl-C and SIGTERM are held while the modules load and the handlers go in: an exception raised inside a C
+    # extension's initialisation (DuckDB's) aborts the process (bench/self_chaos.py: exit -6); then handled.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        import duckdb  # noqa: F401  (loaded now, while nothing can interrupt its initialisation)
+
+        from .backends import backend_for
+        from .plan import plan_sweep
+        from .run import Interrupted, pending_runs, preflight, run_sweep
+        from .select import select_only
+        from .sidebyside import parse_backends
+        from .spec.schedule import select_rows
+
+        signals = _install_signal_handlers()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held Ctrl-C or SIGTERM is handled here, in the try
+        return _run(file, resume, retry_failed, retry_invalid, results, report, from_row, to_row, only, backend,
+                    kubeconfig, image, k8s_namespace, cluster, signals)
+    except Interrupted as e:  # before the first run started (planning, preflight): nothing of a run exists yet
+        if not signals["done"]:
+            signals["done"] = True
+            err.print(f"[yellow]interrupted ({e}) before any run started: no run was begun[/]")
+            raise typer.Exit(130)
+        raise
+
+
+def _run(file, resume, retry_failed, retry_invalid, results, report, from_row, to_row, only, backend, kubeconfig,
+         image, k8s_namespace, cluster, signals) -> None:
     from .backends import backend_for
     from .plan import plan_sweep
     from .run import Interrupted, pending_runs, preflight, run_sweep
@@ -276,7 +307,6 @@ def run(
         + (f", {skipped} already stored" if skipped else "")
         + f"; results in {store.root}"
     )
-    signals = _install_signal_handlers()
     failed = 0
     try:
         with Progress(

@@ -3,7 +3,7 @@
 Used by tests/integration/test_self_chaos.py (50 interrupts) and bench/self_chaos.py (as many as asked). One
 iteration: a small scenario with a managed broker (mosquitto), a link on roughnet's wire and an [[event]] is
 started into a results folder of its own; at a uniformly random instant within a reference run's duration it
-gets SIGINT, SIGTERM or SIGKILL; after a SIGKILL `roughnet clean` runs (after SIGINT and SIGTERM nothing may
+gets SIGINT, SIGTERM or SIGKILL (in turn; the instants stratified over the run); after a SIGKILL `roughnet clean` runs (after SIGINT and SIGTERM nothing may
 be left without it). Then: no namespace, process, mount, socket or ledger of the run is left, the root
 namespace is as it was, the database holds the run at most once and only with its record.json beside it, and
 `roughnet run --resume` completes the sweep (the run then stored exactly once, ok). The phase an interrupt hit is
@@ -141,10 +141,12 @@ class Chaos:
             raise AssertionError(f"the reference run failed ({res.returncode}): {res.stderr[-2000:]}")
         return self.reference_s
 
-    def iteration(self, n: int) -> Outcome:
+    def iteration(self, n: int, of: int = 1) -> Outcome:
+        """Interrupt ``n`` of ``of``: its instant is uniformly random within the n-th of ``of`` equal slices of
+        the reference run (stratified: every part of the run gets its share of interrupts)."""
         results = self.workdir / f"r{n}"
-        sig = SIGNALS[n % len(SIGNALS)]  # each in turn; the instant is random
-        at = self.rng.uniform(0.0, self.reference_s)
+        sig = SIGNALS[n % len(SIGNALS)]  # each in turn
+        at = (n % of + self.rng.random()) / of * self.reference_s
         proc = subprocess.Popen(self._argv(results), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 bufsize=1)
         phase = ["preflight"]
