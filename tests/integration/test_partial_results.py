@@ -131,3 +131,49 @@ def test_a_plain_run_whose_broker_crashes_keeps_what_it_measured(tmp_path):
         row["failure_reason"]
     assert row["received"] is not None and 0 < row["received"] < 600, row
     assert row["validity"] == "invalid"
+
+
+BULK = """
+[scenario]
+name = "partial-bulk"
+seed = 4
+timeout = "30 s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+between = ["a", "b"]
+rate = "20 Mbit/s"
+[workload]
+pattern = "bulk"
+protocol = "tcp"
+from = "a"
+to = ["b"]
+duration = "4 s"
+payload = "64 KiB"
+[[event]]
+at = "1 s"
+workload = "w1"
+host = "b"
+action = "kill"           # the receiver: the sender's next writes meet a reset connection
+"""
+
+
+@needs("tcp")
+def test_a_bulk_sender_whose_receiver_is_killed_keeps_what_it_sent(tmp_path):
+    path = tmp_path / "bulk.toml"
+    path.write_text(BULK)
+    results = tmp_path / "res"
+    roughnet_run(path, results, timeout=300, exit_codes=(1,))
+    (row,) = fetch(results, "select * from runs")
+    reason = row["failure_reason"]
+    assert row["status"] == "failed" and reason.startswith("incomplete: sender@a"), reason
+    (record_path,) = list(results.glob("runs/*/*/record.json"))
+    record = json.loads(record_path.read_text())
+    assert record["partial"] is True
+    (tx_line,) = [json.loads(ln) for ln in next(record_path.parent.glob("agent-a-sender*.jsonl")).read_text()
+                  .splitlines() if '"type":"result"' in ln.replace(" ", "")]
+    assert tx_line["end_reason"] == "error" and tx_line["error"]["kind"] == "io", tx_line
+    # about 1 s at 20 Mbit/s went out before the kill: well over 100 kB, far under the 4 s (10 MB) planned
+    assert 100_000 < tx_line["bytes"] < 8_000_000, tx_line

@@ -8,7 +8,7 @@
 
 use serde_json::json;
 
-use super::{next_deadline, span_and_rate, EndReason, PatternError};
+use super::{error_json, next_deadline, span_and_rate, EndReason, PatternError};
 use crate::accounting::{Arrival, SeqTracker};
 use crate::clock::{cpu_json, now_ns, round6};
 use crate::config::Config;
@@ -24,6 +24,7 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let mut intervals = Intervals::new("sender", t0, cfg.report_interval_ns);
     let (mut seq, mut bytes, mut send_errors) = (0u64, 0u64, 0u64);
     let mut last = t0;
+    let mut failure: Option<PatternError> = None; // the driver's error that ended it early (kept in the result)
     let reason = loop {
         if cfg.messages.is_some_and(|m| seq >= m) {
             break EndReason::Complete;
@@ -46,25 +47,32 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
             }
             Err(DriverError::Interrupted) => break EndReason::Signal,
             Err(DriverError::GaveUp { .. }) => break EndReason::Timeout,
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                failure = Some(e.into());
+                break EndReason::Error;
+            }
         }
         seq += 1;
         last = now_ns();
         intervals.tick(last);
     };
-    if let Err(e) = tx.finish(seq) {
-        tracing::warn!("ending the bulk transfer: {e}");
+    if failure.is_none() {
+        if let Err(e) = tx.finish(seq) {
+            tracing::warn!("ending the bulk transfer: {e}");
+        }
     }
     let (duration_s, throughput_bps) = span_and_rate(Some(t0), Some(last), bytes);
-    output::emit(
-        "result",
-        json!({
-            "role": "sender", "pattern": "bulk", "protocol": driver.name(),
-            "sent": seq, "bytes": bytes, "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
-            "send_errors": send_errors, "end_reason": reason.as_str(), "cpu": cpu_json(),
-        }),
-    );
-    Ok(())
+    let mut result = json!({
+        "role": "sender", "pattern": "bulk", "protocol": driver.name(),
+        "sent": seq, "bytes": bytes, "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
+        "send_errors": send_errors, "end_reason": reason.as_str(), "cpu": cpu_json(),
+    });
+    if let Some(e) = &failure {
+        result["error"] = error_json(e);
+    }
+    output::emit("result", result);
+    // the partial result is out; the error line and the exit code say the role failed
+    failure.map_or(Ok(()), Err)
 }
 
 pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
@@ -79,6 +87,7 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let (mut first, mut last) = (None, None);
     let mut end_seen: Option<u64> = None;
     let mut closed = false;
+    let mut failure: Option<PatternError> = None; // the driver's error that ended it early (kept in the result)
     output::ready("receiver", &rx.local_addr());
     let reason = loop {
         if stop_requested() {
@@ -99,7 +108,15 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
             break EndReason::EndMarker;
         }
         let deadline = next_deadline(now, &[give_up, linger_until, intervals.next_ns()]);
-        match rx.recv_chunk(deadline)? {
+        let event = match rx.recv_chunk(deadline) {
+            Ok(event) => event,
+            Err(DriverError::Interrupted) => break EndReason::Signal,
+            Err(e) => {
+                failure = Some(e.into());
+                break EndReason::Error;
+            }
+        };
+        match event {
             BulkEvent::Data { bytes: n, seq } => {
                 let rt = now_ns();
                 let counted = match seq {
@@ -142,6 +159,9 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     } else {
         result["complete"] = json!(closed);
     }
+    if let Some(e) = &failure {
+        result["error"] = error_json(e);
+    }
     output::emit("result", result);
-    Ok(())
+    failure.map_or(Ok(()), Err)
 }
