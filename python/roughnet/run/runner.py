@@ -528,37 +528,15 @@ def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats)
         record["failure_reason"] = "; ".join(a.describe_failure() for a in missing or broken)
         record["stderr_tail"] = _stderr_tails(missing or broken)
         return
-    if missing or broken:  # some agents measured before one failed: keep their figures (issue 26)
-        _fill_partial_record(record, run, agents, missing, broken, tcp_deltas, link_counters, cpu_stats)
-        return
     if w.pattern == "sync":  # two syncers, both measure: collect.sync_metrics
         _fill_sync_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
         return
-    # Pinger measures round trips; the ponger only echoes.  Otherwise receivers measure.
-    if w.pattern in ("ping", "ramp"):
-        measured = [(sender.spec.host, sender.result)]
-    else:
-        measured = [(a.spec.host, a.result) for a in receivers]
-    per_rx = []
-    for host, res in measured:
-        per_rx.append({"host": host, "metrics": collect.receiver_metrics(w.pattern, res)})
-        record["histograms"].extend(collect.histograms(host, res))
-    metrics = collect.aggregate(w.pattern, [r["metrics"] for r in per_rx], sender.result)
-    metrics.update(collect.link_drop_metrics(link_counters))
-    metrics.update(collect.tcp_metrics(tcp_deltas))
-    metrics.update(collect.udp_metrics(tcp_deltas))
-    cpu_agents = 0.0
-    for a in agents:
-        c = a.result.get("cpu") or {}
-        cpu_agents += float(c.get("user_s", 0) or 0) + float(c.get("sys_s", 0) or 0)
-    metrics["cpu_agents_s"] = round(cpu_agents, 4)
-    metrics["cpu_machine_util"] = cpu_stats.get("mean")
-    record["metrics"] = metrics
-    record["receivers"] = per_rx
+    _fill_figures(record, w, agents, tcp_deltas, link_counters, cpu_stats)
+    if missing or broken:  # some agents measured before one failed: keep their figures (issue 26)
+        _mark_partial(record, w, agents, missing, broken)
+        return
     if w.pattern == "ramp":
         record["points"] = sender.result.get("points")
-    record["link_counters"] = {str(k): v for k, v in link_counters.items()}
-    record["tcp_counters"] = tcp_deltas
     record["validity"], record["validity_reasons"] = collect.verdict(
         w.pattern, [(a.spec.host, a.result) for a in receivers if w.pattern in ("stream", "bulk")],
         sender.result, cpu_stats, link_counters, w.protocol, tcp_deltas,
@@ -566,14 +544,10 @@ def _fill_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_stats)
     record["status"] = "ok"
 
 
-def _fill_partial_record(record, run: Run, agents, missing, broken, tcp_deltas, link_counters, cpu_stats) -> None:
-    """A run some of whose agents failed mid-run: every figure of those that reported (a failed agent's partial
-    result too), the per-interval lines of every agent as ``series`` rows, status failed with each agent's
-    reason, and the verdict invalid ("incomplete: ..."). The report lists it with its reason; points and
-    comparisons leave it out (status is not ok)."""
-    w = run.workload
+def _fill_figures(record, w, agents, tcp_deltas, link_counters, cpu_stats) -> None:
+    """Metrics, receivers, histograms and counters from the agents that reported (all of them, unless the run
+    is partial). The pinger measures round trips (the ponger only echoes); otherwise the receivers measure."""
     sender = agents[-1]
-    reporting = [a for a in agents if a.result is not None]
     if w.pattern in ("ping", "ramp"):
         measured = [(sender.spec.host, sender.result)] if sender.result is not None else []
     else:
@@ -586,13 +560,20 @@ def _fill_partial_record(record, run: Run, agents, missing, broken, tcp_deltas, 
     metrics.update(collect.link_drop_metrics(link_counters))
     metrics.update(collect.tcp_metrics(tcp_deltas))
     metrics.update(collect.udp_metrics(tcp_deltas))
-    metrics["cpu_agents_s"] = round(sum(float((a.result.get("cpu") or {}).get(k, 0) or 0)
-                                        for a in reporting for k in ("user_s", "sys_s")), 4)
+    cpu = [a.result.get("cpu") or {} for a in agents if a.result is not None]
+    metrics["cpu_agents_s"] = round(sum(float(c.get("user_s", 0) or 0) + float(c.get("sys_s", 0) or 0)
+                                        for c in cpu), 4)
     metrics["cpu_machine_util"] = cpu_stats.get("mean")
     record["metrics"] = metrics
     record["receivers"] = per_rx
     record["link_counters"] = {str(k): v for k, v in link_counters.items()}
     record["tcp_counters"] = tcp_deltas
+
+
+def _mark_partial(record, w, agents, missing, broken) -> None:
+    """A run some of whose agents failed mid-run, its figures filled in (_fill_figures): the per-interval lines of
+    every agent as ``series`` rows, status failed with each agent's reason, and the verdict invalid
+    ("incomplete: ..."). The report lists it with its reason; points and comparisons leave it out."""
     why = [a.describe_partial() for a in [*broken, *missing]]
     record["partial"] = True
     record["failure_reason"] = "incomplete: " + "; ".join(why)
