@@ -134,7 +134,8 @@ ZENOH_UDP_DISCOVERY = "sender@a: io: gave up on waiting for the zenoh subscriber
 def test_best_effort_modes_report_the_loss(tmp_path, protocol, knobs, services):
     (r,) = run_scenario(tmp_path, stream(protocol, knobs, services=services, messages=1000, rate="500 msg/s"))
     if protocol == "zenoh" and r["status"] == "failed":
-        assert (r["failure_reason"] or "").startswith(ZENOH_UDP_DISCOVERY), r["failure_reason"]
+        # stored incomplete with the receiver's figures (issue 26): "incomplete: " and then the sender's words
+        assert (r["failure_reason"] or "").startswith("incomplete: " + ZENOH_UDP_DISCOVERY), r["failure_reason"]
         pytest.xfail("zenoh over a lossy UDP link: a handshake or declaration frame lost (sent once, never "
                      "repeated) left discovery incomplete until the timeout: " + r["failure_reason"])
     assert r["status"] == "ok", r["failure_reason"]
