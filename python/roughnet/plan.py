@@ -87,6 +87,8 @@ def run_id_of(run: runspec.Run) -> str:
         content.pop("series_interval_ns")
     if content.get("timeout_ns") is None:  # added with [[process]]: set only for runs without a workload
         content.pop("timeout_ns", None)
+    if content.get("agents") == "auto":  # added with host agents (issue 27): hashed when set
+        content.pop("agents")
     for key, default in _WORKLOAD_FIELDS_ADDED.items():  # sync: the sync pattern; the others: run timelines
         if content["workload"] is None:
             break
@@ -140,6 +142,8 @@ def sweep_id_of(scenario: Scenario) -> str:
             content.pop(key, None)
     if content["scenario"].get("series_interval") is None:  # added with run timelines
         content["scenario"].pop("series_interval", None)
+    if content["scenario"].get("agents") == "auto":  # added with host agents (issue 27)
+        content["scenario"].pop("agents", None)
     for w in [w for w in (content["workload"], *(content.get("workloads") or ())) if w is not None]:
         for key in _WORKLOAD_KEYS_ADDED:
             if w.get(key) is None:
@@ -304,6 +308,7 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
                 links=links,
                 workload=workload,
                 engine=scenario.scenario.engine,
+                agents=scenario.scenario.agents,
                 services=services,
                 workloads=workloads,
                 events=events,

@@ -19,6 +19,8 @@ from typing import Any
 
 #: Engines a link may ask for.  ``auto`` is resolved by links.choose at preflight.
 ENGINES = ("auto", "kernel", "netem", "wire")
+#: [scenario] agents: how a run's flows map to agent processes (run.hostagent.agents_mode).
+AGENT_MODES = ("auto", "host", "flow")
 PATTERNS = ("stream", "ping", "ramp", "bulk", "sync")
 PROTOCOLS = ("tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "ros2")
 #: Managed services (brokers, routers) a scenario may declare in [[service]].
@@ -284,6 +286,7 @@ class Run:
     series_interval_ns: int = 1_000_000_000  # runs with a timeline: one interval of the time series
     processes: tuple[Process, ...] = ()  # [[process]] entries: the user's own programs (docs/applications.md)
     timeout_ns: int | None = None  # runs without a workload: [scenario] timeout (else the workload's timeout_ns)
+    agents: str = "auto"  # [scenario] agents: "host" (one agent process per host), "flow" (one per flow), "auto"
 
     def __hash__(self) -> int:
         return hash(self.run_id)

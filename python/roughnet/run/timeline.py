@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import AgentError, ServiceError
 from ..runspec import Event, Run, Workload
-from . import collect
+from . import collect, hostagent
 from .agents import AGENT_PORT, DRAIN_GRACE_S, READY_TIMEOUT_S, AgentProcess, AgentSpec, wait_watching, agent_specs, \
     prepare_specs, start_agent, topic_of
 
@@ -118,6 +118,7 @@ class Timeline:
     events: list[dict[str, Any]]
     killed_agents: set[int]  # pids of agents an event killed
     down: set[str] = field(default_factory=set)  # service kinds events left down at the end
+    agent_processes: int = 0  # host mode: one per host with flows; else one per flow and role
 
 
 def _sleep_until(t_ns: int, stop: threading.Event | None = None, watch=None) -> None:
@@ -287,6 +288,8 @@ class EventRunner:
                 if a is not None and a.spec.host == e.host and a.proc.poll() is None:
                     self.killed_agents.add(a.proc.pid)
                     a.proc.kill()
+                    if isinstance(a, hostagent.FlowAgent):  # [scenario] agents = "host": one process per host
+                        return f"the host agent of {a.spec.host} (every flow in it) pid {a.proc.pid} killed"
                     return f"{a.name} pid {a.proc.pid} killed"
         raise RuntimeError(f"no running agent of workload {e.workload} on host {e.host}")
 
@@ -337,21 +340,29 @@ def run_timeline(run: Run, agent_path: Path, topology, link_engines: dict[int, A
         return watch_services(events.is_down) if watch_services else None
 
     timeout_s = run.workload.timeout_ns / 1e9
+    host_mode = hostagent.agents_mode(run) == "host"
+    host_agents: list[hostagent.HostAgent] = []
     try:
-        for f in flows:
-            for spec in f.specs[:-1]:
-                a = start_agent(topology, agent_path, spec, artifacts)
-                f.receivers.append(a)
-                agents.append(a)
+        if host_mode:  # one process per host: receivers now, senders inside it at t0 + their start
+            host_agents.extend(hostagent.start_host_agents(topology, agent_path, flows, artifacts))
+            agents.extend(a for f in flows for a in [*f.receivers, f.sender_agent])
+        else:
+            for f in flows:
+                for spec in f.specs[:-1]:
+                    a = start_agent(topology, agent_path, spec, artifacts)
+                    f.receivers.append(a)
+                    agents.append(a)
         for f in flows:
             for a in f.receivers:
                 a.wait_ready(min(READY_TIMEOUT_S, max(10.0, timeout_s)))
         t0 = time.monotonic_ns()
+        if host_mode:
+            hostagent.send_t0(host_agents, t0)
         if processes is not None:
             processes.start(t0)
         events.start(t0)
         deadline = t0 + int((timeout_s + DRAIN_GRACE_S) * 1e9)
-        for f in sorted(flows, key=lambda f: (f.workload.start_ns, f.index)):
+        for f in sorted(flows, key=lambda f: (f.workload.start_ns, f.index)) if not host_mode else ():
             _sleep_until(t0 + f.workload.start_ns, watch=watch)
             f.sender_agent = start_agent(topology, agent_path, f.specs[-1], artifacts)
             agents.append(f.sender_agent)
@@ -369,10 +380,12 @@ def run_timeline(run: Run, agent_path: Path, topology, link_engines: dict[int, A
         end_ns = time.monotonic_ns()
         events.finish(max(1.0, (deadline - end_ns) / 1e9))
         records = sorted(events.records + events.cancelled(), key=lambda r: r["index"])
-        return Timeline(t0, end_ns, flows, records, set(events.killed_agents), set(events.down))
+        return Timeline(t0, end_ns, flows, records, set(events.killed_agents), set(events.down),
+                        agent_processes=len(host_agents) if host_mode else len(agents))
     finally:
         events.finish(1.0)
         events.restore()
+        hostagent.stop_all(host_agents)
         for a in agents:
             a.stop()
 
@@ -463,12 +476,9 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
     metrics.update(collect.link_drop_metrics(link_counters))
     metrics.update(collect.tcp_metrics(tcp_deltas))
     metrics.update(collect.udp_metrics(tcp_deltas))
-    cpu = 0.0
-    for f in tl.flows:
-        for a in [*f.receivers, f.sender_agent]:
-            c = ((a.result if a is not None else None) or {}).get("cpu") or {}
-            cpu += float(c.get("user_s", 0) or 0) + float(c.get("sys_s", 0) or 0)
-    metrics["cpu_agents_s"] = round(cpu, 4)
+    metrics["cpu_agents_s"] = round(hostagent.process_cpu_s([a for f in tl.flows for a in [*f.receivers,
+                                                                                          f.sender_agent]]), 4)
+    metrics["agent_processes"] = tl.agent_processes
     metrics["cpu_machine_util"] = cpu_stats.get("mean")
     record["metrics"] = metrics
     record["receivers"] = [{"host": r["receiver"], "metrics": r["metrics"]} for r in flow_rows

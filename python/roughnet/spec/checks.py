@@ -70,6 +70,7 @@ def check_scenario(s: Scenario) -> list[Problem]:
                                 "[[process]] entries (your own programs)", "a [workload] table or [[process]] "
                                 "tables"))
     _check_timeline(s, hosts, problems)
+    _check_agents(s, problems)
     if s.process:
         check_processes(s.process, hosts, {svc.kind for svc in s.service}, problems, s.scenario.timeout)
     _check_report(s, problems)
@@ -520,6 +521,18 @@ def _check_services(s: Scenario, hosts: set[str] | None, problems: list[Problem]
             problems.append(Problem(f"service[{i}].host", f"no path through links from the {kind} service's host "
                                     f"{svc.host!r} to {h!r}", "a service host connected by [[link]]s to the sender "
                                     "and every receiver (directly or over several hops)", svc.host))  # fmt: skip
+
+
+def _check_agents(s: Scenario, problems: list[Problem]) -> None:
+    """``[scenario] agents = "host"``: every workload's protocol is one the roughnet-agent binary speaks (the
+    ROS 2 endpoints are rclpy nodes, one process per flow)."""
+    if s.scenario.agents != "host":
+        return
+    for path, w in workload_tables(s):
+        if _concrete(w.protocol) and w.protocol == "ros2":
+            problems.append(Problem(f"{path}.protocol", 'not carried by host agents ([scenario] agents = "host")',
+                                    'a protocol of roughnet-agent (tcp, udp, zenoh, zmq, dds, mqtt, kafka, nats), '
+                                    'or [scenario] agents = "flow" / "auto" for ros2', w.protocol))
 
 
 def _check_broadcast(s: Scenario, problems: list[Problem]) -> None:

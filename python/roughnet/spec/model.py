@@ -121,6 +121,11 @@ class ScenarioTable(_Table):
         "60 s")
     repeat: kinds.integer(1, 1000, "an integer from 1 to 1000", placeholders=False).type() = _f(
         "Repetitions of every parameter point (an integer from 1 to 1000).", 1)
+    agents: kinds.choice(runspec.AGENT_MODES, placeholders=False).type() = _f(
+        "How a run's flows map to roughnet-agent processes: `host` (one process per host carrying every flow of "
+        "that host: one session, participant or client per protocol as a real application has; docs/timelines.md, "
+        "\"Agents per host\"), `flow` (one process per flow and role: each flow isolated from the others), `auto` "
+        "(`host` for a run with a workload of several senders, else `flow`).", "auto")
     series_interval: kinds.duration(placeholders=False).type() = _f(
         "Runs with a timeline (docs/timelines.md): the length of one interval of the time-resolved metrics, "
         + kinds.DURATION + ", at least 10 ms. Unset: 1 s.", None)

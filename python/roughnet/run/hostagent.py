@@ -1,0 +1,276 @@
+"""One roughnet-agent process per host carrying every flow of that host (issue 27; docs/agent-protocol.md,
+"Host mode").
+
+A timeline run in host mode (``Run.agents`` resolved by ``agents_mode``) starts ``roughnet-agent host`` once
+in each host with flows: the receivers (and pongers) of every flow start at once, the senders (and pingers)
+wait for the t0 line the runner writes to the process's stdin and start at t0 + their workload's ``start``,
+inside the process. Every line the process prints carries its flow's id; ``HostAgent`` reads them and hands
+each to a ``FlowAgent``, which has the interface of one ``agents.AgentProcess`` (ready, done, result, error,
+intervals, stop), so ``run.timeline`` and ``run.collect`` see flows as before. What stays per process: the pid
+(an event that kills "the agent" of a workload on a host ends the host's process, every flow in it) and the
+CPU (each flow's result reports the process's, so ``process_cpu_s`` counts each process once).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..runspec import Run
+from .agents import AgentProcess, AgentSpec
+
+log = logging.getLogger(__name__)
+
+#: Protocols the roughnet-agent binary speaks (ros2's endpoints are rclpy nodes: one process per flow).
+HOST_PROTOCOLS = frozenset({"tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka", "nats"})
+
+
+def agents_mode(run: Run) -> str:
+    """``host`` (one agent process per host) or ``flow`` (one per flow and role) for a run.
+
+    ``[scenario] agents`` decides when it is set; ``auto`` (the default) takes ``host`` for a timeline run with
+    a workload of several senders (many to many: fleets, swarms), where one process per flow would mean
+    N x (N + 1) processes, and ``flow`` otherwise (one flow: nothing to share). A run with an ``agent`` event
+    stays per flow under ``auto`` (the event kills one flow's agent; in host mode it would end every flow of the
+    host). The spec refuses ``host`` with a protocol the agent binary does not speak (ros2)."""
+    mode = getattr(run, "agents", "auto")
+    if mode != "auto":
+        return mode
+    if not run.has_timeline or any(e.kind == "agent" for e in run.events):
+        return "flow"
+    if any(w.protocol not in HOST_PROTOCOLS for w in run.all_workloads):
+        return "flow"
+    return "host" if any(len(w.senders) > 1 for w in run.all_workloads) else "flow"
+
+
+@dataclass(eq=False)
+class FlowAgent(AgentProcess):
+    """One flow's role inside a host agent: an ``AgentProcess`` whose process is the host's."""
+
+    flow_id: int = 0
+    host_agent: HostAgent | None = None
+    at_t0: bool = False  # a sender or pinger: starts at t0 + its workload's start
+
+    def start_reader(self) -> None:  # the host agent reads for everyone
+        pass
+
+    def wait_done(self, timeout_s: float) -> bool:
+        return self.done.wait(timeout_s)
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Ask this flow alone to finish (it prints its result); the process goes on for the others."""
+        if self.done.is_set() or self.host_agent is None:
+            return
+        self.host_agent.command({"stop": self.flow_id})
+        if not self.done.wait(grace_s):
+            log.warning("%s did not end within %.0f s of its stop command", self.name, grace_s)
+
+    def describe_failure(self) -> str:
+        if self.error:
+            return f"{self.name}: {self.error.get('kind', 'error')}: {self.error.get('message', '')}"
+        assert self.host_agent is not None
+        return f"{self.name}: {self.host_agent.describe_end()}"
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        return self.host_agent.stderr_tail(limit) if self.host_agent is not None else ""
+
+
+@dataclass(eq=False)
+class HostAgent:
+    """``roughnet-agent host`` in one host: its process, its flows, the lines they print."""
+
+    host: str
+    proc: Any  # subprocess.Popen (or the backend's Popen-like process)
+    out_path: Path
+    err_path: Path
+    flows: dict[int, FlowAgent] = field(default_factory=dict)
+    host_error: dict[str, Any] | None = None  # an error line without a flow (the host object itself)
+    bad_lines: list[str] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _reader: threading.Thread | None = None
+
+    @property
+    def name(self) -> str:
+        return f"host agent@{self.host}"
+
+    def start_reader(self) -> None:
+        self._reader = threading.Thread(target=self._read, name=f"agent-{self.host}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with self.out_path.open("w") as out:
+            for line in self.proc.stdout:
+                out.write(line)
+                out.flush()
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    self.bad_lines.append(line[:200])
+                    continue
+                f = self.flows.get(obj.get("flow")) if isinstance(obj.get("flow"), int) else None
+                kind = obj.get("type")
+                if f is None:
+                    if kind == "error":
+                        self.host_error = obj
+                    continue
+                if kind == "ready":
+                    f.ready.set()
+                elif kind == "interval":
+                    f.intervals.append(obj)
+                elif kind == "result":
+                    f.result = obj
+                    if not obj.get("error"):  # a partial result is followed by its error line
+                        f.done.set()
+                elif kind == "error":
+                    f.error = obj
+                    f.done.set()
+        self.proc.stdout.close()
+        for f in self.flows.values():  # the process is gone: nobody waits for any of its flows any more
+            f.bad_lines = self.bad_lines
+            f.done.set()
+            f.ready.set()
+        self.done.set()
+
+    def command(self, obj: dict[str, Any]) -> bool:
+        """Write one command line to the process's stdin; False when it is gone."""
+        with self._lock:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(json.dumps(obj) + "\n")
+                self.proc.stdin.flush()
+                return True
+            except (BrokenPipeError, OSError, ValueError):  # ValueError: stdin already closed
+                return False
+
+    def describe_end(self) -> str:
+        if self.host_error:
+            return f"{self.host_error.get('kind', 'error')}: {self.host_error.get('message', '')}"
+        rc = self.proc.poll()
+        tail = self.stderr_tail(400).strip().splitlines()
+        last = tail[-1] if tail else "no output"
+        if self.bad_lines:
+            last = f"unreadable output {self.bad_lines[0]!r}"
+        if rc is None:
+            return f"the host agent (pid {self.proc.pid}) is running but this flow reported nothing ({last})"
+        return f"the host agent exited with code {rc} without this flow's result ({last})"
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        try:
+            return self.err_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """SIGTERM (every flow prints its result), then make sure the process is gone."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            if not self.done.wait(grace_s):
+                self.proc.kill()
+                self.done.wait(2.0)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        with self._lock:
+            try:
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()
+            except OSError:
+                pass
+        if self._reader is not None:
+            self._reader.join(timeout=2.0)
+
+
+def start_host_agents(topo, agent_path: Path, flows, artifacts: Path) -> list[HostAgent]:
+    """One ``roughnet-agent host`` per host with flows; each flow's agents become ``FlowAgent``s in
+    ``f.receivers`` and ``f.sender_agent`` (the senders wait for ``send_t0``)."""
+    per_host: dict[str, list[tuple[Any, AgentSpec, bool]]] = {}
+    for f in flows:
+        for i, spec in enumerate(f.specs):
+            per_host.setdefault(spec.host, []).append((f, spec, i == len(f.specs) - 1))
+    agents: list[HostAgent] = []
+    try:
+        for host, entries in per_host.items():
+            agents.append(_start_one(topo, agent_path, host, entries, artifacts))
+    except BaseException:
+        for a in agents:
+            a.stop(grace_s=1.0)
+        raise
+    return agents
+
+
+def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path) -> HostAgent:
+    objs = []
+    for f, spec, is_sender in entries:
+        objs.append({"flow": f.index, "start_ns": f.workload.start_ns if is_sender else None, "config": spec.config})
+    cfg_path = artifacts / f"agent-{host}-host.config.json"
+    cfg_path.write_text(json.dumps({"v": 1, "flows": objs}, indent=1))
+    err_path = artifacts / f"agent-{host}-host.stderr"
+    err = err_path.open("w")
+    started_ns = time.monotonic_ns()
+    try:
+        proc = topo.popen(host, [str(agent_path), "host", "--config", str(cfg_path)], stdout=subprocess.PIPE,
+                          stderr=err, stdin=subprocess.PIPE, text=True, bufsize=1)
+    finally:
+        err.close()
+    out_path = artifacts / f"agent-{host}-host.jsonl"
+    ha = HostAgent(host, proc, out_path, err_path)
+    for f, spec, is_sender in entries:
+        fa = FlowAgent(spec, proc, out_path, err_path, started_ns=started_ns, flow_id=f.index, host_agent=ha,
+                       at_t0=is_sender)
+        ha.flows[f.index] = fa
+        if is_sender:
+            f.sender_agent = fa
+        else:
+            f.receivers.append(fa)
+    ha.start_reader()
+    log.debug("started the host agent of %s (%d flows): pid %d", host, len(entries), proc.pid)
+    return ha
+
+
+def stop_all(agents: list[HostAgent], grace_s: float = 3.0) -> None:
+    """SIGTERM to every host agent at once, then wait for each (a hundred hosts end together, not in turn)."""
+    for a in agents:
+        if a.proc.poll() is None:
+            try:
+                a.proc.send_signal(signal.SIGTERM)
+            except OSError:
+                pass
+    end = time.monotonic() + grace_s
+    for a in agents:
+        a.done.wait(max(0.0, end - time.monotonic()))
+    for a in agents:
+        a.stop(grace_s=0.5)
+
+
+def send_t0(agents: list[HostAgent], t0_ns: int) -> None:
+    """Tell every host agent the run's t0: its senders start at t0 + their workload's start."""
+    for a in agents:
+        if not a.command({"t0_ns": t0_ns}):
+            log.warning("%s was gone before t0", a.name)
+
+
+def process_cpu_s(agents) -> float:
+    """CPU seconds of the agents' processes, each counted once: a flow's result reports its process's CPU at
+    the time it ended, so a host agent's is the largest of its flows'."""
+    per_pid: dict[int, float] = {}
+    for a in agents:
+        if a is None:
+            continue
+        c = (a.result or {}).get("cpu") or {}
+        s = float(c.get("user_s", 0) or 0) + float(c.get("sys_s", 0) or 0)
+        pid = a.proc.pid
+        per_pid[pid] = max(per_pid.get(pid, 0.0), s) if isinstance(a, FlowAgent) else per_pid.get(pid, 0.0) + s
+    return sum(per_pid.values())
