@@ -3,7 +3,7 @@
 
 For each protocol and fleet size N, a fleet of N cars and one roadside unit (which holds the MQTT broker)
 on one 802.11p segment (roughnet-wire, per-pair loss from positions), every car publishing 300 B at
-10 msg/s to every other host (`from = "c*"`, `to = "*"`: N x N flows, N x (N + 1) agents). The cars stand
+10 msg/s to every other host (`from = "c*"`, `to = "*"`: N x N flows; `--agents flow`: N x (N + 1) agent processes, `--agents host` (the default): N + 1). The cars stand
 on a circle of 40 m radius around the unit (every pair within 80 m: the model loses nothing there), so
 whatever is lost or late is the machine's, not the radio's. Each run is a real `roughnet run`; the bench
 reads its store and prints, per run: the run's verdict and reasons, delivered / sent (from the `distance`
@@ -44,10 +44,10 @@ KNOBS = {
 }
 
 
-def scenario(n: int, protocol: str, duration_s: float, engine: str) -> str:
+def scenario(n: int, protocol: str, duration_s: float, engine: str, agents: str = "host") -> str:
     placed = engine == "wire"
-    text = (f'[scenario]\nname = "fleet-{protocol}-{n}-{engine}"\nengine = "{engine}"\n'
-            f'timeout = "{duration_s + 20:g} s"\n\n')  # fmt: skip
+    text = (f'[scenario]\nname = "fleet-{protocol}-{n}-{engine}-{agents}"\nengine = "{engine}"\n'
+            f'agents = "{agents}"\ntimeout = "{duration_s + 20:g} s"\n\n')  # fmt: skip
     text += '[[host]]\nname = "rsu"\n' + ('position = ["0 m", "0 m"]\n' if placed else "")
     for i in range(n):
         a = 2 * math.pi * i / n
@@ -63,19 +63,22 @@ def scenario(n: int, protocol: str, duration_s: float, engine: str) -> str:
     return text
 
 
-def run_one(n: int, protocol: str, duration_s: float, engine: str, results: Path) -> dict:
+def run_one(n: int, protocol: str, duration_s: float, engine: str, results: Path, agents: str = "host") -> dict:
     results.mkdir(parents=True, exist_ok=True)
-    f = results / f"fleet-{protocol}-{n}-{engine}.toml"
-    f.write_text(scenario(n, protocol, duration_s, engine))
+    name = f"fleet-{protocol}-{n}-{engine}-{agents}"
+    f = results / f"{name}.toml"
+    f.write_text(scenario(n, protocol, duration_s, engine, agents))
     t0 = time.monotonic()
     out = subprocess.run([str(ROUGHNET), "run", str(f), "--results", str(results)], capture_output=True, text=True,
                          check=False, env={"COLUMNS": "200", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})  # fmt: skip
     took = time.monotonic() - t0
-    row = {"protocol": protocol, "cars": n, "engine": engine, "agents": n * (n + 1), "wall_s": round(took, 1),
+    row = {"protocol": protocol, "cars": n, "engine": engine, "mode": agents, "wall_s": round(took, 1),
            "exit": out.returncode}  # fmt: skip
     if out.returncode != 0:
         row["error"] = (out.stderr or out.stdout).strip().splitlines()[-1:]
-    row.update(read_store(results, f"fleet-{protocol}-{n}-{engine}", duration_s))
+    row.update(read_store(results, name, duration_s))
+    # setup + teardown: the run's wall time less the traffic (its duration) and the receivers' last linger
+    row["overhead_s"] = round(took - duration_s, 1)
     return row
 
 
@@ -110,7 +113,10 @@ def read_store(results: Path, name: str, duration_s: float) -> dict:
     out["p99_us_worst_flow"] = round(max(lats), 1) if lats else None
     p50s = sorted(v for v in ((f["metrics"] or {}).get("lat_p50_us") for f in flows) if v is not None)
     out["p50_us_median_flow"] = round(p50s[len(p50s) // 2], 1) if p50s else None
+    out["agents"] = m.get("agent_processes")
     out["agents_cpu_per_s"] = round(float(m.get("cpu_agents_s") or 0) / duration_s, 3)
+    if out.get("delivered"):  # agents' CPU per message delivered (to one receiver), in microseconds
+        out["agents_cpu_us_per_delivered"] = round(float(m.get("cpu_agents_s") or 0) / out["delivered"] * 1e6, 1)
     out["machine_cpu"] = m.get("cpu_machine_util")
     worst_sched, drops = None, 0
     for c in (r.get("link_counters") or {}).values():
@@ -150,6 +156,7 @@ def main() -> int:
     ap.add_argument("--duration", default="10s")
     ap.add_argument("--baseline", action="store_true", help="also run each fleet on the kernel engine (a bridge)")
     ap.add_argument("--sumo", action="store_true", help="time SUMO on the shipped town")
+    ap.add_argument("--agents", default="host", help="host, flow or host,flow (both, in turn: the comparison)")
     ap.add_argument("--results", default="/tmp/fleet-scale")
     ap.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args()
@@ -163,12 +170,20 @@ def main() -> int:
     for protocol in args.protocols.split(","):
         for n in (int(x) for x in args.cars.split(",")):
             engines = ["wire", "kernel"] if args.baseline else ["wire"]
+            modes = args.agents.split(",")
             got = {}
             for engine in engines:
-                row = run_one(n, protocol, duration_s, engine, results)
-                got[engine] = row
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                for mode in modes:
+                    row = run_one(n, protocol, duration_s, engine, results, mode)
+                    got.setdefault(engine, row)
+                    got[(engine, mode)] = row
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+            if len(modes) > 1 and all(got[("wire", m)].get("agents_cpu_us_per_delivered") for m in modes):
+                h, f = got[("wire", "host")], got[("wire", "flow")]
+                print(f"ratio host/flow {protocol} N={n}: agents' CPU per delivered message "
+                      f"{h['agents_cpu_us_per_delivered'] / f['agents_cpu_us_per_delivered']:.2f}, processes "
+                      f"{h.get('agents')}/{f.get('agents')}", flush=True)
             if args.baseline and all(got[e].get("p99_us_worst_flow") for e in engines):
                 w, k = got["wire"], got["kernel"]
                 print(f"ratio wire/bridge {protocol} N={n}: p99 {w['p99_us_worst_flow'] / k['p99_us_worst_flow']:.2f}, "
