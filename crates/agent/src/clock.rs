@@ -31,8 +31,11 @@ pub(crate) fn timespec_from_ns(ns: u64) -> libc::timespec {
 
 /// Sleep with clock_nanosleep(TIMER_ABSTIME) until `SPIN_NS` before `target_ns`,
 /// then spin until the clock reaches `target_ns`.  Returns at once when the target
-/// has already passed.  A signal may end the sleeping part early; the spin still
-/// runs, so the return is never before the target unless `abort` says so.
+/// has already passed.  The sleeping part wakes at least every
+/// `signals::POLL_SLICE_NS` to ask `abort` (a signal reaches one thread of the
+/// process only, and a host's flow can be stopped alone without any signal), and a
+/// signal may end it early; the spin still runs, so the return is never before the
+/// target unless `abort` says so.
 pub fn sleep_until_ns(target_ns: u64, abort: &dyn Fn() -> bool) {
     loop {
         let now = now_ns();
@@ -40,7 +43,8 @@ pub fn sleep_until_ns(target_ns: u64, abort: &dyn Fn() -> bool) {
             return;
         }
         if target_ns - now > SPIN_NS {
-            let ts = timespec_from_ns(target_ns - SPIN_NS);
+            let wake = (target_ns - SPIN_NS).min(now.saturating_add(crate::signals::POLL_SLICE_NS));
+            let ts = timespec_from_ns(wake);
             // SAFETY: ts is valid; a null remainder is allowed with TIMER_ABSTIME.
             let rc = unsafe {
                 libc::clock_nanosleep(
@@ -50,7 +54,7 @@ pub fn sleep_until_ns(target_ns: u64, abort: &dyn Fn() -> bool) {
                     std::ptr::null_mut(),
                 )
             };
-            if rc == libc::EINTR && abort() {
+            if (rc == libc::EINTR || wake < target_ns - SPIN_NS) && abort() {
                 return;
             }
             continue;
@@ -107,6 +111,19 @@ mod tests {
         sleep_until_ns(target, &|| false);
         let b = now_ns();
         assert!(b >= target, "woke before the target: {b} < {target}");
+    }
+
+    #[test]
+    fn a_long_sleep_sees_abort_within_a_slice() {
+        let a = now_ns();
+        let asked = std::cell::Cell::new(0u32);
+        sleep_until_ns(a + 3_600_000_000_000, &|| {
+            asked.set(asked.get() + 1);
+            asked.get() >= 2
+        });
+        // two slices of 50 ms, not an hour (bound generous)
+        assert_eq!(asked.get(), 2);
+        assert!(now_ns() - a < 10_000_000_000);
     }
 
     #[test]

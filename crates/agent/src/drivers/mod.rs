@@ -163,8 +163,9 @@ impl DriverError {
     }
 }
 
-/// A protocol: opens endpoints for the roles of a run.
-pub trait Driver {
+/// A protocol: opens endpoints for the roles of a run.  `Send`: a host (crate::host) creates
+/// every flow's driver before any runs, then hands each to the flow's thread.
+pub trait Driver: Send {
     /// Protocol name as in the configuration (`"tcp"`).
     fn name(&self) -> &'static str;
 

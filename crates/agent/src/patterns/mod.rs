@@ -61,12 +61,16 @@ impl EndReason {
 /// What a result line says of a failure that ended a role early: `{"kind", "message"}` (kinds as the
 /// error line's: "protocol" or "io").
 pub fn error_json(e: &PatternError) -> serde_json::Value {
-    let kind = match e {
+    serde_json::json!({"kind": error_kind(e), "message": e.to_string()})
+}
+
+/// The kind of an error line for a failed role: "protocol" or "io".
+pub fn error_kind(e: &PatternError) -> &'static str {
+    match e {
         PatternError::Protocol(_)
         | PatternError::Driver(DriverError::Protocol { .. } | DriverError::TooLarge { .. }) => "protocol",
         PatternError::Driver(_) => "io",
-    };
-    serde_json::json!({"kind": kind, "message": e.to_string()})
+    }
 }
 
 /// Run the role `cfg.role` of pattern `cfg.pattern` with `driver`; prints
