@@ -7,13 +7,15 @@
 //! `schedule`, `accounting` and `hist` are the measurement pieces (header,
 //! open-loop schedule, sequence accounting, HDR histograms); `clock`,
 //! `signals` and `output` are the process's edges (time, SIGTERM, stdout);
-//! `trace` writes the stream pattern's per-message trace files.
+//! `trace` writes the stream pattern's per-message trace files; `host` runs
+//! several flows in one process (`roughnet-agent host`).
 
 pub mod accounting;
 pub mod clock;
 pub mod config;
 pub mod drivers;
 pub mod hist;
+pub mod host;
 pub mod message;
 pub mod output;
 pub mod patterns;

@@ -12,13 +12,13 @@ use serde_json::json;
 use roughnet_agent::config::{Config, ConfigError, PATTERNS};
 use roughnet_agent::drivers::{self, build_kind, missing_protocols, DriverError, PROTOCOLS};
 use roughnet_agent::patterns::{self, PatternError};
-use roughnet_agent::{clock, output, signals, AGENT_VERSION};
+use roughnet_agent::{clock, host, output, signals, AGENT_VERSION};
 
 #[derive(Parser)]
 #[command(
     name = "roughnet-agent",
     version,
-    about = "roughnet's measurement agent: one protocol role per process, JSON lines on stdout"
+    about = "roughnet's measurement agent: one protocol role per process (or several flows: host), JSON lines on stdout"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -31,6 +31,9 @@ enum Cmd {
     Version,
     /// Run one role of one pattern, configured by a JSON object (docs/agent-protocol.md).
     Run(RunArgs),
+    /// Run several flows (each one role of one pattern) in this process; commands on stdin
+    /// (docs/agent-protocol.md, "Host mode").
+    Host(HostArgs),
     /// Run a zenoh router in this process (the `zenoh-router` service) until SIGTERM/SIGINT.
     Router(RouterArgs),
 }
@@ -52,6 +55,20 @@ struct RunArgs {
     #[arg(long, value_name = "JSON")]
     config_json: Option<String>,
 }
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct HostArgs {
+    /// File holding the host object (not "-": standard input carries the commands).
+    #[arg(long, value_name = "FILE")]
+    config: Option<String>,
+    /// The host object itself.
+    #[arg(long, value_name = "JSON")]
+    config_json: Option<String>,
+}
+
+/// What the agent can run, as `version` says.
+const MODES: [&str; 2] = ["run", "host"];
 
 const EXIT_RUNTIME: u8 = 1;
 const EXIT_CONFIG: u8 = 2;
@@ -95,6 +112,61 @@ fn run(args: &RunArgs) -> anyhow::Result<()> {
     );
     patterns::run(&cfg, driver.as_ref())?;
     Ok(())
+}
+
+/// Host mode: check every flow and create its driver, then run them all (crate::host); the
+/// exit code.  A configuration error prints one error line (naming its flow) and starts nothing.
+fn host(args: &HostArgs) -> ExitCode {
+    let text = match (&args.config_json, args.config.as_deref()) {
+        (Some(j), _) => j.clone(),
+        (None, Some("-")) => {
+            return config_failure(
+                None,
+                "--config -: host mode reads its commands from standard input; \
+                 give the host object with --config FILE or --config-json JSON",
+            )
+        }
+        (None, Some(path)) => match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                let e = ConfigError::Read {
+                    path: path.into(),
+                    source: e,
+                };
+                return config_failure(None, &host::describe(&e));
+            }
+        },
+        (None, None) => unreachable!("clap requires --config or --config-json"),
+    };
+    let flows = match host::parse(&text) {
+        Ok(f) => f,
+        Err(e) => return config_failure(e.flow(), &host::describe(&e)),
+    };
+    if let Err(e) = signals::install() {
+        let message = format!("installing the SIGTERM/SIGINT handler: {e}");
+        tracing::error!("{message}");
+        output::error("io", &message);
+        return ExitCode::from(EXIT_RUNTIME);
+    }
+    clock::tighten_timer_slack(); // before the flows' threads: they inherit it
+    tracing::info!(flows = flows.len(), "host starting");
+    let failed = host::run(flows, std::io::BufReader::new(std::io::stdin()));
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        tracing::warn!("{failed} flow(s) failed");
+        ExitCode::from(EXIT_RUNTIME)
+    }
+}
+
+/// A configuration error line (for `flow` if it is about one) and the configuration exit code.
+fn config_failure(flow: Option<u32>, message: &str) -> ExitCode {
+    tracing::error!("{message}");
+    match flow {
+        Some(k) => output::with_flow(k, || output::error("config", message)),
+        None => output::error("config", message),
+    }
+    ExitCode::from(EXIT_CONFIG)
 }
 
 /// Map a failure to (kind, exit code) for the error line.
@@ -187,11 +259,12 @@ fn main() -> ExitCode {
             output::emit(
                 "version",
                 json!({"agent": AGENT_VERSION, "protocols": PROTOCOLS, "patterns": PATTERNS,
-                       "build": build_kind(), "missing": missing_protocols()}),
+                       "build": build_kind(), "missing": missing_protocols(), "modes": MODES}),
             );
             ExitCode::SUCCESS
         }
         Cmd::Router(args) => router(&args),
+        Cmd::Host(args) => host(&args),
         Cmd::Run(args) => match run(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

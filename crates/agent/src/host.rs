@@ -1,0 +1,629 @@
+//! Host mode (`roughnet-agent host`): one process carries several flows (issue 27, one agent
+//! per host; docs/agent-protocol.md "Host mode: several flows in one process").
+//!
+//! The host object lists flows, each an ordinary run configuration with an id and an optional
+//! start offset.  Every configuration is checked and its driver created before anything runs
+//! (`parse`); then each flow runs `patterns::run` in its own thread (`flow-K`), which prints
+//! for flow K (`output::set_flow`: every line carries `"flow": K`) and watches its own stop
+//! flag beside the process-wide one (`signals::set_flow_stop`).  Standard input carries the
+//! runner's commands, one JSON object a line: `{"t0_ns": T}` (the instant the offsets count
+//! from, CLOCK_MONOTONIC ns) and `{"stop": K}` (stop flow K as SIGTERM would).  A flow's
+//! failure is its own: the others go on; `run` says how many failed.
+//!
+//! Each flow has its own driver for now; sharing one session per protocol per host is a later
+//! step (the drivers are created here, in one place, so that step can hand flows a shared one).
+
+use std::collections::{HashMap, HashSet};
+use std::error::Error as StdError;
+use std::io::BufRead;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::clock::{now_ns, sleep_until_ns};
+use crate::config::{Config, ConfigError};
+use crate::drivers::{self, Driver};
+use crate::output;
+use crate::patterns::{self, PatternError};
+use crate::signals::{self, stop_requested, POLL_SLICE_NS};
+
+/// The host object's format version (its `v`).
+pub const HOST_VERSION: u64 = 1;
+/// Most flows one host object may hold.
+pub const MAX_FLOWS: usize = 4096;
+
+/// A host object that cannot run: nothing was started.  `flow()` names the flow it is about
+/// (None: the host object itself).
+#[derive(Debug, Error)]
+pub enum HostError {
+    #[error("the host configuration is not a valid roughnet-agent host object: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Host(ConfigError),
+    #[error("flow {flow}: the flow entry is not valid: {source}")]
+    Entry {
+        flow: u32,
+        source: serde_json::Error,
+    },
+    #[error("flow {flow}: {source}")]
+    Flow { flow: u32, source: ConfigError },
+}
+
+impl HostError {
+    /// The flow this error is about, if it is about one.
+    pub fn flow(&self) -> Option<u32> {
+        match self {
+            HostError::Entry { flow, .. } | HostError::Flow { flow, .. } => Some(*flow),
+            HostError::Json(_) | HostError::Host(_) => None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHost {
+    v: u64,
+    flows: Vec<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlow {
+    #[allow(dead_code)] // read (and checked) before, from the entry itself
+    flow: u32,
+    #[serde(default)]
+    start_ns: Option<u64>,
+    config: Value,
+}
+
+/// One checked flow, its driver created.
+pub struct Flow {
+    pub id: u32,
+    /// None: start at once; Some(d): start `d` ns after the runner's t0.
+    pub start_ns: Option<u64>,
+    pub cfg: Config,
+    pub driver: Box<dyn Driver>,
+}
+
+/// Check a host object: its shape, every flow's configuration, and create every flow's driver.
+pub fn parse(text: &str) -> Result<Vec<Flow>, HostError> {
+    let raw: RawHost = serde_json::from_str(text)?;
+    if raw.v != HOST_VERSION {
+        return Err(HostError::Host(ConfigError::invalid(
+            "v",
+            raw.v,
+            format!("{HOST_VERSION} (the host format this agent speaks)"),
+        )));
+    }
+    if raw.flows.is_empty() || raw.flows.len() > MAX_FLOWS {
+        return Err(HostError::Host(ConfigError::invalid(
+            "flows",
+            format!("{} entries", raw.flows.len()),
+            format!("1 to {MAX_FLOWS} flows"),
+        )));
+    }
+    // Ids first: an entry without one, or a duplicate, is named before any configuration is read.
+    let mut seen = HashSet::new();
+    let mut ids = Vec::with_capacity(raw.flows.len());
+    for (i, entry) in raw.flows.iter().enumerate() {
+        let given = entry.get("flow");
+        let id = given
+            .and_then(Value::as_u64)
+            .and_then(|k| u32::try_from(k).ok())
+            .ok_or_else(|| {
+                HostError::Host(ConfigError::invalid(
+                    format!("flows[{i}].flow"),
+                    given.map_or_else(|| "absent".to_string(), Value::to_string),
+                    "a flow id, an integer 0 to 4294967295",
+                ))
+            })?;
+        if !seen.insert(id) {
+            return Err(HostError::Flow {
+                flow: id,
+                source: ConfigError::invalid("flow", id, "an id no other flow of the host has"),
+            });
+        }
+        ids.push(id);
+    }
+    let mut flows = Vec::with_capacity(ids.len());
+    for (id, entry) in ids.into_iter().zip(raw.flows) {
+        let rf =
+            RawFlow::deserialize(entry).map_err(|source| HostError::Entry { flow: id, source })?;
+        let flow_err = |source| HostError::Flow { flow: id, source };
+        let cfg = Config::parse(&rf.config.to_string()).map_err(flow_err)?;
+        let driver = drivers::create(&cfg).map_err(flow_err)?;
+        flows.push(Flow {
+            id,
+            start_ns: rf.start_ns,
+            cfg,
+            driver,
+        });
+    }
+    Ok(flows)
+}
+
+/// A line of standard input the host understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `{"t0_ns": T}`: the instant (CLOCK_MONOTONIC ns) the flows' `start_ns` count from.
+    T0(u64),
+    /// `{"stop": K}`: stop flow K as SIGTERM would.
+    Stop(u32),
+}
+
+/// Read one command line; Err says why it is not one.
+pub fn parse_command(line: &str) -> Result<Command, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let m = v.as_object().ok_or("not a JSON object")?;
+    if m.len() == 1 {
+        if let Some(t) = m.get("t0_ns") {
+            return t.as_u64().map(Command::T0).ok_or_else(|| {
+                format!("t0_ns = {t}: expected CLOCK_MONOTONIC ns, an integer >= 0")
+            });
+        }
+        if let Some(k) = m.get("stop") {
+            return k
+                .as_u64()
+                .and_then(|k| u32::try_from(k).ok())
+                .map(Command::Stop)
+                .ok_or_else(|| format!("stop = {k}: expected a flow id"));
+        }
+    }
+    Err("expected {\"t0_ns\": T} or {\"stop\": K}".into())
+}
+
+/// What the flows wait for before their start: t0, and whether standard input ended.
+#[derive(Default)]
+struct Gate {
+    t0: Option<u64>,
+    eof: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    gate: Mutex<Gate>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Gate> {
+        self.gate.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The message of a flow that never ran.
+fn not_started(id: u32) -> String {
+    format!("flow {id}: stopped before its start")
+}
+
+/// How a flow ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// Its error line: kind ("io" / "protocol") and message ("flow K: ...").
+    Failed {
+        kind: &'static str,
+        message: String,
+    },
+}
+
+/// Run every flow, each in its own thread, reading commands from `commands` (standard input)
+/// in another; returns once every flow has ended, with the number that failed (each failure's
+/// error line already printed).  The caller has installed the signal handler and timer slack.
+pub fn run(flows: Vec<Flow>, commands: impl BufRead + Send + 'static) -> usize {
+    let shared = Arc::new(Shared::default());
+    // One flag per flow for the process's life (at most MAX_FLOWS bytes): see signals::FLOW_STOP.
+    let flags: HashMap<u32, &'static AtomicBool> = flows
+        .iter()
+        .map(|f| (f.id, &*Box::leak(Box::new(AtomicBool::new(false)))))
+        .collect();
+    {
+        let (gate, flags) = (shared.clone(), flags.clone());
+        let reader = std::thread::Builder::new()
+            .name("host-stdin".into())
+            .spawn(move || read_commands(commands, &gate, &flags));
+        if let Err(e) = reader {
+            // Without commands no flow gets t0: the waiting ones end as at end of input.
+            tracing::error!("cannot start the thread reading standard input: {e}");
+            shared.lock().eof = true;
+        }
+    }
+    let mut failed = 0;
+    let mut threads = Vec::with_capacity(flows.len());
+    for f in flows {
+        let id = f.id;
+        let flag = flags[&id];
+        let shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("flow-{id}"))
+            .spawn(move || {
+                output::set_flow(Some(id));
+                signals::set_flow_stop(Some(flag));
+                let Flow {
+                    start_ns,
+                    mut cfg,
+                    driver,
+                    ..
+                } = f;
+                let out = run_flow(id, || {
+                    if let Some(offset) = start_ns {
+                        if !wait_for_start(&shared, offset) {
+                            return Err(FlowError::NotStarted);
+                        }
+                    }
+                    // `timeout_ms` counts from the flow's start, not from reading the host object.
+                    cfg.start_ns = now_ns();
+                    tracing::info!(
+                        flow = id,
+                        role = cfg.role.as_str(),
+                        pattern = cfg.pattern.as_str(),
+                        protocol = driver.name(),
+                        "starting"
+                    );
+                    patterns::run(&cfg, driver.as_ref()).map_err(FlowError::Run)
+                });
+                report(&out);
+                out
+            });
+        match spawned {
+            Ok(t) => threads.push((id, t)),
+            Err(e) => {
+                failed += 1;
+                let out = Outcome::Failed {
+                    kind: "io",
+                    message: format!("flow {id}: cannot start its thread: {e}"),
+                };
+                output::with_flow(id, || report(&out));
+            }
+        }
+    }
+    for (id, t) in threads {
+        match t.join() {
+            Ok(Outcome::Done) => {}
+            Ok(Outcome::Failed { .. }) => failed += 1,
+            Err(p) => {
+                // run_flow catches panics; this is one in reporting it.
+                failed += 1;
+                let out = Outcome::Failed {
+                    kind: "io",
+                    message: format!("flow {id}: internal error: {}", panic_message(p.as_ref())),
+                };
+                output::with_flow(id, || report(&out));
+            }
+        }
+    }
+    failed
+}
+
+/// Why a flow's body failed.
+pub enum FlowError {
+    NotStarted,
+    Run(PatternError),
+}
+
+/// Run a flow's body, turning its failure or panic into the outcome (its error line's words).
+pub fn run_flow(id: u32, body: impl FnOnce() -> Result<(), FlowError>) -> Outcome {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => Outcome::Done,
+        Ok(Err(FlowError::NotStarted)) => Outcome::Failed {
+            kind: "io",
+            message: not_started(id),
+        },
+        Ok(Err(FlowError::Run(e))) => Outcome::Failed {
+            kind: patterns::error_kind(&e),
+            message: format!("flow {id}: {}", describe(&e)),
+        },
+        Err(p) => Outcome::Failed {
+            kind: "io",
+            message: format!("flow {id}: internal error: {}", panic_message(p.as_ref())),
+        },
+    }
+}
+
+/// Print a failed flow's error line (and log it).
+fn report(out: &Outcome) {
+    if let Outcome::Failed { kind, message } = out {
+        tracing::error!("{message}");
+        output::error(kind, message);
+    }
+}
+
+/// Wait for t0, then until t0 + `offset`; false if the flow was stopped first (a stop command,
+/// SIGTERM/SIGINT) or standard input ended before t0.
+fn wait_for_start(shared: &Shared, offset: u64) -> bool {
+    let t0 = {
+        let mut g = shared.lock();
+        loop {
+            if stop_requested() {
+                return false;
+            }
+            if let Some(t) = g.t0 {
+                break t;
+            }
+            if g.eof {
+                return false;
+            }
+            // Commands wake us at once; a signal within a slice.
+            g = shared
+                .changed
+                .wait_timeout(g, Duration::from_nanos(POLL_SLICE_NS))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    };
+    sleep_until_ns(t0.saturating_add(offset), &stop_requested);
+    !stop_requested()
+}
+
+/// The standard input loop: commands until end of input.
+fn read_commands(
+    mut input: impl BufRead,
+    shared: &Shared,
+    flags: &HashMap<u32, &'static AtomicBool>,
+) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match input.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("reading commands from standard input: {e}; no more commands");
+                break;
+            }
+        }
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        match parse_command(text) {
+            Ok(Command::T0(t)) => {
+                let mut g = shared.lock();
+                match g.t0 {
+                    None => g.t0 = Some(t),
+                    Some(first) => {
+                        tracing::warn!("a second t0 ({t}) ignored: the flows count from {first}")
+                    }
+                }
+            }
+            Ok(Command::Stop(k)) => match flags.get(&k) {
+                Some(f) => f.store(true, Ordering::SeqCst),
+                None => tracing::warn!("stop {k}: this host has no flow {k}; ignored"),
+            },
+            Err(why) => tracing::warn!("standard input line {text:?} ignored: {why}"),
+        }
+        shared.changed.notify_all();
+    }
+    shared.lock().eof = true;
+    shared.changed.notify_all();
+}
+
+/// An error and its causes in one line, without repeating a cause a message already quotes
+/// (as main's `describe` does for the run command).
+pub fn describe(e: &(dyn StdError + 'static)) -> String {
+    let mut out = String::new();
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        let part = c.to_string();
+        if !out.contains(&part) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&part);
+        }
+        cur = c.source();
+    }
+    out
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn receiver(port: u16) -> Value {
+        json!({"v": 1, "role": "receiver", "protocol": "udp", "pattern": "stream",
+               "listen": format!("127.0.0.1:{port}"), "payload_bytes": 64, "messages": 10})
+    }
+
+    fn host(flows: Value) -> String {
+        json!({"v": 1, "flows": flows}).to_string()
+    }
+
+    fn err(text: &str) -> (Option<u32>, String) {
+        match parse(text) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => (e.flow(), describe(&e)),
+        }
+    }
+
+    #[test]
+    fn a_host_object_parses() {
+        let flows = parse(&host(json!([
+            {"flow": 7, "start_ns": null, "config": receiver(0)},
+            {"flow": 0, "start_ns": 2_000_000_000u64, "config": receiver(0)},
+            {"flow": 3, "config": receiver(0)},
+        ])))
+        .unwrap();
+        let got: Vec<_> = flows
+            .iter()
+            .map(|f| (f.id, f.start_ns, f.driver.name()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (7, None, "udp"),
+                (0, Some(2_000_000_000), "udp"),
+                (3, None, "udp")
+            ]
+        );
+    }
+
+    #[test]
+    fn host_errors_name_the_flow_or_the_host() {
+        let (flow, msg) = err(&host(json!([
+            {"flow": 1, "config": receiver(0)},
+            {"flow": 5, "config": {"bogus_key": 1}},
+        ])));
+        assert_eq!(flow, Some(5));
+        assert!(
+            msg.starts_with("flow 5: ") && msg.contains("bogus_key"),
+            "{msg}"
+        );
+
+        let mut bad = receiver(0);
+        bad["options"] = json!({"nodelay": true}); // a TCP knob: refused by the UDP driver
+        let (flow, msg) = err(&host(json!([{"flow": 9, "config": bad}])));
+        assert_eq!(flow, Some(9));
+        assert!(msg.starts_with("flow 9: ") && msg.contains("udp"), "{msg}");
+
+        let (flow, msg) = err(&host(json!([
+            {"flow": 2, "config": receiver(0)}, {"flow": 2, "config": receiver(0)}])));
+        assert_eq!(flow, Some(2));
+        assert!(msg.contains("`flow` = 2"), "{msg}");
+
+        let (flow, msg) = err(&host(
+            json!([{"flow": 4, "start_ns": -1, "config": receiver(0)}]),
+        ));
+        assert_eq!(flow, Some(4));
+        assert!(
+            msg.starts_with("flow 4: the flow entry") && msg.contains("-1"),
+            "{msg}"
+        );
+
+        let (flow, msg) = err(&host(
+            json!([{"flow": 4, "extra": 1, "config": receiver(0)}]),
+        ));
+        assert_eq!(flow, Some(4));
+        assert!(msg.contains("extra"), "{msg}");
+
+        let (flow, msg) = err(&host(json!([{"config": receiver(0)}])));
+        assert_eq!(flow, None);
+        assert!(
+            msg.contains("flows[0].flow") && msg.contains("absent"),
+            "{msg}"
+        );
+
+        let (flow, msg) = err(&host(
+            json!([{"flow": 4294967296u64, "config": receiver(0)}]),
+        ));
+        assert_eq!(flow, None);
+        assert!(msg.contains("flows[0].flow"), "{msg}");
+
+        let (flow, msg) = err(&host(json!([])));
+        assert_eq!(flow, None);
+        assert!(
+            msg.contains("`flows`") && msg.contains("0 entries"),
+            "{msg}"
+        );
+
+        let (flow, msg) = err(&json!({"v": 2, "flows": []}).to_string());
+        assert_eq!(flow, None);
+        assert!(msg.contains("`v` = 2"), "{msg}");
+
+        let (flow, msg) = err(&json!({"v": 1, "flows": [], "more": 1}).to_string());
+        assert_eq!(flow, None);
+        assert!(msg.contains("more"), "{msg}");
+    }
+
+    #[test]
+    fn too_many_flows_are_refused() {
+        let flows: Vec<Value> = (0..=MAX_FLOWS as u32)
+            .map(|k| json!({"flow": k, "config": {}}))
+            .collect();
+        let (flow, msg) = err(&host(Value::Array(flows)));
+        assert_eq!(flow, None);
+        assert!(msg.contains("4097 entries"), "{msg}");
+    }
+
+    #[test]
+    fn commands() {
+        assert_eq!(parse_command(r#"{"t0_ns": 12}"#), Ok(Command::T0(12)));
+        assert_eq!(parse_command(r#"{"stop": 7}"#), Ok(Command::Stop(7)));
+        for bad in [
+            r#"{"stop": -1}"#,
+            r#"{"stop": 7, "t0_ns": 1}"#,
+            r#"{"t0_ns": 1.5}"#,
+            r#"{"go": 1}"#,
+            "[1]",
+            "stop 7",
+        ] {
+            assert!(parse_command(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_flow_outcome_names_the_flow() {
+        assert_eq!(run_flow(1, || Ok(())), Outcome::Done);
+        assert_eq!(
+            run_flow(2, || Err(FlowError::NotStarted)),
+            Outcome::Failed {
+                kind: "io",
+                message: "flow 2: stopped before its start".into()
+            }
+        );
+        assert_eq!(
+            run_flow(3, || Err(FlowError::Run(PatternError::Protocol(
+                "bad".into()
+            )))),
+            Outcome::Failed {
+                kind: "protocol",
+                message: "flow 3: protocol error: bad".into()
+            }
+        );
+        assert_eq!(
+            run_flow(4, || panic!("boom {}", 4)),
+            Outcome::Failed {
+                kind: "io",
+                message: "flow 4: internal error: boom 4".into()
+            }
+        );
+    }
+
+    #[test]
+    fn waiting_flows_follow_the_commands() {
+        let shared = Shared::default();
+        let flag: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let flags = HashMap::from([(1u32, flag)]);
+        let now = now_ns();
+        std::thread::scope(|s| {
+            let w = s.spawn(|| {
+                signals::set_flow_stop(Some(flag));
+                wait_for_start(&shared, 1_000_000)
+            });
+            let input = format!("junk\n{{\"stop\": 99}}\n{{\"t0_ns\": {now}}}\n");
+            read_commands(std::io::Cursor::new(input), &shared, &flags);
+            assert!(w.join().unwrap(), "t0 came: the flow starts");
+        });
+        assert!(now_ns() >= now + 1_000_000);
+        assert!(!flag.load(Ordering::SeqCst), "stop 99 is not flow 1's");
+
+        // End of input before t0, and a stop command, both end a waiting flow.
+        let shared = Shared::default();
+        read_commands(std::io::Cursor::new(""), &shared, &flags);
+        assert!(!wait_for_start(&shared, 0));
+        let shared = Shared::default();
+        let input = format!("{{\"t0_ns\": {now}}}\n{{\"stop\": 1}}\n");
+        read_commands(std::io::Cursor::new(input), &shared, &flags);
+        assert!(flag.load(Ordering::SeqCst));
+        std::thread::scope(|s| {
+            let w = s.spawn(|| {
+                signals::set_flow_stop(Some(flag));
+                wait_for_start(&shared, 0)
+            });
+            assert!(!w.join().unwrap());
+        });
+    }
+}
