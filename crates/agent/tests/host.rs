@@ -1,0 +1,377 @@
+//! Host mode (`roughnet-agent host`, issue 27): the built binary carrying several flows in one
+//! process over loopback UDP, driven through its standard input.  Properties only (counts,
+//! which flow said what, exit codes); the only time bounds are generous ones.
+
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::net::UdpSocket;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use roughnet_agent::clock::now_ns;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_roughnet-agent");
+
+struct Host {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: BufReader<ChildStdout>,
+    lines: Vec<Value>,
+}
+
+fn start(args: &[&str]) -> Host {
+    let mut child = Command::new(AGENT)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn roughnet-agent");
+    let out = BufReader::new(child.stdout.take().expect("piped stdout"));
+    Host {
+        stdin: child.stdin.take(),
+        child,
+        out,
+        lines: Vec::new(),
+    }
+}
+
+fn host(flows: Value) -> Host {
+    start(&[
+        "host",
+        "--config-json",
+        &json!({"v": 1, "flows": flows}).to_string(),
+    ])
+}
+
+impl Host {
+    fn next_line(&mut self) -> Option<Value> {
+        let mut s = String::new();
+        if self.out.read_line(&mut s).expect("read stdout") == 0 {
+            return None;
+        }
+        let v: Value =
+            serde_json::from_str(&s).unwrap_or_else(|e| panic!("not a whole JSON line ({e}): {s}"));
+        assert_eq!(v["v"], 1, "every line carries v=1: {s}");
+        self.lines.push(v.clone());
+        Some(v)
+    }
+
+    /// Read until every flow in `flows` said `ready`; every line before must be a ready line.
+    fn ready(&mut self, flows: &[u64]) {
+        let mut want: BTreeSet<u64> = flows.iter().copied().collect();
+        while !want.is_empty() {
+            let l = self
+                .next_line()
+                .expect("the host ended before its ready lines");
+            assert_eq!(l["type"], "ready", "only ready lines before t0: {l}");
+            let k = l["flow"].as_u64().expect("a ready line names its flow");
+            assert!(want.remove(&k), "an unexpected ready line: {l}");
+        }
+    }
+
+    fn command(&mut self, c: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        writeln!(stdin, "{c}").expect("write a command");
+        stdin.flush().expect("flush stdin");
+    }
+
+    fn t0(&mut self) {
+        self.command(json!({"t0_ns": now_ns()}));
+    }
+
+    fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Read to the end and wait for exit: (exit code, every line).
+    fn finish(mut self) -> (i32, Vec<Value>) {
+        while self.next_line().is_some() {}
+        let st = self.child.wait().expect("wait");
+        (st.code().unwrap_or(-1), self.lines)
+    }
+}
+
+/// Each flow's result line (exactly one per flow that has one); every line must name a flow.
+fn results(lines: &[Value]) -> BTreeMap<u64, Value> {
+    let mut out = BTreeMap::new();
+    for l in lines {
+        let k = l["flow"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("a line without its flow: {l}"));
+        if l["type"] == "result" {
+            assert!(
+                out.insert(k, l.clone()).is_none(),
+                "two results for flow {k}"
+            );
+        }
+    }
+    out
+}
+
+fn errors(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|l| l["type"] == "error").collect()
+}
+
+/// A loopback UDP port free a moment ago (the host binds it right after).
+fn udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn receiver(port: u16, extra: Value) -> Value {
+    with(
+        json!({"v": 1, "role": "receiver", "protocol": "udp", "pattern": "stream",
+               "listen": format!("127.0.0.1:{port}"), "payload_bytes": 200,
+               "timeout_ms": 20_000, "report_interval_ms": 0}),
+        extra,
+    )
+}
+
+fn sender(port: u16, extra: Value) -> Value {
+    with(
+        json!({"v": 1, "role": "sender", "protocol": "udp", "pattern": "stream",
+               "peers": [format!("127.0.0.1:{port}")], "payload_bytes": 200,
+               "rate_msgs_per_s": 200.0, "timeout_ms": 20_000, "report_interval_ms": 0}),
+        extra,
+    )
+}
+
+fn with(mut c: Value, extra: Value) -> Value {
+    for (k, v) in extra.as_object().expect("object") {
+        c[k] = v.clone();
+    }
+    c
+}
+
+#[test]
+fn one_process_carries_two_receivers_and_two_senders() {
+    let (p1, p2) = (udp_port(), udp_port());
+    let n = json!({"messages": 100});
+    // The senders' traces say when each message left: no sooner than t0 + the flow's start.
+    let trace =
+        |k: u32| std::env::temp_dir().join(format!("rn-host-{}-{k}.tx", std::process::id()));
+    let traced = |k: u32| json!({"messages": 100, "trace_path": trace(k)});
+    let mut h = host(json!([
+        {"flow": 11, "start_ns": 0, "config": sender(p1, traced(11))},
+        {"flow": 1, "start_ns": null, "config": receiver(p1, n.clone())},
+        {"flow": 12, "start_ns": 100_000_000, "config": sender(p2, traced(12))},
+        {"flow": 2, "start_ns": null, "config": receiver(p2, n.clone())},
+    ]));
+    h.ready(&[1, 2]);
+    let t0 = now_ns();
+    h.command(json!({"t0_ns": t0}));
+    let (code, lines) = h.finish();
+    for (k, start) in [(11, 0), (12, 100_000_000)] {
+        let tx = std::fs::read(trace(k)).expect("the sender's trace");
+        let _ = std::fs::remove_file(trace(k));
+        assert_eq!(tx.len(), 100 * 24, "flow {k}: one record per message");
+        let first_sent = u64::from_le_bytes(tx[16..24].try_into().unwrap());
+        assert!(
+            first_sent >= t0 + start,
+            "flow {k} sent at {first_sent}, before t0 {t0} + its start {start}"
+        );
+    }
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(errors(&lines).is_empty(), "{lines:?}");
+    let r = results(&lines);
+    assert_eq!(
+        r.keys().copied().collect::<Vec<_>>(),
+        vec![1, 2, 11, 12],
+        "{lines:?}"
+    );
+    for (rx, tx) in [(1, 11), (2, 12)] {
+        let (rx, tx) = (&r[&rx], &r[&tx]);
+        assert_eq!(tx["role"], "sender");
+        assert_eq!(tx["end_reason"], "complete", "{tx}");
+        assert_eq!(tx["sent"], 100, "{tx}");
+        assert_eq!(rx["role"], "receiver");
+        assert_eq!(rx["end_reason"], "complete", "{rx}");
+        assert_eq!(rx["received"], 100, "{rx}");
+        assert_eq!(rx["lost"], 0, "{rx}");
+        assert_eq!(rx["duplicates"], 0, "{rx}");
+    }
+}
+
+#[test]
+fn a_stop_command_stops_only_its_flow() {
+    let (p1, p2) = (udp_port(), udp_port());
+    let long = json!({"duration_ms": 20_000});
+    let mut h = host(json!([
+        {"flow": 1, "start_ns": null, "config": receiver(p1, json!({"messages": 100}))},
+        {"flow": 2, "start_ns": null, "config": receiver(p2, long.clone())},
+        {"flow": 10, "start_ns": 0, "config": sender(p1, json!({"messages": 100}))},
+        {"flow": 20, "start_ns": 0, "config": sender(p2, long)},
+    ]));
+    h.ready(&[1, 2]);
+    h.t0();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    h.command(json!({"stop": 20}));
+    let (code, lines) = h.finish();
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(errors(&lines).is_empty(), "{lines:?}");
+    let r = results(&lines);
+    assert_eq!(r.len(), 4, "{lines:?}");
+    let stopped = &r[&20];
+    assert_eq!(stopped["end_reason"], "signal", "{stopped}");
+    let sent = stopped["sent"].as_u64().unwrap();
+    // 20 s at 200/s would be 4000: it stopped early
+    assert!(sent > 0 && sent < 4000, "{stopped}");
+    // its receiver learnt the count from the end marker the stopped sender still sends, and got
+    // everything before it
+    assert_eq!(r[&2]["expected"], sent, "{}", r[&2]);
+    assert_eq!(r[&2]["received"], sent, "{}", r[&2]);
+    assert_eq!(r[&2]["complete"], true, "{}", r[&2]);
+    // the other pair never saw the stop
+    assert_eq!(r[&10]["end_reason"], "complete", "{}", r[&10]);
+    assert_eq!(r[&10]["sent"], 100);
+    assert_eq!(r[&1]["end_reason"], "complete", "{}", r[&1]);
+    assert_eq!(r[&1]["received"], 100);
+}
+
+#[test]
+fn a_bad_flow_configuration_starts_nothing() {
+    let p = udp_port();
+    let mut bad = sender(p, json!({"messages": 10}));
+    bad["bogus_key"] = json!(1);
+    let (code, lines) = host(json!([
+        {"flow": 0, "start_ns": null, "config": receiver(p, json!({"messages": 10}))},
+        {"flow": 5, "start_ns": 0, "config": bad},
+    ]))
+    .finish();
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(
+        lines.len(),
+        1,
+        "one error line and nothing else (no ready): {lines:?}"
+    );
+    let e = &lines[0];
+    assert_eq!(e["type"], "error");
+    assert_eq!(e["kind"], "config");
+    assert_eq!(e["flow"], 5);
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("flow 5: ") && msg.contains("bogus_key"),
+        "{msg}"
+    );
+
+    // About the host object itself: no flow key.
+    for (args, word) in [
+        (
+            vec!["host", "--config-json", r#"{"v": 2, "flows": []}"#],
+            "`v` = 2",
+        ),
+        (
+            vec!["host", "--config-json", r#"{"v": 1, "flows": []}"#],
+            "`flows`",
+        ),
+        (vec!["host", "--config", "-"], "standard input"),
+    ] {
+        let (code, lines) = start(&args).finish();
+        assert_eq!(code, 2, "{args:?}: {lines:?}");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["kind"], "config");
+        assert!(lines[0].get("flow").is_none(), "{lines:?}");
+        assert!(
+            lines[0]["message"].as_str().unwrap().contains(word),
+            "{lines:?}"
+        );
+    }
+
+    // Two flows with one id: the id is named.
+    let (code, lines) = host(json!([
+        {"flow": 3, "config": receiver(p, json!({"messages": 10}))},
+        {"flow": 3, "config": receiver(p, json!({"messages": 10}))},
+    ]))
+    .finish();
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["flow"], 3, "{lines:?}");
+}
+
+#[test]
+fn end_of_input_before_t0_ends_the_waiting_flows() {
+    let p = udp_port();
+    let mut h = host(json!([
+        {"flow": 0, "start_ns": null,
+         "config": receiver(p, json!({"messages": 10, "timeout_ms": 1500}))},
+        {"flow": 1, "start_ns": 0, "config": sender(p, json!({"messages": 10}))},
+    ]));
+    h.ready(&[0]);
+    h.close_stdin();
+    let (code, lines) = h.finish();
+    assert_eq!(code, 1, "a flow that never ran is a failure: {lines:?}");
+    let errs = errors(&lines);
+    assert_eq!(errs.len(), 1, "{lines:?}");
+    assert_eq!(errs[0]["flow"], 1);
+    assert_eq!(errs[0]["kind"], "io");
+    assert_eq!(errs[0]["message"], "flow 1: stopped before its start");
+    // the running flow went on to its own end
+    let r = results(&lines);
+    assert_eq!(r.len(), 1, "{lines:?}");
+    assert_eq!(r[&0]["end_reason"], "timeout", "{}", r[&0]);
+    assert_eq!(r[&0]["received"], 0);
+    let at = |t: &str| lines.iter().position(|l| l["type"] == t).unwrap();
+    assert!(
+        at("error") < at("result"),
+        "the waiting flow ended at once: {lines:?}"
+    );
+}
+
+#[test]
+fn a_failing_flow_leaves_the_others_running() {
+    let p = udp_port();
+    // 192.0.2.1 (TEST-NET-1) is no address of this machine: binding it fails.
+    let (code, lines) = host(json!([
+        {"flow": 0, "config": receiver(p, json!({"messages": 10, "timeout_ms": 1500}))},
+        {"flow": 4, "config": with(receiver(p, json!({"messages": 10})),
+                                   json!({"listen": "192.0.2.1:9"}))},
+    ]))
+    .finish();
+    assert_eq!(code, 1, "{lines:?}");
+    let errs = errors(&lines);
+    assert_eq!(errs.len(), 1, "{lines:?}");
+    assert_eq!(errs[0]["flow"], 4);
+    assert_eq!(errs[0]["kind"], "io");
+    assert!(
+        errs[0]["message"].as_str().unwrap().starts_with("flow 4: "),
+        "{lines:?}"
+    );
+    let r = results(&lines);
+    assert_eq!(r.keys().copied().collect::<Vec<_>>(), vec![0], "{lines:?}");
+    assert_eq!(r[&0]["end_reason"], "timeout");
+}
+
+#[test]
+fn sigterm_stops_every_flow() {
+    let p = udp_port();
+    let mut h = host(json!([
+        {"flow": 0, "config": receiver(p, json!({"messages": 10}))},
+        {"flow": 1, "start_ns": 0, "config": sender(p, json!({"messages": 10}))},
+    ]));
+    h.ready(&[0]);
+    // SAFETY: kill with a child's pid and a signal number.
+    unsafe { libc::kill(h.child.id() as i32, libc::SIGTERM) };
+    let (code, lines) = h.finish();
+    assert_eq!(code, 1, "flow 1 never ran: {lines:?}");
+    let r = results(&lines);
+    assert_eq!(r[&0]["end_reason"], "signal", "{lines:?}");
+    let errs = errors(&lines);
+    assert_eq!(errs.len(), 1, "{lines:?}");
+    assert_eq!(errs[0]["message"], "flow 1: stopped before its start");
+}
+
+#[test]
+fn version_lists_the_modes() {
+    let (code, lines) = start(&["version"]).finish();
+    assert_eq!(code, 0);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["modes"], json!(["run", "host"]));
+    assert!(lines[0]["protocols"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("udp")));
+}
