@@ -33,6 +33,11 @@
 //! * **Hot paths do not allocate.**  Buffers are sized at open time; send and
 //!   receive do one system call each in the common case.  Latency benchmarks
 //!   (sockperf, iperf3) measure exactly this.
+//! * **Threads of its own** work for the flow that opened the endpoint: in host mode
+//!   (crate::host) several flows share the process, and a flow's thread carries its id
+//!   (`output::current_flow`, every line it prints says `"flow": K`) and its stop flag
+//!   (`signals::flow_stop`).  A driver thread that prints, or that checks `stop_requested`,
+//!   sets both in itself (`output::set_flow`, `signals::set_flow_stop`).  None does today.
 //! * **Async libraries** (zenoh, rdkafka, async-nats) run their own runtime inside
 //!   the driver (e.g. a tokio runtime owned by the endpoint) and bridge to these
 //!   blocking calls with a channel; the patterns stay synchronous.
