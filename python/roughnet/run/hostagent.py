@@ -28,8 +28,11 @@ from .agents import AgentProcess, AgentSpec
 
 log = logging.getLogger(__name__)
 
-#: Protocols the roughnet-agent binary speaks (ros2's endpoints are rclpy nodes: one process per flow).
-HOST_PROTOCOLS = frozenset({"tcp", "udp", "zenoh", "zmq", "dds", "mqtt", "kafka", "nats"})
+#: Protocols a host agent carries. Not ros2 (its endpoints are rclpy nodes: one process per flow) and not dds
+#: yet: Cyclone DDS has one domain per domain id in a process, and each flow's driver creates its own (with
+#: the flow's participant index), so a second DDS flow in one process fails ("dds_create_domain: Precondition
+#: Not Met"); one participant per host shared by its flows is the step that lifts this (issue 27).
+HOST_PROTOCOLS = frozenset({"tcp", "udp", "zenoh", "zmq", "mqtt", "kafka", "nats"})
 
 
 def agents_mode(run: Run) -> str:
@@ -136,6 +139,7 @@ class HostAgent:
                 elif kind == "error":
                     f.error = obj
                     f.done.set()
+                    f.ready.set()  # a receiver that failed will not be ready: wait_ready reports its error
         self.proc.stdout.close()
         for f in self.flows.values():  # the process is gone: nobody waits for any of its flows any more
             f.bad_lines = self.bad_lines

@@ -514,7 +514,9 @@ def _teardown_run(topology, ledger) -> None:
 
 
 def _stderr_tails(agents) -> str | None:
-    tails = [f"--- {a.name}\n{a.stderr_tail(1000)}" for a in agents if a.stderr_tail(1000).strip()]
+    files = {a.err_path: a for a in agents}  # host mode: the flows of one host share its process's stderr
+    tails = [f"--- {getattr(a, 'host_agent', None) and a.host_agent.name or a.name}\n{a.stderr_tail(1000)}"
+             for a in files.values() if a.stderr_tail(1000).strip()]
     return "\n".join(tails)[-4000:] if tails else None
 
 

@@ -1,0 +1,141 @@
+"""One agent process per host (issue 27): a many-to-many workload (`from = "h*"`, `to = "*"`) in host mode runs
+one `roughnet-agent host` per host carrying every flow of that host, counted from /proc during the run (not from
+roughnet's own bookkeeping), and each (sender, receiver) pair keeps its own accounting: every message to every
+receiver on a clean segment, and on a lossy one the same loss as one process per flow gives, within the
+binomial bounds of the counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from cli_run import fetch, needs, roughnet_run
+from conftest import toml_hosts
+from roughnet.binaries import find_binary
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)"),
+    pytest.mark.skipif(find_binary("roughnet-agent") is None, reason="roughnet-agent is not built (make build)"),
+]
+
+HOSTS = ("h1", "h2", "h3", "h4")
+#: Messages per flow: 20 msg/s for 1 s.
+MESSAGES = 20
+
+SERVICES = {
+    "mqtt": '\n[[service]]\nkind = "mosquitto"\nhost = "h1"\n',
+    "nats": '\n[[service]]\nkind = "nats"\nhost = "h1"\n',
+    "kafka": '\n[[service]]\nkind = "kafka"\nhost = "h1"\n',
+}
+
+
+def scenario(protocol: str, agents: str, *, hosts=HOSTS, engine: str = "kernel", link: str = "",
+             rate: str = "20 msg/s", duration: str = "1 s", knobs: str = "", seed: int = 1) -> str:
+    return (f'[scenario]\nname = "host-agents-{protocol}"\nseed = {seed}\nengine = "{engine}"\n'
+            f'agents = "{agents}"\ntimeout = "60 s"\n' + toml_hosts(*hosts)
+            + '[[link]]\nbetween = ["*"]\n' + link
+            + f'\n[workload]\npattern = "stream"\nprotocol = "{protocol}"\nfrom = "h*"\nto = "*"\n'
+            f'payload = "300 B"\nrate = "{rate}"\nduration = "{duration}"\n' + knobs + SERVICES.get(protocol, ""))
+
+
+class AgentCensus:
+    """The roughnet-agent processes whose configuration lies in ``folder``, read from /proc every 20 ms while
+    the run goes: pid -> its argv."""
+
+    def __init__(self, folder: Path):
+        self.folder = str(folder)
+        self.seen: dict[int, list[str]] = {}
+        self.most_at_once = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.02):
+            now = 0
+            for d in os.listdir("/proc"):
+                if not d.isdigit():
+                    continue
+                try:
+                    argv = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                args = [a.decode(errors="replace") for a in argv if a]
+                if args and args[0].endswith("roughnet-agent") and any(self.folder in a for a in args):
+                    self.seen[int(d)] = args
+                    now += 1
+            self.most_at_once = max(self.most_at_once, now)
+
+    def __enter__(self) -> AgentCensus:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run(tmp_path: Path, body: str, name: str = "s") -> tuple[dict, list[dict], AgentCensus]:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(body)
+    res = tmp_path / f"res-{name}"
+    with AgentCensus(res) as census:
+        roughnet_run(path, res, timeout=300, exit_codes=(0, 1))
+    [r] = fetch(res, "select * from runs")
+    flows = fetch(res, "select * from flows order by sender, receiver")
+    return r, flows, census
+
+
+@pytest.mark.parametrize("protocol,knobs", [
+    pytest.param("udp", "", marks=needs("udp")),
+    pytest.param("udp", "[workload.udp]\nbroadcast = true\n", marks=needs("udp"), id="udp-broadcast"),
+    pytest.param("mqtt", "[workload.mqtt]\nqos = 1\n", marks=needs("mqtt")),
+    pytest.param("zenoh", "", marks=needs("zenoh")),
+    pytest.param("nats", "", marks=needs("nats")),
+    pytest.param("zmq", "", marks=needs("zmq")),
+])
+def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path, protocol, knobs):
+    r, flows, census = run(tmp_path, scenario(protocol, "host", knobs=knobs))
+    assert r["status"] == "ok", r["failure_reason"]
+    # one process per host, all of them `roughnet-agent host` (a flow mode run would show 4 x 4 = 16 here)
+    assert len(census.seen) == len(HOSTS), census.seen
+    assert {a[1] for a in census.seen.values()} == {"host"}, census.seen
+    assert json.loads(r["metrics_extra"])["agent_processes"] == len(HOSTS)
+    pairs = {(f["sender"], f["receiver"]) for f in flows}
+    assert pairs == {(s, x) for s in HOSTS for x in HOSTS if s != x}
+    # a clean bridge at 20 msg/s: nothing is lost (reliable modes retransmit; UDP on a bridge in one machine
+    # loses nothing at this rate, there is no queue to overflow), each pair counted on its own
+    for f in flows:
+        assert (f["received"], f["lost"]) == (MESSAGES, 0), f
+
+
+@needs("udp")
+def test_per_pair_loss_agrees_with_one_process_per_flow(tmp_path):
+    """The same lossy segment (the wire, 10 % loss on every port, seeded) in both modes: the per-pair counts
+    are draws of the same binomial, so the pooled loss ratios of the two runs agree within five standard
+    deviations of their difference (chance of failing < 1e-6), and each mode's own pairs are each within the
+    binomial bounds of the pooled ratio."""
+    hosts = ("h1", "h2", "h3")
+    common = dict(hosts=hosts, engine="wire", link='loss = "10%"\n', rate="100 msg/s", duration="4 s")
+    rh, fh, ch = run(tmp_path, scenario("udp", "host", **common), "host")
+    rf, ff, cf = run(tmp_path, scenario("udp", "flow", **common), "flow")
+    for r in (rh, rf):
+        assert r["status"] == "ok", r["failure_reason"]
+    assert len(ch.seen) == 3 and len(cf.seen) == 9, (ch.seen, cf.seen)  # 3 hosts; 3 flows x (1 sender + 2)
+    sent = {m: sum(f["received"] + f["lost"] for f in fl) for m, fl in (("host", fh), ("flow", ff))}
+    assert sent == {"host": 6 * 400, "flow": 6 * 400}, sent
+    lost = {m: sum(f["lost"] for f in fl) for m, fl in (("host", fh), ("flow", ff))}
+    p_host, p_flow = lost["host"] / sent["host"], lost["flow"] / sent["flow"]
+    pooled = (lost["host"] + lost["flow"]) / (sent["host"] + sent["flow"])
+    assert 0.05 < pooled < 0.4, pooled  # the loss is there (10 % per port, up and down)
+    sd = (pooled * (1 - pooled) * (1 / sent["host"] + 1 / sent["flow"])) ** 0.5
+    assert abs(p_host - p_flow) < 5 * sd, (p_host, p_flow, sd)
+    from conftest import binomial_bounds
+
+    lo, hi = binomial_bounds(400, pooled, 1e-7)
+    for f in [*fh, *ff]:
+        assert lo <= f["lost"] <= hi, (f["sender"], f["receiver"], f["lost"], lo, hi)
