@@ -38,6 +38,7 @@ ROUGHNET = ROOT / ".venv" / "bin" / "roughnet"
 PYTHON = ROOT / ".venv" / "bin" / "python"
 
 KNOBS = {
+    "udp": '[workload.udp]\nbroadcast = true\n',  # one datagram per message on the medium (as CAMs are sent)
     "zenoh": '[workload.zenoh]\ntransport = "udp"\nreliability = "best_effort"\n',
     "dds": '[workload.dds]\nreliability = "best_effort"\n',
     "mqtt": '[workload.mqtt]\nqos = 0\n',

@@ -205,9 +205,10 @@ def start_host_agents(topo, agent_path: Path, flows, artifacts: Path) -> list[Ho
         for i, spec in enumerate(f.specs):
             per_host.setdefault(spec.host, []).append((f, spec, i == len(f.specs) - 1))
     agents: list[HostAgent] = []
+    phases = phase_ns(flows)
     try:
         for host, entries in per_host.items():
-            agents.append(_start_one(topo, agent_path, host, entries, artifacts))
+            agents.append(_start_one(topo, agent_path, host, entries, artifacts, phases))
     except BaseException:
         for a in agents:
             a.stop(grace_s=1.0)
@@ -215,10 +216,29 @@ def start_host_agents(topo, agent_path: Path, flows, artifacts: Path) -> list[Ho
     return agents
 
 
-def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path) -> HostAgent:
+def phase_ns(flows) -> dict[int, int]:
+    """Flow index -> its sender's offset from its workload's start: the senders of a stream workload with a rate
+    spread evenly over one message period (the i-th of n senders i/n of a period late). Cars, robots and
+    drones send unsynchronised; started at the same nanosecond (which host agents, taking t0 from one line,
+    would otherwise do) every sender's message would leave at once, a contention no real fleet has. One process
+    per flow staggers them by accident (about 15 ms per process start)."""
+    out: dict[int, int] = {}
+    by_workload: dict[str, list] = {}
+    for f in flows:
+        by_workload.setdefault(f.name, []).append(f)
+    for fs in by_workload.values():
+        w = fs[0].workload
+        rate = w.rate_msgs_per_s if w.pattern == "stream" else None
+        for i, f in enumerate(fs):
+            out[f.index] = int(i * 1e9 / rate / len(fs)) if rate else 0
+    return out
+
+
+def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path, phases: dict[int, int]) -> HostAgent:
     objs = []
     for f, spec, is_sender in entries:
-        objs.append({"flow": f.index, "start_ns": f.workload.start_ns if is_sender else None, "config": spec.config})
+        start = f.workload.start_ns + phases.get(f.index, 0) if is_sender else None
+        objs.append({"flow": f.index, "start_ns": start, "config": spec.config})
     cfg_path = artifacts / f"agent-{host}-host.config.json"
     cfg_path.write_text(json.dumps({"v": 1, "flows": objs}, indent=1))
     err_path = artifacts / f"agent-{host}-host.stderr"
