@@ -7,6 +7,8 @@
 //! records latency from both stamps (coordinated omission corrected and not).
 //! With `trace_path` both sides also write a record per message (crate::trace).
 
+use std::fs::File;
+
 use serde_json::json;
 
 use super::{error_json, next_deadline, span_and_rate, EndReason, PatternError};
@@ -157,6 +159,194 @@ pub fn send(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     failure.map_or(Ok(()), Err)
 }
 
+/// One stream receiver's accounting, apart from its endpoint: what `receive` does with each
+/// message, its timers (intervals, trace flushes, timeout, linger) and its result line.  A host's
+/// shared UDP receiver (crate::host) keeps one per flow and feeds each the datagrams of its
+/// source; `receive` keeps one for its own endpoint.  Nothing here allocates per message (the
+/// sequence bitmap grows only past what `messages` reserved).
+pub struct StreamRxState<'a> {
+    protocol: &'static str,
+    warmup: u64,
+    linger_ns: u64,
+    give_up: u64,
+    tracker: SeqTracker,
+    expected: Option<u64>,
+    lat_intended: Latency,
+    lat_actual: Latency,
+    intervals: Intervals,
+    trace: Option<TraceWriter<&'a File>>,
+    bytes: u64,
+    bad: u64,
+    first: Option<u64>,
+    last: Option<u64>,
+    end_seen: Option<u64>,
+}
+
+impl<'a> StreamRxState<'a> {
+    /// A receiver starting now (its intervals and trace count from here; its timeout from
+    /// `cfg.start_ns`); `protocol` is the driver's name, for the result line.
+    pub fn new(cfg: &'a Config, protocol: &'static str) -> Self {
+        let mut tracker = SeqTracker::new(cfg.warmup);
+        if let Some(m) = cfg.messages {
+            tracker.reserve(m);
+        }
+        let start = now_ns();
+        StreamRxState {
+            protocol,
+            warmup: cfg.warmup,
+            linger_ns: cfg.linger_ns,
+            give_up: cfg.give_up_ns(),
+            tracker,
+            expected: cfg.messages,
+            lat_intended: Latency::new(),
+            lat_actual: Latency::new(),
+            intervals: Intervals::new("receiver", start, cfg.report_interval_ns),
+            trace: TraceWriter::from_file(cfg.trace_file.as_deref(), start),
+            bytes: 0,
+            bad: 0,
+            first: None,
+            last: None,
+            end_seen: None,
+        }
+    }
+
+    /// Account one message that arrived at `rt` (CLOCK_MONOTONIC ns).
+    #[inline]
+    pub fn on_message(&mut self, msg: &[u8], rt: u64) {
+        let n = msg.len();
+        let h = match Header::decode(msg) {
+            Ok(h) => h,
+            Err(e) => {
+                self.bad += 1;
+                tracing::warn!("dropping a message that is not ours: {e}");
+                return;
+            }
+        };
+        if h.is_end() {
+            self.end_seen.get_or_insert(rt);
+            if self.expected.is_none() {
+                self.expected = Some(h.seq.saturating_sub(self.warmup));
+            }
+            return;
+        }
+        let arrival = self.tracker.record(h.seq, h.is_warmup());
+        if matches!(
+            arrival,
+            Arrival::New | Arrival::Reordered | Arrival::Duplicate
+        ) {
+            if let Some(tr) = self.trace.as_mut() {
+                tr.write(&rx_record(h.seq, h.intended_ns, h.actual_ns, rt));
+            }
+        }
+        match arrival {
+            Arrival::New | Arrival::Reordered => {
+                self.lat_intended.record(rt as i64 - h.intended_ns as i64);
+                self.lat_actual.record(rt as i64 - h.actual_ns as i64);
+                self.bytes += n as u64;
+                self.first.get_or_insert(rt);
+                self.last = Some(rt);
+                self.intervals.add(1, n as u64);
+            }
+            Arrival::OutOfRange => self.bad += 1,
+            Arrival::Duplicate | Arrival::Warmup => {}
+        }
+    }
+
+    /// True once an end marker arrived.
+    #[inline]
+    pub fn end_marker_seen(&self) -> bool {
+        self.end_seen.is_some()
+    }
+
+    /// `linger_ms` after the first end marker (u64::MAX before one).
+    #[inline]
+    fn linger_until(&self) -> u64 {
+        self.end_seen
+            .map_or(u64::MAX, |t| t.saturating_add(self.linger_ns))
+    }
+
+    /// The earliest instant something falls due without a message: an interval line, a trace
+    /// flush, the end of the linger, the timeout.  After `tick(now)` (and `end_reason(now)` being
+    /// None) it is later than `now`.
+    #[inline]
+    pub fn next_deadline(&self) -> u64 {
+        let flush = self.trace.as_ref().map_or(u64::MAX, |t| t.next_flush_ns());
+        self.give_up
+            .min(self.linger_until())
+            .min(self.intervals.next_ns())
+            .min(flush)
+    }
+
+    /// Print the interval line and flush the trace if either is due at `now` (prints for the
+    /// thread's current flow, output::set_flow).
+    #[inline]
+    pub fn tick(&mut self, now: u64) {
+        self.intervals.tick(now);
+        if let Some(tr) = self.trace.as_mut() {
+            tr.tick(now);
+        }
+    }
+
+    /// Why the receiver ends at `now`, if it does: a stop (a signal, or its flow's stop command),
+    /// every expected message, its timeout, or the linger after an end marker (at once when the
+    /// protocol says every sender has closed).
+    #[inline]
+    pub fn end_reason(
+        &self,
+        now: u64,
+        stop_requested: bool,
+        peers_closed: bool,
+    ) -> Option<EndReason> {
+        if stop_requested {
+            return Some(EndReason::Signal);
+        }
+        if self.expected.is_some_and(|e| self.tracker.complete(e)) {
+            return Some(EndReason::Complete);
+        }
+        if now >= self.give_up {
+            return Some(EndReason::Timeout);
+        }
+        if self.end_seen.is_some() && (now >= self.linger_until() || peers_closed) {
+            return Some(EndReason::EndMarker);
+        }
+        None
+    }
+
+    /// Print the result line (with `failure`, the error that ended it, and the endpoint's
+    /// `extra` fields), closing the trace.  Prints for the thread's current flow.
+    pub fn finish(
+        &mut self,
+        reason: EndReason,
+        failure: Option<&PatternError>,
+        extra: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let (duration_s, throughput_bps) = span_and_rate(self.first, self.last, self.bytes);
+        let expected = self.expected;
+        let tracker = &self.tracker;
+        let complete = expected.is_some_and(|e| tracker.complete(e));
+        let mut result = json!({
+            "role": "receiver", "pattern": "stream", "protocol": self.protocol,
+            "expected": expected, "received": tracker.received, "lost": tracker.lost(expected),
+            "duplicates": tracker.duplicates, "reordered": tracker.reordered,
+            "warmup_received": tracker.warmup_received, "bad_messages": self.bad, "bytes": self.bytes,
+            "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
+            "end_reason": reason.as_str(), "complete": complete,
+            "latency_intended": self.lat_intended.to_json(), "latency_actual": self.lat_actual.to_json(),
+            "cpu": cpu_json(),
+        });
+        if let Some(e) = failure {
+            result["error"] = error_json(e);
+        }
+        if let Some(o) = result.as_object_mut() {
+            o.extend(extra);
+            if let Some(tr) = self.trace.as_mut() {
+                o.extend(tr.finish());
+            }
+        }
+        output::emit("result", result);
+    }
+}
+
 pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
     let mut rx = driver.open_receiver(cfg)?;
     let mut buf = vec![
@@ -165,118 +355,35 @@ pub fn receive(cfg: &Config, driver: &dyn Driver) -> Result<(), PatternError> {
             .max(65_536)
             .min(driver.max_message_bytes())
     ];
-    let mut tracker = SeqTracker::new(cfg.warmup);
-    if let Some(m) = cfg.messages {
-        tracker.reserve(m);
-    }
-    let mut expected = cfg.messages;
-    let (mut lat_intended, mut lat_actual) = (Latency::new(), Latency::new());
-    let start = now_ns();
-    let give_up = cfg.give_up_ns();
-    let mut intervals = Intervals::new("receiver", start, cfg.report_interval_ns);
-    let mut trace = TraceWriter::from_file(cfg.trace_file.as_deref(), start);
-    let (mut bytes, mut bad) = (0u64, 0u64);
-    let (mut first, mut last) = (None, None);
-    let mut end_seen: Option<u64> = None;
+    let mut st = StreamRxState::new(cfg, driver.name());
     output::ready("receiver", &rx.local_addr());
     // The time as of the last clock read: a message's arrival time serves the checks and the interval clock
     // of the turn after it, so the loop reads the clock once per message (issue 17).
     let mut now = now_ns();
     let mut failure: Option<PatternError> = None; // the driver's error that ended it early (kept in the result)
     let reason = loop {
-        if stop_requested() {
-            break EndReason::Signal;
+        // peers_closed matters only after an end marker (and is a call into the driver: dds asks its reader)
+        let closed = st.end_marker_seen() && rx.peers_closed();
+        if let Some(r) = st.end_reason(now, stop_requested(), closed) {
+            break r;
         }
-        if expected.is_some_and(|e| tracker.complete(e)) {
-            break EndReason::Complete;
-        }
-        if now >= give_up {
-            break EndReason::Timeout;
-        }
-        let linger_until = end_seen.map_or(u64::MAX, |t| t.saturating_add(cfg.linger_ns));
-        if end_seen.is_some() && (now >= linger_until || rx.peers_closed()) {
-            break EndReason::EndMarker;
-        }
-        let deadline = next_deadline(now, &[give_up, linger_until, intervals.next_ns()]);
-        let got = match rx.recv(&mut buf, deadline) {
-            Ok(got) => got,
+        let deadline = next_deadline(now, &[st.next_deadline()]);
+        match rx.recv(&mut buf, deadline) {
+            Ok(None) => now = now_ns(),
+            Ok(Some(n)) => {
+                now = now_ns();
+                st.on_message(&buf[..n], now);
+            }
             Err(DriverError::Interrupted) => break EndReason::Signal,
             Err(e) => {
                 // The connection ended under it (a broker closed it, a peer reset it): keep what arrived.
                 failure = Some(e.into());
                 break EndReason::Error;
             }
-        };
-        match got {
-            None => now = now_ns(),
-            Some(n) => {
-                let rt = now_ns();
-                now = rt;
-                let h = match Header::decode(&buf[..n]) {
-                    Ok(h) => h,
-                    Err(e) => {
-                        bad += 1;
-                        tracing::warn!("dropping a message that is not ours: {e}");
-                        continue;
-                    }
-                };
-                if h.is_end() {
-                    end_seen.get_or_insert(rt);
-                    if expected.is_none() {
-                        expected = Some(h.seq.saturating_sub(cfg.warmup));
-                    }
-                    continue;
-                }
-                let arrival = tracker.record(h.seq, h.is_warmup());
-                if matches!(
-                    arrival,
-                    Arrival::New | Arrival::Reordered | Arrival::Duplicate
-                ) {
-                    if let Some(tr) = trace.as_mut() {
-                        tr.write(&rx_record(h.seq, h.intended_ns, h.actual_ns, rt));
-                    }
-                }
-                match arrival {
-                    Arrival::New | Arrival::Reordered => {
-                        lat_intended.record(rt as i64 - h.intended_ns as i64);
-                        lat_actual.record(rt as i64 - h.actual_ns as i64);
-                        bytes += n as u64;
-                        first.get_or_insert(rt);
-                        last = Some(rt);
-                        intervals.add(1, n as u64);
-                    }
-                    Arrival::OutOfRange => bad += 1,
-                    Arrival::Duplicate | Arrival::Warmup => {}
-                }
-            }
         }
-        intervals.tick(now);
-        if let Some(tr) = trace.as_mut() {
-            tr.tick(now);
-        }
+        st.tick(now);
     };
-    let (duration_s, throughput_bps) = span_and_rate(first, last, bytes);
-    let complete = expected.is_some_and(|e| tracker.complete(e));
-    let mut result = json!({
-        "role": "receiver", "pattern": "stream", "protocol": driver.name(),
-        "expected": expected, "received": tracker.received, "lost": tracker.lost(expected),
-        "duplicates": tracker.duplicates, "reordered": tracker.reordered,
-        "warmup_received": tracker.warmup_received, "bad_messages": bad, "bytes": bytes,
-        "duration_s": round6(duration_s), "throughput_bps": throughput_bps,
-        "end_reason": reason.as_str(), "complete": complete,
-        "latency_intended": lat_intended.to_json(), "latency_actual": lat_actual.to_json(),
-        "cpu": cpu_json(),
-    });
-    if let Some(e) = &failure {
-        result["error"] = error_json(e);
-    }
-    if let Some(o) = result.as_object_mut() {
-        o.extend(rx.extra_results());
-        if let Some(tr) = trace.as_mut() {
-            o.extend(tr.finish());
-        }
-    }
-    output::emit("result", result);
+    st.finish(reason, failure.as_ref(), rx.extra_results());
     // the partial result is out; the error line and the exit code say the role failed
     failure.map_or(Ok(()), Err)
 }
