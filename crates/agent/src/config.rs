@@ -9,7 +9,7 @@
 
 use serde::Deserialize;
 use std::fs::File;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -177,6 +177,9 @@ struct RawConfig {
     // --- stream pattern: per-message trace file (crate::trace); null / absent = none ---
     #[serde(default)]
     trace_path: Option<String>,
+    // --- udp stream receiver: the one address its messages come from; null / absent = any ---
+    #[serde(default)]
+    source: Option<String>,
 }
 
 /// The sync pattern's settings (docs/agent-protocol.md, "sync").
@@ -237,6 +240,10 @@ pub struct Config {
     pub trace_path: Option<String>,
     /// stream: that file, created (truncated) by `Config::parse`; None before and without one.
     pub trace_file: Option<Arc<File>>,
+    /// udp stream receiver: the address this flow's messages come from (a datagram from any
+    /// other is not this flow's: ignored, or in host mode another flow's of a shared receiver,
+    /// crate::host); IPv4-mapped IPv6 addresses are stored as IPv4.  None: any sender.
+    pub source: Option<IpAddr>,
     /// CLOCK_MONOTONIC when the configuration was read: `timeout_ms` counts from here.
     pub start_ns: u64,
 }
@@ -556,6 +563,7 @@ impl Config {
             }
             p => p.map(str::to_owned),
         };
+        let source = check_source(&raw, role, pattern)?;
         if raw.timeout_ms == 0 {
             return Err(ConfigError::invalid("timeout_ms", 0, "at least 1 ms"));
         }
@@ -600,6 +608,7 @@ impl Config {
             sync,
             trace_path,
             trace_file: None,
+            source,
             start_ns: crate::clock::now_ns(),
         })
     }
@@ -624,6 +633,41 @@ impl Config {
     pub fn give_up_ns(&self) -> u64 {
         self.start_ns.saturating_add(self.timeout_ns)
     }
+}
+
+/// `source`: an IP address (no port), for a udp stream receiver only.
+fn check_source(
+    raw: &RawConfig,
+    role: Role,
+    pattern: Pattern,
+) -> Result<Option<IpAddr>, ConfigError> {
+    let Some(s) = raw.source.as_deref() else {
+        return Ok(None);
+    };
+    let only = "null: `source` is for a udp stream receiver only";
+    if role != Role::Receiver || pattern != Pattern::Stream {
+        let what = if pattern == Pattern::Sync { "syncer" } else { role.as_str() };
+        return Err(ConfigError::invalid(
+            "source",
+            format!("{s:?}"),
+            format!("{only} (this is a {} {what})", raw.pattern),
+        ));
+    }
+    if raw.protocol != "udp" {
+        return Err(ConfigError::invalid(
+            "source",
+            format!("{s:?}"),
+            format!("{only} (this receiver's protocol is {})", raw.protocol),
+        ));
+    }
+    let ip: IpAddr = s.parse().map_err(|_| {
+        ConfigError::invalid(
+            "source",
+            format!("{s:?}"),
+            "an IPv4 or IPv6 address without a port, such as \"198.18.0.3\" (the senders' address)",
+        )
+    })?;
+    Ok(Some(ip.to_canonical()))
 }
 
 /// The sync keys: required (bundles) and checked for pattern sync, refused for the others.
@@ -943,6 +987,49 @@ mod tests {
         p["trace_path"] = path.to_str().unwrap().into();
         assert!(err_of(p).contains("only stream writes traces"));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn source_is_an_address_for_a_udp_stream_receiver_only() {
+        let mut r = base();
+        r["role"] = "receiver".into();
+        r["peers"] = serde_json::Value::Null;
+        r["listen"] = "127.0.0.1:9".into();
+        assert_eq!(Config::parse(&r.to_string()).unwrap().source, None);
+        r["source"] = "127.0.0.2".into();
+        assert_eq!(
+            Config::parse(&r.to_string()).unwrap().source,
+            Some("127.0.0.2".parse().unwrap())
+        );
+        r["source"] = "::ffff:10.0.0.3".into(); // IPv4-mapped: kept as the IPv4 address
+        assert_eq!(
+            Config::parse(&r.to_string()).unwrap().source,
+            Some("10.0.0.3".parse().unwrap())
+        );
+        r["source"] = "fd00::3".into();
+        assert!(Config::parse(&r.to_string()).unwrap().source.is_some());
+        for bad in ["127.0.0.2:5000", "nohost", ""] {
+            r["source"] = bad.into();
+            let e = err_of(r.clone());
+            assert!(
+                e.contains("`source`") && e.contains("without a port"),
+                "{bad}: {e}"
+            );
+        }
+        let mut tcp = r.clone();
+        tcp["source"] = "127.0.0.2".into();
+        tcp["protocol"] = "tcp".into();
+        let e = err_of(tcp);
+        assert!(e.contains("`source`") && e.contains("protocol is tcp"), "{e}");
+        let mut s = base();
+        s["source"] = "127.0.0.2".into();
+        let e = err_of(s);
+        assert!(e.contains("`source`") && e.contains("stream sender"), "{e}");
+        let mut bulk = r.clone();
+        bulk["source"] = "127.0.0.2".into();
+        bulk["pattern"] = "bulk".into();
+        let e = err_of(bulk);
+        assert!(e.contains("`source`") && e.contains("bulk receiver"), "{e}");
     }
 
     #[test]

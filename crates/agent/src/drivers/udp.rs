@@ -14,7 +14,7 @@
 //! unchanged, so each receiver counts what reached it.
 
 use serde::Deserialize;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -101,6 +101,25 @@ impl Udp {
         Ok((sock, local))
     }
 
+    /// A receiver bound as `open_receiver` binds (`listen`; the wildcard on its port for
+    /// broadcast).  `source` Some: `recv` ignores datagrams from any other address (a receiver
+    /// with the `source` key); None: it takes every datagram (a host's shared receiver passes
+    /// None and demultiplexes by `recv_from`'s source itself, crate::host).
+    pub fn open_udp_receiver(
+        &self,
+        cfg: &Config,
+        source: Option<IpAddr>,
+    ) -> Result<UdpReceiver, DriverError> {
+        let (sock, local) = self.bound(cfg)?;
+        Ok(UdpReceiver {
+            fd: sock.as_raw_fd(),
+            sock,
+            local,
+            source: source.map(|ip| ip.to_canonical()),
+            ignored: 0,
+        })
+    }
+
     fn connected(&self, peer: &SocketAddr) -> Result<UdpSocket, DriverError> {
         let s = self.socket(peer)?;
         s.connect(&(*peer).into())
@@ -144,12 +163,7 @@ impl Driver for Udp {
     }
 
     fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
-        let (sock, local) = self.bound(cfg)?;
-        Ok(Box::new(UdpReceiver {
-            fd: sock.as_raw_fd(),
-            sock,
-            local,
-        }))
+        Ok(Box::new(self.open_udp_receiver(cfg, cfg.source)?))
     }
 
     fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
@@ -316,25 +330,93 @@ pub struct UdpReceiver {
     sock: UdpSocket,
     fd: RawFd,
     local: String,
+    /// Only datagrams from this address are received (None: any); canonical (IPv4-mapped
+    /// IPv6 addresses as IPv4).
+    source: Option<IpAddr>,
+    /// Datagrams from other addresses, ignored (with `source`).
+    ignored: u64,
+}
+
+impl UdpReceiver {
+    /// The next datagram into `buf` with the address it came from, or `Ok(None)` when
+    /// `deadline_ns` passes first.  The length is the datagram's own (MSG_TRUNC): one above
+    /// `buf.len()` means it did not fit (only `buf.len()` bytes were copied); the caller decides
+    /// whose error that is.  No `source` filtering: the caller demultiplexes.
+    #[inline]
+    pub fn recv_from(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, SocketAddr)>, DriverError> {
+        let fd = self.fd;
+        sys::recv_with_deadline(fd, deadline_ns, |flags| {
+            sys::recv_from_flags(fd, buf, flags | libc::MSG_TRUNC)
+        })
+        .map_err(|e| DriverError::io("recv on", &self.local, e))
+    }
+
+    /// Datagrams ignored so far because they came from another address than `source`.
+    pub fn ignored(&self) -> u64 {
+        self.ignored
+    }
 }
 
 impl Receiver for UdpReceiver {
     #[inline]
     fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
         let fd = self.fd;
-        let r = sys::recv_with_deadline(fd, deadline_ns, |flags| {
-            sys::recv_flags(fd, buf, flags | libc::MSG_TRUNC)
-        })
-        .map_err(|e| DriverError::io("recv on", &self.local, e))?;
-        match r {
-            Some(n) if n > buf.len() => Err(too_large(n, buf.len())),
-            other => Ok(other),
+        let Some(want) = self.source else {
+            let r = sys::recv_with_deadline(fd, deadline_ns, |flags| {
+                sys::recv_flags(fd, buf, flags | libc::MSG_TRUNC)
+            })
+            .map_err(|e| DriverError::io("recv on", &self.local, e))?;
+            return match r {
+                Some(n) if n > buf.len() => Err(too_large(n, buf.len())),
+                other => Ok(other),
+            };
+        };
+        loop {
+            match self.recv_from(buf, deadline_ns)? {
+                None => return Ok(None),
+                Some((n, src)) if src.ip().to_canonical() == want => {
+                    return if n > buf.len() {
+                        Err(too_large(n, buf.len()))
+                    } else {
+                        Ok(Some(n))
+                    };
+                }
+                Some((_, src)) => {
+                    // Not this flow's sender: not counted at all (not even as a bad message).
+                    if self.ignored == 0 {
+                        tracing::warn!(
+                            "udp {}: ignoring datagrams from {src} (this receiver takes those from {want} only)",
+                            self.local
+                        );
+                    }
+                    self.ignored += 1;
+                    // A stream of strangers' datagrams must not hold the caller past its deadline.
+                    if crate::clock::now_ns() >= deadline_ns {
+                        return Ok(None);
+                    }
+                }
+            }
         }
     }
 
     fn local_addr(&self) -> String {
         let _ = &self.sock;
         self.local.clone()
+    }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        if self.ignored > 0 {
+            tracing::info!(
+                "udp {}: {} datagrams from addresses other than the source were ignored",
+                self.local,
+                self.ignored
+            );
+        }
+        serde_json::Map::new()
     }
 }
 
