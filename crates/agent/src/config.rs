@@ -646,7 +646,11 @@ fn check_source(
     };
     let only = "null: `source` is for a udp stream receiver only";
     if role != Role::Receiver || pattern != Pattern::Stream {
-        let what = if pattern == Pattern::Sync { "syncer" } else { role.as_str() };
+        let what = if pattern == Pattern::Sync {
+            "syncer"
+        } else {
+            role.as_str()
+        };
         return Err(ConfigError::invalid(
             "source",
             format!("{s:?}"),
@@ -1020,7 +1024,10 @@ mod tests {
         tcp["source"] = "127.0.0.2".into();
         tcp["protocol"] = "tcp".into();
         let e = err_of(tcp);
-        assert!(e.contains("`source`") && e.contains("protocol is tcp"), "{e}");
+        assert!(
+            e.contains("`source`") && e.contains("protocol is tcp"),
+            "{e}"
+        );
         let mut s = base();
         s["source"] = "127.0.0.2".into();
         let e = err_of(s);

@@ -10,8 +10,12 @@
 //! from, CLOCK_MONOTONIC ns) and `{"stop": K}` (stop flow K as SIGTERM would).  A flow's
 //! failure is its own: the others go on; `run` says how many failed.
 //!
-//! Each flow has its own driver for now; sharing one session per protocol per host is a later
-//! step (the drivers are created here, in one place, so that step can hand flows a shared one).
+//! UDP stream receivers that listen on one address, each with a `source` of its own, share one
+//! socket and one thread (`udp-group-PORT`, crate::udp_group), which hands each datagram to the
+//! flow whose source sent it (`shared_receivers` says which flows; two UDP flows that would bind
+//! one address otherwise are a configuration error).  Every other flow has its own driver for
+//! now; sharing one session per protocol per host is a later step (the drivers are created here,
+//! in one place, so that step can hand flows a shared one).
 
 use std::collections::{HashMap, HashSet};
 use std::error::Error as StdError;
@@ -26,11 +30,14 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::clock::{now_ns, sleep_until_ns};
-use crate::config::{Config, ConfigError};
+use std::net::{IpAddr, SocketAddr};
+
+use crate::config::{Config, ConfigError, Pattern, Role};
 use crate::drivers::{self, Driver};
 use crate::output;
 use crate::patterns::{self, PatternError};
 use crate::signals::{self, stop_requested, POLL_SLICE_NS};
+use crate::udp_group::{self, Member};
 
 /// The host object's format version (its `v`).
 pub const HOST_VERSION: u64 = 1;
@@ -52,13 +59,18 @@ pub enum HostError {
     },
     #[error("flow {flow}: {source}")]
     Flow { flow: u32, source: ConfigError },
+    /// Two flows that would bind one UDP address without sharing a receiver (crate::udp_group).
+    #[error("flow {flow}: {message}")]
+    Shared { flow: u32, message: String },
 }
 
 impl HostError {
     /// The flow this error is about, if it is about one.
     pub fn flow(&self) -> Option<u32> {
         match self {
-            HostError::Entry { flow, .. } | HostError::Flow { flow, .. } => Some(*flow),
+            HostError::Entry { flow, .. }
+            | HostError::Flow { flow, .. }
+            | HostError::Shared { flow, .. } => Some(*flow),
             HostError::Json(_) | HostError::Host(_) => None,
         }
     }
@@ -144,7 +156,81 @@ pub fn parse(text: &str) -> Result<Vec<Flow>, HostError> {
             driver,
         });
     }
+    shared_receivers(&flows)?;
     Ok(flows)
+}
+
+/// True for a flow that may share a UDP receiver: a udp stream receiver with `source`.
+fn shareable(cfg: &Config) -> bool {
+    cfg.protocol == "udp"
+        && cfg.pattern == Pattern::Stream
+        && cfg.role == Role::Receiver
+        && cfg.source.is_some()
+}
+
+/// The flows that share one UDP receiver (crate::udp_group), as groups of indices into `flows`
+/// (each in flow order, the groups in the order of their first flows): the udp stream receivers
+/// with a `source` on one `listen` address, with the same `options` and `start_ns`.  A `listen`
+/// port 0 never groups (each such flow binds a port of its own).  Err: two UDP flows that
+/// would bind one address without sharing a receiver, or two flows of one with one source.
+pub fn shared_receivers(flows: &[Flow]) -> Result<Vec<Vec<usize>>, HostError> {
+    use std::collections::hash_map::Entry;
+    let mut by_listen: HashMap<SocketAddr, usize> = HashMap::new(); // listen -> index in groups
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut sources: HashMap<(SocketAddr, IpAddr), u32> = HashMap::new();
+    for (i, f) in flows.iter().enumerate() {
+        let c = &f.cfg;
+        let Some(listen) = c.listen.filter(|a| c.protocol == "udp" && a.port() != 0) else {
+            continue;
+        };
+        let err = |message: String| HostError::Shared {
+            flow: f.id,
+            message,
+        };
+        match by_listen.entry(listen) {
+            Entry::Vacant(v) => {
+                v.insert(groups.len());
+                groups.push(vec![i]);
+            }
+            Entry::Occupied(o) => {
+                let g = &mut groups[*o.get()];
+                let j = &flows[g[0]];
+                if !shareable(c) || !shareable(&j.cfg) {
+                    return Err(err(format!(
+                        "listen {listen} is also flow {}'s; a shared UDP receiver needs source on both",
+                        j.id
+                    )));
+                }
+                if c.options != j.cfg.options {
+                    return Err(err(format!(
+                        "listen {listen} is also flow {}'s, with other options; flows sharing a UDP \
+                         receiver need the same options",
+                        j.id
+                    )));
+                }
+                if f.start_ns != j.start_ns {
+                    return Err(err(format!(
+                        "listen {listen} is also flow {}'s, with another start_ns; flows sharing a UDP \
+                         receiver start together",
+                        j.id
+                    )));
+                }
+                g.push(i);
+            }
+        }
+        if let Some(src) = c.source.filter(|_| shareable(c)) {
+            if let Some(k) = sources.insert((listen, src), f.id) {
+                return Err(err(format!(
+                    "source {src} on listen {listen} is also flow {k}'s; each flow sharing a UDP \
+                     receiver needs a source of its own"
+                )));
+            }
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .filter(|g| shareable(&flows[g[0]].cfg))
+        .collect())
 }
 
 /// A line of standard input the host understands.
@@ -212,10 +298,24 @@ pub enum Outcome {
     },
 }
 
-/// Run every flow, each in its own thread, reading commands from `commands` (standard input)
-/// in another; returns once every flow has ended, with the number that failed (each failure's
-/// error line already printed).  The caller has installed the signal handler and timer slack.
+/// Run every flow, each in its own thread (a shared UDP receiver's flows in one thread together,
+/// crate::udp_group), reading commands from `commands` (standard input) in another; returns once
+/// every flow has ended, with the number that failed (each failure's error line already
+/// printed).  The caller has installed the signal handler and timer slack.
 pub fn run(flows: Vec<Flow>, commands: impl BufRead + Send + 'static) -> usize {
+    let groups = match shared_receivers(&flows) {
+        Ok(g) => g,
+        Err(e) => {
+            // parse checks this; flows built otherwise get the same refusal, nothing started
+            let message = describe(&e);
+            tracing::error!("{message}");
+            match e.flow() {
+                Some(k) => output::with_flow(k, || output::error("config", &message)),
+                None => output::error("config", &message),
+            }
+            return flows.len();
+        }
+    };
     let shared = Arc::new(Shared::default());
     // One flag per flow for the process's life (at most MAX_FLOWS bytes): see signals::FLOW_STOP.
     let flags: HashMap<u32, &'static AtomicBool> = flows
@@ -233,71 +333,216 @@ pub fn run(flows: Vec<Flow>, commands: impl BufRead + Send + 'static) -> usize {
             shared.lock().eof = true;
         }
     }
+    // What each thread runs, in the order of the flows (a group where its first flow was).
+    let mut group_of = vec![None; flows.len()];
+    for (g, members) in groups.iter().enumerate() {
+        for &i in members {
+            group_of[i] = Some(g);
+        }
+    }
+    let mut slots: Vec<Option<Flow>> = flows.into_iter().map(Some).collect();
+    let mut units = Vec::new();
+    for i in 0..slots.len() {
+        match group_of[i] {
+            None => units.push(Unit::Flow(Box::new(
+                slots[i].take().expect("each flow once"),
+            ))),
+            Some(g) if groups[g][0] == i => units.push(Unit::Group(
+                groups[g]
+                    .iter()
+                    .map(|&k| slots[k].take().expect("each flow once"))
+                    .collect(),
+            )),
+            Some(_) => {}
+        }
+    }
     let mut failed = 0;
-    let mut threads = Vec::with_capacity(flows.len());
-    for f in flows {
-        let id = f.id;
-        let flag = flags[&id];
-        let shared = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("flow-{id}"))
-            .spawn(move || {
-                output::set_flow(Some(id));
-                signals::set_flow_stop(Some(flag));
-                let Flow {
-                    start_ns,
-                    mut cfg,
-                    driver,
-                    ..
-                } = f;
-                let out = run_flow(id, || {
-                    if let Some(offset) = start_ns {
-                        if !wait_for_start(&shared, offset) {
-                            return Err(FlowError::NotStarted);
-                        }
-                    }
-                    // `timeout_ms` counts from the flow's start, not from reading the host object.
-                    cfg.start_ns = now_ns();
-                    tracing::info!(
-                        flow = id,
-                        role = cfg.role.as_str(),
-                        pattern = cfg.pattern.as_str(),
-                        protocol = driver.name(),
-                        "starting"
-                    );
-                    patterns::run(&cfg, driver.as_ref()).map_err(FlowError::Run)
-                });
-                report(&out);
-                out
-            });
-        match spawned {
-            Ok(t) => threads.push((id, t)),
+    let mut threads = Vec::with_capacity(units.len());
+    for unit in units {
+        let ids = unit.ids();
+        let (name, body): (String, ThreadBody) = match unit {
+            Unit::Flow(f) => {
+                let id = f.id;
+                let flag = flags[&id];
+                let shared = shared.clone();
+                (
+                    format!("flow-{id}"),
+                    Box::new(move || vec![(id, run_one(*f, flag, &shared))]),
+                )
+            }
+            Unit::Group(fs) => {
+                let port = fs[0].cfg.listen.map_or(0, |a| a.port());
+                let members: Vec<(Flow, &'static AtomicBool)> = fs
+                    .into_iter()
+                    .map(|f| {
+                        let flag = flags[&f.id];
+                        (f, flag)
+                    })
+                    .collect();
+                let shared = shared.clone();
+                (
+                    udp_group::thread_name(port),
+                    Box::new(move || run_group(members, &shared)),
+                )
+            }
+        };
+        match std::thread::Builder::new().name(name).spawn(body) {
+            Ok(t) => threads.push((ids, t)),
             Err(e) => {
-                failed += 1;
-                let out = Outcome::Failed {
-                    kind: "io",
-                    message: format!("flow {id}: cannot start its thread: {e}"),
-                };
-                output::with_flow(id, || report(&out));
+                for id in ids {
+                    failed += 1;
+                    let out = Outcome::Failed {
+                        kind: "io",
+                        message: format!("flow {id}: cannot start its thread: {e}"),
+                    };
+                    output::with_flow(id, || report(&out));
+                }
             }
         }
     }
-    for (id, t) in threads {
+    for (ids, t) in threads {
         match t.join() {
-            Ok(Outcome::Done) => {}
-            Ok(Outcome::Failed { .. }) => failed += 1,
+            Ok(outs) => {
+                failed += outs
+                    .iter()
+                    .filter(|(_, o)| matches!(o, Outcome::Failed { .. }))
+                    .count()
+            }
             Err(p) => {
-                // run_flow catches panics; this is one in reporting it.
-                failed += 1;
-                let out = Outcome::Failed {
-                    kind: "io",
-                    message: format!("flow {id}: internal error: {}", panic_message(p.as_ref())),
-                };
-                output::with_flow(id, || report(&out));
+                // run_flow and run_group catch panics; this is one in reporting them.
+                for id in ids {
+                    failed += 1;
+                    let out = Outcome::Failed {
+                        kind: "io",
+                        message: format!(
+                            "flow {id}: internal error: {}",
+                            panic_message(p.as_ref())
+                        ),
+                    };
+                    output::with_flow(id, || report(&out));
+                }
             }
         }
     }
     failed
+}
+
+/// What one thread runs: a flow, or the flows of a shared UDP receiver.
+enum Unit {
+    Flow(Box<Flow>),
+    Group(Vec<Flow>),
+}
+
+/// A thread's work: its flows' outcomes, each failure's error line printed.
+type ThreadBody = Box<dyn FnOnce() -> Vec<(u32, Outcome)> + Send>;
+
+impl Unit {
+    fn ids(&self) -> Vec<u32> {
+        match self {
+            Unit::Flow(f) => vec![f.id],
+            Unit::Group(fs) => fs.iter().map(|f| f.id).collect(),
+        }
+    }
+}
+
+/// A flow of its own, in its thread: wait for its start, run its pattern; its outcome, its error
+/// line printed.
+fn run_one(f: Flow, flag: &'static AtomicBool, shared: &Shared) -> Outcome {
+    let id = f.id;
+    output::set_flow(Some(id));
+    signals::set_flow_stop(Some(flag));
+    let Flow {
+        start_ns,
+        mut cfg,
+        driver,
+        ..
+    } = f;
+    let out = run_flow(id, || {
+        if let Some(offset) = start_ns {
+            if !wait_for_start(shared, offset, &stop_requested) {
+                return Err(FlowError::NotStarted);
+            }
+        }
+        // `timeout_ms` counts from the flow's start, not from reading the host object.
+        cfg.start_ns = now_ns();
+        tracing::info!(
+            flow = id,
+            role = cfg.role.as_str(),
+            pattern = cfg.pattern.as_str(),
+            protocol = driver.name(),
+            "starting"
+        );
+        patterns::run(&cfg, driver.as_ref()).map_err(FlowError::Run)
+    });
+    report(&out);
+    out
+}
+
+/// The flows of a shared UDP receiver, in their thread: wait for their start (they have one),
+/// then serve them all (crate::udp_group); each flow's outcome, its error line printed.
+fn run_group(members: Vec<(Flow, &'static AtomicBool)>, shared: &Shared) -> Vec<(u32, Outcome)> {
+    let start_ns = members[0].0.start_ns;
+    let ids: Vec<u32> = members.iter().map(|(f, _)| f.id).collect();
+    let mut group: Vec<Member> = members
+        .into_iter()
+        .map(|(f, stop)| Member {
+            id: f.id,
+            cfg: f.cfg, // its driver is not needed: the group opens one socket for all
+            stop,
+        })
+        .collect();
+    let mut outcomes: Vec<Option<Outcome>> = group.iter().map(|_| None).collect();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(offset) = start_ns {
+            let all_stopped = || {
+                signals::signal_received() || group.iter().all(|m| m.stop.load(Ordering::Relaxed))
+            };
+            let started = wait_for_start(shared, offset, &all_stopped);
+            // A flow stopped before the start does not run (udp_group::serve skips it); the others do.
+            for (m, o) in group.iter().zip(outcomes.iter_mut()) {
+                if !started || signals::signal_received() || m.stop.load(Ordering::Relaxed) {
+                    let out = Outcome::Failed {
+                        kind: "io",
+                        message: not_started(m.id),
+                    };
+                    output::with_flow(m.id, || report(&out));
+                    *o = Some(out);
+                }
+            }
+        }
+        // `timeout_ms` counts from the flows' start, not from reading the host object.
+        let now = now_ns();
+        for m in &mut group {
+            m.cfg.start_ns = now;
+        }
+        tracing::info!(
+            flows = ?ids,
+            role = "receiver",
+            pattern = "stream",
+            protocol = "udp",
+            "starting (one shared receiver)"
+        );
+        udp_group::serve(&group, &mut outcomes);
+    }));
+    let why = r.err().map(|p| panic_message(p.as_ref()));
+    ids.into_iter()
+        .zip(outcomes)
+        .map(|(id, o)| {
+            let o = o.unwrap_or_else(|| {
+                let out = Outcome::Failed {
+                    kind: "io",
+                    message: format!(
+                        "flow {id}: internal error: {}",
+                        why.as_deref()
+                            .unwrap_or("its shared receiver ended without its result")
+                    ),
+                };
+                output::with_flow(id, || report(&out));
+                out
+            });
+            (id, o)
+        })
+        .collect()
 }
 
 /// Why a flow's body failed.
@@ -326,20 +571,20 @@ pub fn run_flow(id: u32, body: impl FnOnce() -> Result<(), FlowError>) -> Outcom
 }
 
 /// Print a failed flow's error line (and log it).
-fn report(out: &Outcome) {
+pub(crate) fn report(out: &Outcome) {
     if let Outcome::Failed { kind, message } = out {
         tracing::error!("{message}");
         output::error(kind, message);
     }
 }
 
-/// Wait for t0, then until t0 + `offset`; false if the flow was stopped first (a stop command,
-/// SIGTERM/SIGINT) or standard input ended before t0.
-fn wait_for_start(shared: &Shared, offset: u64) -> bool {
+/// Wait for t0, then until t0 + `offset`; false if `stopped` says so first (a stop command,
+/// SIGTERM/SIGINT: `stop_requested` for a flow's own thread) or standard input ended before t0.
+fn wait_for_start(shared: &Shared, offset: u64, stopped: &dyn Fn() -> bool) -> bool {
     let t0 = {
         let mut g = shared.lock();
         loop {
-            if stop_requested() {
+            if stopped() {
                 return false;
             }
             if let Some(t) = g.t0 {
@@ -356,8 +601,8 @@ fn wait_for_start(shared: &Shared, offset: u64) -> bool {
                 .0;
         }
     };
-    sleep_until_ns(t0.saturating_add(offset), &stop_requested);
-    !stop_requested()
+    sleep_until_ns(t0.saturating_add(offset), stopped);
+    !stopped()
 }
 
 /// The standard input loop: commands until end of input.
@@ -538,6 +783,95 @@ mod tests {
         assert!(msg.contains("more"), "{msg}");
     }
 
+    fn shared(port: u16, source: &str) -> Value {
+        let mut c = receiver(port);
+        c["source"] = source.into();
+        c
+    }
+
+    #[test]
+    fn udp_stream_receivers_with_sources_on_one_listen_address_share_a_receiver() {
+        let mut other_opts = shared(5002, "10.0.0.9");
+        other_opts["options"] = json!({"recv_buffer": 1_000_000});
+        let flows = parse(&host(json!([
+            {"flow": 1, "config": shared(5001, "10.0.0.1")},
+            {"flow": 2, "config": receiver(5003)},                // alone: its own thread
+            {"flow": 3, "config": shared(5001, "10.0.0.2")},
+            {"flow": 4, "config": other_opts},                    // a group of one
+            {"flow": 5, "config": shared(0, "10.0.0.3")},         // port 0: never shared
+            {"flow": 6, "config": shared(0, "10.0.0.3")},
+            {"flow": 7, "config": shared(5001, "::ffff:10.0.0.3")},
+        ])))
+        .unwrap();
+        let ids = |g: &Vec<usize>| g.iter().map(|&i| flows[i].id).collect::<Vec<_>>();
+        let groups: Vec<_> = shared_receivers(&flows).unwrap().iter().map(ids).collect();
+        assert_eq!(groups, vec![vec![1, 3, 7], vec![4]]);
+    }
+
+    #[test]
+    fn flows_that_would_bind_one_udp_address_without_sharing_are_refused() {
+        let (flow, msg) = err(&host(json!([
+            {"flow": 1, "config": shared(5001, "10.0.0.1")},
+            {"flow": 2, "config": receiver(5001)},
+        ])));
+        assert_eq!(flow, Some(2));
+        assert_eq!(
+            msg,
+            "flow 2: listen 127.0.0.1:5001 is also flow 1's; a shared UDP receiver needs source on both"
+        );
+        let (flow, msg) = err(&host(json!([
+            {"flow": 8, "config": receiver(5001)},
+            {"flow": 9, "config": shared(5001, "10.0.0.1")},
+        ])));
+        assert_eq!(flow, Some(9));
+        assert!(
+            msg.contains("is also flow 8's") && msg.contains("source on both"),
+            "{msg}"
+        );
+        let mut pong = receiver(5001);
+        pong["pattern"] = "ping".into();
+        pong["role"] = "ponger".into();
+        let (flow, msg) = err(&host(json!([
+            {"flow": 1, "config": shared(5001, "10.0.0.1")},
+            {"flow": 2, "config": pong},
+        ])));
+        assert_eq!(flow, Some(2));
+        assert!(msg.contains("source on both"), "{msg}");
+        let mut opts = shared(5001, "10.0.0.2");
+        opts["options"] = json!({"recv_buffer": 1_000_000});
+        let (flow, msg) = err(&host(json!([
+            {"flow": 1, "config": shared(5001, "10.0.0.1")},
+            {"flow": 2, "config": opts},
+        ])));
+        assert_eq!(flow, Some(2));
+        assert!(msg.contains("same options"), "{msg}");
+        let (flow, msg) = err(&host(json!([
+            {"flow": 1, "config": shared(5001, "10.0.0.1")},
+            {"flow": 2, "start_ns": 5, "config": shared(5001, "10.0.0.2")},
+        ])));
+        assert_eq!(flow, Some(2));
+        assert!(msg.contains("start_ns"), "{msg}");
+        let (flow, msg) = err(&host(json!([
+            {"flow": 1, "config": shared(5001, "10.0.0.1")},
+            {"flow": 2, "config": shared(5001, "10.0.0.2")},
+            {"flow": 3, "config": shared(5001, "::ffff:10.0.0.1")},
+        ])));
+        assert_eq!(flow, Some(3));
+        assert!(
+            msg.contains("source 10.0.0.1 on listen 127.0.0.1:5001 is also flow 1's"),
+            "{msg}"
+        );
+        // TCP receivers are not the UDP receiver's business (and one same source on two addresses is fine).
+        let mut tcp = receiver(5001);
+        tcp["protocol"] = "tcp".into();
+        assert!(parse(&host(json!([
+            {"flow": 1, "config": shared(5001, "10.0.0.1")},
+            {"flow": 2, "config": tcp},
+            {"flow": 3, "config": shared(5002, "10.0.0.1")},
+        ])))
+        .is_ok());
+    }
+
     #[test]
     fn too_many_flows_are_refused() {
         let flows: Vec<Value> = (0..=MAX_FLOWS as u32)
@@ -601,7 +935,7 @@ mod tests {
         std::thread::scope(|s| {
             let w = s.spawn(|| {
                 signals::set_flow_stop(Some(flag));
-                wait_for_start(&shared, 1_000_000)
+                wait_for_start(&shared, 1_000_000, &stop_requested)
             });
             let input = format!("junk\n{{\"stop\": 99}}\n{{\"t0_ns\": {now}}}\n");
             read_commands(std::io::Cursor::new(input), &shared, &flags);
@@ -613,7 +947,7 @@ mod tests {
         // End of input before t0, and a stop command, both end a waiting flow.
         let shared = Shared::default();
         read_commands(std::io::Cursor::new(""), &shared, &flags);
-        assert!(!wait_for_start(&shared, 0));
+        assert!(!wait_for_start(&shared, 0, &stop_requested));
         let shared = Shared::default();
         let input = format!("{{\"t0_ns\": {now}}}\n{{\"stop\": 1}}\n");
         read_commands(std::io::Cursor::new(input), &shared, &flags);
@@ -621,7 +955,7 @@ mod tests {
         std::thread::scope(|s| {
             let w = s.spawn(|| {
                 signals::set_flow_stop(Some(flag));
-                wait_for_start(&shared, 0)
+                wait_for_start(&shared, 0, &stop_requested)
             });
             assert!(!w.join().unwrap());
         });

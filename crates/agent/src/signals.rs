@@ -54,6 +54,14 @@ pub fn stop_requested() -> bool {
         || FLOW_STOP.with(|f| f.get().is_some_and(|s| s.load(Ordering::Relaxed)))
 }
 
+/// True once SIGTERM or SIGINT arrived (whatever thread asks; no flow's flag).  A thread that
+/// serves several flows (a host's shared UDP receiver, crate::udp_group) reads this and each
+/// flow's flag itself.
+#[inline]
+pub fn signal_received() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
 /// Make `flag` this thread's flow stop flag (None: no flow's).
 pub fn set_flow_stop(flag: Option<&'static AtomicBool>) {
     FLOW_STOP.with(|f| f.set(flag));
