@@ -9,6 +9,7 @@ use std::net::UdpSocket;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use roughnet_agent::clock::now_ns;
+use roughnet_agent::message::{Header, FLAG_END, HEADER_LEN};
 
 const AGENT: &str = env!("CARGO_BIN_EXE_roughnet-agent");
 
@@ -374,4 +375,306 @@ fn version_lists_the_modes() {
         .as_array()
         .unwrap()
         .contains(&json!("udp")));
+}
+
+// --- Shared UDP receivers (docs/agent-protocol.md "Shared UDP receivers") ---
+
+/// A socket sending from `ip` (a loopback address: all of 127/8 is this machine's).
+fn from(ip: &str) -> UdpSocket {
+    UdpSocket::bind(format!("{ip}:0")).unwrap_or_else(|e| panic!("bind {ip}: {e}"))
+}
+
+/// One stream message of `len` bytes as a roughnet sender frames it (`flags` 0: data).
+fn message(seq: u64, flags: u16, len: usize) -> Vec<u8> {
+    let mut m = vec![0u8; len];
+    let now = now_ns();
+    Header {
+        flags,
+        seq,
+        intended_ns: now,
+        actual_ns: now,
+    }
+    .encode(&mut m);
+    m
+}
+
+/// A millisecond between bursts of datagrams.
+fn pause() {
+    std::thread::sleep(std::time::Duration::from_millis(1));
+}
+
+/// The names of the threads of process `pid` (/proc/PID/task/*/comm).
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the process's tasks")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|s| s.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn receivers_sharing_a_listen_address_get_exactly_their_sources_messages_in_one_thread() {
+    let p = udp_port();
+    let rx = |source: &str, extra: Value| {
+        with(
+            receiver(p, extra),
+            json!({"source": source, "timeout_ms": 10_000}),
+        )
+    };
+    let trace = std::env::temp_dir().join(format!("rn-host-shared-{}.rx", std::process::id()));
+    let mut h = host(json!([
+        {"flow": 20, "config": rx("127.0.0.2", json!({"messages": 50, "trace_path": trace}))},
+        {"flow": 30, "config": rx("127.0.0.3", json!({"messages": 60}))},
+        // learns its count from the end marker
+        {"flow": 40, "config": rx("127.0.0.4", json!({"duration_ms": 1000}))},
+        // runs until stopped, with interval lines
+        {"flow": 60, "config": rx("127.0.0.6", json!({"duration_ms": 1000, "report_interval_ms": 100}))},
+    ]));
+    h.ready(&[20, 30, 40, 60]);
+    let names = thread_names(h.child.id());
+    let group = format!("udp-group-{p}");
+    assert_eq!(
+        names.iter().filter(|n| **n == group).count(),
+        1,
+        "one thread serves the four flows: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("flow-")),
+        "no thread of their own: {names:?}"
+    );
+
+    let to = format!("127.0.0.1:{p}");
+    // First a stranger: junk, and data that would complete or spoil any flow that counted it
+    // (each sender has a message size of its own, so `bytes` says whose a flow counted).
+    let stranger = from("127.0.0.5");
+    stranger.send_to(b"not a roughnet message", &to).unwrap();
+    for seq in 0..70 {
+        stranger.send_to(&message(seq, 0, 100), &to).unwrap();
+        if seq % 5 == 4 {
+            pause(); // within the socket's default buffer, however late the receiver runs
+        }
+    }
+    stranger
+        .send_to(&message(70, FLAG_END, HEADER_LEN), &to)
+        .unwrap();
+    // Then the three senders, interleaved, each its own count.
+    let senders: Vec<(UdpSocket, u64, usize)> = vec![
+        (from("127.0.0.2"), 50, 200),
+        (from("127.0.0.3"), 60, 210),
+        (from("127.0.0.4"), 70, 220),
+    ];
+    for seq in 0..70 {
+        for (s, n, size) in &senders {
+            if seq < *n {
+                s.send_to(&message(seq, 0, *size), &to).unwrap();
+            }
+        }
+        pause();
+    }
+    senders[2]
+        .0
+        .send_to(&message(70, FLAG_END, HEADER_LEN), &to)
+        .unwrap();
+    let six = from("127.0.0.6");
+    for seq in 0..5 {
+        six.send_to(&message(seq, 0, 200), &to).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    h.command(json!({"stop": 60}));
+    let (code, lines) = h.finish();
+    let records = std::fs::read(&trace).expect("flow 20's trace");
+    let _ = std::fs::remove_file(&trace);
+
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(errors(&lines).is_empty(), "{lines:?}");
+    let r = results(&lines);
+    assert_eq!(
+        r.keys().copied().collect::<Vec<_>>(),
+        vec![20, 30, 40, 60],
+        "{lines:?}"
+    );
+    for (k, n, size, reason) in [
+        (20, 50, 200, "complete"),
+        (30, 60, 210, "complete"),
+        (40, 70, 220, "complete"),
+        (60, 5, 200, "signal"),
+    ] {
+        let x = &r[&k];
+        assert_eq!(x["role"], "receiver", "{x}");
+        assert_eq!(x["protocol"], "udp", "{x}");
+        assert_eq!(x["received"], n, "flow {k}: {x}");
+        assert_eq!(x["bytes"], n * size, "flow {k}: {x}");
+        assert_eq!(x["duplicates"], 0, "flow {k}: {x}");
+        assert_eq!(x["bad_messages"], 0, "flow {k}: {x}");
+        assert_eq!(x["end_reason"], reason, "flow {k}: {x}");
+        assert_eq!(x["latency_actual"]["count"], n, "flow {k}: {x}");
+    }
+    assert_eq!(r[&40]["expected"], 70, "from its end marker: {}", r[&40]);
+    assert_eq!(r[&60]["expected"], Value::Null, "{}", r[&60]);
+    // the trace holds flow 20's arrivals, its own sequence numbers
+    assert_eq!(r[&20]["trace_records"], 50, "{}", r[&20]);
+    assert_eq!(records.len(), 50 * 32);
+    let seqs: BTreeSet<u64> = records
+        .chunks(32)
+        .map(|c| u64::from_le_bytes(c[..8].try_into().unwrap()))
+        .collect();
+    assert_eq!(seqs, (0..50).collect());
+    // interval lines: flow 60's only (the others have none), each tagged
+    let intervals: Vec<&Value> = lines.iter().filter(|l| l["type"] == "interval").collect();
+    assert!(intervals.len() >= 2, "{lines:?}");
+    assert!(intervals.iter().all(|l| l["flow"] == 60), "{intervals:?}");
+    let counted: u64 = intervals
+        .iter()
+        .map(|l| l["messages"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 5, "{intervals:?}");
+}
+
+#[test]
+fn a_shared_receiver_flow_times_out_alone_and_sigterm_ends_the_rest() {
+    let p = udp_port();
+    let rx = |source: &str, timeout: u64| {
+        with(
+            receiver(p, json!({"messages": 10})),
+            json!({"source": source, "timeout_ms": timeout}),
+        )
+    };
+    let mut h = host(json!([
+        {"flow": 1, "config": rx("127.0.0.2", 300)},
+        {"flow": 2, "config": rx("127.0.0.3", 30_000)},
+    ]));
+    h.ready(&[1, 2]);
+    let t = now_ns();
+    let first = h.next_line().expect("flow 1's result");
+    assert_eq!(first["type"], "result", "{first}");
+    assert_eq!(first["flow"], 1, "{first}");
+    assert_eq!(first["end_reason"], "timeout", "{first}");
+    assert!(now_ns() - t < 5_000_000_000, "timed out on time");
+    // SAFETY: kill with a child's pid and a signal number.
+    unsafe { libc::kill(h.child.id() as i32, libc::SIGTERM) };
+    let (code, lines) = h.finish();
+    assert_eq!(code, 0, "{lines:?}");
+    let r = results(&lines);
+    assert_eq!(r[&2]["end_reason"], "signal", "{lines:?}");
+}
+
+#[test]
+fn a_shared_receiver_that_cannot_bind_fails_each_of_its_flows() {
+    // 192.0.2.1 (TEST-NET-1) is no address of this machine.
+    let rx = |source: &str| {
+        with(
+            receiver(9, json!({"messages": 10})),
+            json!({"listen": "192.0.2.1:9", "source": source}),
+        )
+    };
+    let (code, lines) = host(json!([
+        {"flow": 1, "config": rx("127.0.0.2")},
+        {"flow": 2, "config": rx("127.0.0.3")},
+    ]))
+    .finish();
+    assert_eq!(code, 1, "{lines:?}");
+    let errs = errors(&lines);
+    assert_eq!(errs.len(), 2, "{lines:?}");
+    for (e, k) in errs.iter().zip([1, 2]) {
+        assert_eq!(e["flow"], k, "{lines:?}");
+        assert_eq!(e["kind"], "io", "{lines:?}");
+        let msg = e["message"].as_str().unwrap();
+        assert!(
+            msg.starts_with(&format!("flow {k}: bind")) && msg.contains("192.0.2.1:9"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn two_flows_on_one_udp_address_without_sources_are_refused() {
+    let p = udp_port();
+    let (code, lines) = host(json!([
+        {"flow": 1, "config": with(receiver(p, json!({"messages": 10})), json!({"source": "127.0.0.2"}))},
+        {"flow": 2, "config": receiver(p, json!({"messages": 10}))},
+    ]))
+    .finish();
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(lines.len(), 1, "nothing started: {lines:?}");
+    assert_eq!(lines[0]["kind"], "config");
+    assert_eq!(lines[0]["flow"], 2);
+    assert_eq!(
+        lines[0]["message"],
+        format!(
+            "flow 2: listen 127.0.0.1:{p} is also flow 1's; a shared UDP receiver needs source on both"
+        )
+    );
+}
+
+#[test]
+fn a_run_receiver_with_a_source_ignores_other_senders() {
+    let p = udp_port();
+    let cfg = with(
+        receiver(p, json!({"messages": 40})),
+        json!({"source": "127.0.0.2", "timeout_ms": 10_000}),
+    );
+    let mut h = start(&["run", "--config-json", &cfg.to_string()]);
+    let ready = h.next_line().expect("ready");
+    assert_eq!(ready["type"], "ready", "{ready}");
+    let to = format!("127.0.0.1:{p}");
+    // A stranger first: its messages would be counted as seq 0..19 (then the real ones as
+    // duplicates), its junk as bad messages, its end marker would end the stream early.
+    let stranger = from("127.0.0.3");
+    stranger.send_to(b"junk", &to).unwrap();
+    for seq in 0..20 {
+        stranger.send_to(&message(seq, 0, 100), &to).unwrap();
+    }
+    stranger
+        .send_to(&message(20, FLAG_END, HEADER_LEN), &to)
+        .unwrap();
+    let real = from("127.0.0.2");
+    for seq in 0..40 {
+        real.send_to(&message(seq, 0, 200), &to).unwrap();
+    }
+    let (code, lines) = h.finish();
+    assert_eq!(code, 0, "{lines:?}");
+    let r = lines
+        .iter()
+        .find(|l| l["type"] == "result")
+        .expect("result");
+    assert_eq!(r["end_reason"], "complete", "{r}");
+    assert_eq!(r["expected"], 40, "{r}");
+    assert_eq!(r["received"], 40, "{r}");
+    assert_eq!(r["bytes"], 40 * 200, "{r}");
+    assert_eq!(r["duplicates"], 0, "{r}");
+    assert_eq!(r["bad_messages"], 0, "{r}");
+}
+
+#[test]
+fn source_is_refused_where_it_does_not_belong() {
+    let p = udp_port();
+    let tcp = with(
+        receiver(p, json!({"messages": 10})),
+        json!({"protocol": "tcp", "source": "127.0.0.2"}),
+    );
+    let tx = with(
+        sender(p, json!({"messages": 10})),
+        json!({"source": "127.0.0.2"}),
+    );
+    let port = with(
+        receiver(p, json!({"messages": 10})),
+        json!({"source": "127.0.0.2:5000"}),
+    );
+    let name = with(
+        receiver(p, json!({"messages": 10})),
+        json!({"source": "car-3"}),
+    );
+    for (cfg, word) in [
+        (tcp, "protocol is tcp"),
+        (tx, "stream sender"),
+        (port, "without a port"),
+        (name, "without a port"),
+    ] {
+        let (code, lines) = start(&["run", "--config-json", &cfg.to_string()]).finish();
+        assert_eq!(code, 2, "{cfg}: {lines:?}");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["kind"], "config");
+        let msg = lines[0]["message"].as_str().unwrap();
+        assert!(msg.contains("`source`") && msg.contains(word), "{msg}");
+    }
 }
