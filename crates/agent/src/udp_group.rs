@@ -220,6 +220,8 @@ pub fn serve(members: &[Member], outcomes: &mut [Option<Outcome>]) {
         }
     }
     if unknown > 0 {
-        tracing::info!("udp {local}: {unknown} datagrams from addresses no flow has as its source");
+        tracing::warn!(
+            "udp {local}: {unknown} datagrams in all from addresses no flow has as its source"
+        );
     }
 }

@@ -410,8 +410,8 @@ impl Receiver for UdpReceiver {
 
     fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
         if self.ignored > 0 {
-            tracing::info!(
-                "udp {}: {} datagrams from addresses other than the source were ignored",
+            tracing::warn!(
+                "udp {}: {} datagrams in all from addresses other than the source were ignored",
                 self.local,
                 self.ignored
             );
