@@ -184,6 +184,36 @@ def test_a_signal_duckdb_reports_as_query_interrupted_during_the_commit_keeps_th
             store_record(store, copy.deepcopy(records[1]))
 
 
+def test_a_signal_inside_duckdbs_read_of_an_arrow_table_keeps_the_run_and_ends_as_that_signal(tmp_path, stream,
+                                                                                             monkeypatch):
+    """The CLI's handler raising Interrupted while DuckDB reads a registered Arrow table comes back as a
+    duckdb.Error naming it (seen in CI's self-chaos test: exit 1 "storing it ... failed"): the run is stored again
+    and the interrupt goes on as Interrupted("SIGTERM"); any other DuckDB error is still the store's failure."""
+    import duckdb
+
+    sweep, records = stream
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        real = store._transaction
+        calls = []
+
+        def interrupted_once(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                raise duckdb.InvalidInputException("Invalid Input Error: reading the schema of the object registered "
+                                                   "as '_roughnet_insert_workloads' failed: Interrupted: SIGTERM")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(store, "_transaction", interrupted_once)
+        with pytest.raises(Interrupted, match="SIGTERM"):
+            store_record(store, copy.deepcopy(records[0]))
+        assert [r["run_id"] for r in store.runs(sweep.sweep_id)] == [records[0]["run_id"]]
+        other = duckdb.InvalidInputException("Invalid Input Error: something else")
+        monkeypatch.setattr(store, "_transaction", lambda *a, **k: (_ for _ in ()).throw(other))
+        with pytest.raises(ResultsError, match="something else"):
+            store_record(store, copy.deepcopy(records[1]))
+
+
 class _InterruptedAfterCommit:
     """A connection interrupted right after COMMIT took effect: the rollback then has no transaction."""
 

@@ -132,6 +132,14 @@ def _metric_value(name: str, sql_type: str, value: Any, where: str) -> bool | in
     return float(value)
 
 
+def signal_inside(e: BaseException) -> bool:
+    """Whether DuckDB failed because a signal interrupted it: the CLI's handler raised its Interrupted inside
+    DuckDB's own signal check ("Query interrupted") or inside a Python callback DuckDB was running, e.g.
+    while it read a registered Arrow table ("... failed: Interrupted: SIGTERM"; found by test_self_chaos)."""
+    text = str(e)
+    return "query interrupted" in text.lower() or "Interrupted: SIGINT" in text or "Interrupted: SIGTERM" in text
+
+
 def _split_metrics(metrics: Any, where: str) -> tuple[list[int | float | None], str | None]:
     """Metric column values in ``schema.METRICS`` order, plus unknown keys as JSON."""
     if metrics is None:
@@ -609,6 +617,8 @@ class Store:
         try:
             self._commit_run(key, timeline, cols, run_row, receiver_rows, hist_rows)
         except (ResultsError, duckdb.Error, OSError) as e:
+            if signal_inside(e):  # an interrupt, not a fault of the store: the caller stores it again
+                raise
             again = (f"; the record is kept in {kept}: `roughnet import {kept.parent}` stores it later"
                      if kept is not None else "")
             raise ResultsError(f"{where}: storing it in {self.path} failed: {e}{again}") from None
