@@ -50,6 +50,7 @@ class AgentCensus:
     def __init__(self, folder: Path):
         self.folder = str(folder)
         self.seen: dict[int, list[str]] = {}
+        self.threads: dict[int, set[str]] = {}  # pid -> every thread name seen in it
         self.most_at_once = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -68,6 +69,12 @@ class AgentCensus:
                 if args and args[0].endswith("roughnet-agent") and any(self.folder in a for a in args):
                     self.seen[int(d)] = args
                     now += 1
+                    try:
+                        names = {Path(f"/proc/{d}/task/{t}/comm").read_text().strip()
+                                 for t in os.listdir(f"/proc/{d}/task")}
+                    except OSError:
+                        continue
+                    self.threads.setdefault(int(d), set()).update(names)
             self.most_at_once = max(self.most_at_once, now)
 
     def __enter__(self) -> AgentCensus:
@@ -107,6 +114,10 @@ def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path,
     assert json.loads(r["metrics_extra"])["agent_processes"] == len(HOSTS)
     pairs = {(f["sender"], f["receiver"]) for f in flows}
     assert pairs == {(s, x) for s in HOSTS for x in HOSTS if s != x}
+    if protocol == "udp":  # one socket and thread per host receive every neighbour's flow (shared UDP receivers)
+        for pid, names in census.threads.items():
+            groups = {n for n in names if n.startswith("udp-group-")}
+            assert len(groups) == 1 and len({n for n in names if n.startswith("flow-")}) <= 1, (pid, names)
     # a clean bridge at 20 msg/s: nothing is lost (reliable modes retransmit; UDP on a bridge in one machine
     # loses nothing at this rate, there is no queue to overflow), each pair counted on its own
     for f in flows:

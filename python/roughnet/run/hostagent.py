@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runspec import Run
-from .agents import AgentProcess, AgentSpec
+from .agents import AGENT_PORT, AgentProcess, AgentSpec
 
 log = logging.getLogger(__name__)
 
@@ -197,9 +197,49 @@ class HostAgent:
             self._reader.join(timeout=2.0)
 
 
-def start_host_agents(topo, agent_path: Path, flows, artifacts: Path) -> list[HostAgent]:
+#: UDP stream workload ``i`` of a host-mode run: its receivers on each host share one socket on this port + i.
+SHARED_UDP_PORT_BASE = AGENT_PORT + 1000
+
+
+def share_udp_sockets(run: Run, flows, address_of) -> int:
+    """Host mode, UDP streams: every receiver of one workload on one host listens on the workload's port
+    (``SHARED_UDP_PORT_BASE`` + its index) with ``source`` = its sender's address, so the host agent opens one
+    socket for them all and tells the flows apart by the datagram's source address (docs/agent-protocol.md,
+    "Shared UDP receivers"). Only where the source address is known: sender and receiver on one link (the
+    datagram leaves from the sender's address on it); a flow with a receiver further away keeps its own port.
+    Returns the flows changed."""
+    index = {w.name: i for i, w in enumerate(run.all_workloads)}
+    neighbours = {(a, b) for link in run.links for a in link.hosts for b in link.hosts if a != b}
+    changed = 0
+    for f in flows:
+        w = f.workload
+        if w.protocol != "udp" or w.pattern != "stream":
+            continue
+        if not all((f.sender, sp.host) in neighbours for sp in f.specs[:-1]):
+            continue
+        port = SHARED_UDP_PORT_BASE + index[f.name]
+        for sp in f.specs:
+            cfg = sp.config
+            if cfg.get("listen"):
+                cfg["listen"] = with_port(cfg["listen"], port)
+                cfg["source"] = address_of(f.sender, sp.host)
+            if cfg.get("peers"):
+                cfg["peers"] = [with_port(p, port) for p in cfg["peers"]]
+        changed += 1
+    return changed
+
+
+def with_port(addr: str, port: int) -> str:
+    """``IP:PORT`` with another port."""
+    host, _, _ = addr.rpartition(":")
+    return f"{host}:{port}"
+
+
+def start_host_agents(topo, agent_path: Path, flows, artifacts: Path, run: Run | None = None) -> list[HostAgent]:
     """One ``roughnet-agent host`` per host with flows; each flow's agents become ``FlowAgent``s in
     ``f.receivers`` and ``f.sender_agent`` (the senders wait for ``send_t0``)."""
+    if run is not None and getattr(topo, "shares_udp_sockets", False):
+        share_udp_sockets(run, flows, topo.address)
     per_host: dict[str, list[tuple[Any, AgentSpec, bool]]] = {}
     for f in flows:
         for i, spec in enumerate(f.specs):

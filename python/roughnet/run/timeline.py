@@ -72,11 +72,6 @@ class Flow:
         return self.workload.pattern == "stream"
 
 
-def _with_port(addr: str, port: int) -> str:
-    host, _, _ = addr.rpartition(":")
-    return f"{host}:{port}"
-
-
 def plan_flows(run: Run, address_of, broker_of, extra, artifacts: Path) -> list[Flow]:
     """Every flow of the run with its agents' configurations (receivers first, the sender last)."""
     flows: list[Flow] = []
@@ -94,9 +89,9 @@ def plan_flows(run: Run, address_of, broker_of, extra, artifacts: Path) -> list[
                 cfg = sp.config
                 sp.tag = f"{w.name}-{sender}"
                 if cfg.get("listen"):
-                    cfg["listen"] = _with_port(cfg["listen"], port)
+                    cfg["listen"] = hostagent.with_port(cfg["listen"], port)
                 if cfg.get("peers"):
-                    cfg["peers"] = [_with_port(p, port) for p in cfg["peers"]]
+                    cfg["peers"] = [hostagent.with_port(p, port) for p in cfg["peers"]]
                 cfg["topic"] = topic
                 if w.pattern == "stream":
                     name = (f"trace-{w.name}-{sender}.tx" if sp.role == "sender"
@@ -344,7 +339,7 @@ def run_timeline(run: Run, agent_path: Path, topology, link_engines: dict[int, A
     host_agents: list[hostagent.HostAgent] = []
     try:
         if host_mode:  # one process per host: receivers now, senders inside it at t0 + their start
-            host_agents.extend(hostagent.start_host_agents(topology, agent_path, flows, artifacts))
+            host_agents.extend(hostagent.start_host_agents(topology, agent_path, flows, artifacts, run))
             agents.extend(a for f in flows for a in [*f.receivers, f.sender_agent])
         else:
             for f in flows:

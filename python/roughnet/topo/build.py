@@ -102,6 +102,10 @@ def _ip_batch(ns: str, cmds: Sequence[tuple[list[str], str]]) -> None:
 class Topology:
     """Build, use and remove the namespaces and links of one run."""
 
+    #: A host's datagrams to a neighbour leave from its address on their link (``address``), so a host agent
+    #: may tell UDP flows apart by source address (run.hostagent.share_udp_sockets).
+    shares_udp_sockets = True
+
     def __init__(self, run: Run, ledger: Ledger, engines: Mapping[int, str] | None = None):
         self.spec = run
         self.ledger = ledger
