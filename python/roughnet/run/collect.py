@@ -179,7 +179,7 @@ def udp_host_reasons(protocol: str, hosts: list[str], ns_counters: dict[str, dic
     if protocol != "udp":
         return []
     out = []
-    for host in hosts:
+    for host in dict.fromkeys(hosts):  # a host's counter once, however many flows it received (timelines)
         n = int(((ns_counters or {}).get(host) or {}).get("UdpRcvbufErrors", 0) or 0)
         if n:
             out.append(f"receiver {host}: the kernel dropped {n} datagram(s) at its full socket receive buffer "

@@ -201,6 +201,13 @@ class HostAgent:
 SHARED_UDP_PORT_BASE = AGENT_PORT + 1000
 
 
+#: A shared UDP socket's receive buffer when the workload sets none: this much per sender of the workload (about
+#: 40 datagrams of 300 B at their kernel size), at least the kernel's usual default. A hundred cars on two cores
+#: stall a host's receiving thread for a few hundred ms at times; a real car has its own CPU.
+SHARED_RCVBUF_PER_SENDER = 32 * 1024
+SHARED_RCVBUF_MIN = 212_992
+
+
 def share_udp_sockets(run: Run, flows, address_of) -> int:
     """Host mode, UDP streams: every receiver of one workload on one host listens on the workload's port
     (``SHARED_UDP_PORT_BASE`` + its index) with ``source`` = its sender's address, so the host agent opens one
@@ -209,6 +216,7 @@ def share_udp_sockets(run: Run, flows, address_of) -> int:
     datagram leaves from the sender's address on it); a flow with a receiver further away keeps its own port.
     Returns the flows changed."""
     index = {w.name: i for i, w in enumerate(run.all_workloads)}
+    senders = {w.name: len(w.senders) for w in run.all_workloads}
     neighbours = {(a, b) for link in run.links for a in link.hosts for b in link.hosts if a != b}
     changed = 0
     for f in flows:
@@ -223,6 +231,9 @@ def share_udp_sockets(run: Run, flows, address_of) -> int:
             if cfg.get("listen"):
                 cfg["listen"] = with_port(cfg["listen"], port)
                 cfg["source"] = address_of(f.sender, sp.host)
+                if "recv_buffer" not in w.options:  # one socket for every sender: room for each one's share
+                    cfg["options"] = {**cfg["options"], "recv_buffer": max(SHARED_RCVBUF_MIN,
+                                                                           SHARED_RCVBUF_PER_SENDER * senders[f.name])}
             if cfg.get("peers"):
                 cfg["peers"] = [with_port(p, port) for p in cfg["peers"]]
         changed += 1
