@@ -68,3 +68,44 @@ def test_ids_unchanged_unless_the_mode_is_set() -> None:
     plain, auto, host = sweep(), sweep('agents = "auto"'), sweep('agents = "host"')
     assert plain.runs[0].run_id == auto.runs[0].run_id and plain.sweep_id == auto.sweep_id
     assert host.runs[0].run_id != plain.runs[0].run_id
+
+
+def _flows(run):
+    from pathlib import Path
+
+    from roughnet.run.timeline import plan_flows
+
+    def address_of(host: str, seen_from: str) -> str:  # host cN is 198.18.0.N on the one segment
+        return f"198.18.0.{host[1:]}"
+
+    return plan_flows(run, address_of, None, None, Path("/tmp")), address_of
+
+
+def test_a_udp_workloads_receivers_on_a_host_share_one_port_and_name_their_sender() -> None:
+    from roughnet.run.hostagent import SHARED_RCVBUF_MIN, SHARED_UDP_PORT_BASE, share_udp_sockets
+
+    run = sweep().runs[0]
+    flows, address_of = _flows(run)
+    assert share_udp_sockets(run, flows, address_of) == 3
+    for f in flows:
+        *receivers, sender = f.specs
+        assert sender.config["peers"] == [f"198.18.0.{r.host[1:]}:{SHARED_UDP_PORT_BASE}" for r in receivers]
+        for r in receivers:
+            assert r.config["listen"] == f"198.18.0.{r.host[1:]}:{SHARED_UDP_PORT_BASE}"
+            assert r.config["source"] == f"198.18.0.{f.sender[1:]}"
+            assert r.config["options"]["recv_buffer"] == SHARED_RCVBUF_MIN  # 3 senders x 32 KiB is less
+        assert "source" not in sender.config
+
+
+def test_shared_udp_sockets_keep_the_workloads_receive_buffer_and_skip_other_protocols() -> None:
+    from roughnet.run.hostagent import share_udp_sockets
+
+    run = sweep(extra='[workload.udp]\nrecv_buffer = "1 MiB"\n').runs[0]
+    flows, address_of = _flows(run)
+    share_udp_sockets(run, flows, address_of)
+    assert {r.config["options"]["recv_buffer"] for f in flows for r in f.specs[:-1]} == {1 << 20}
+    run = sweep(protocol="zenoh").runs[0]
+    flows, address_of = _flows(run)
+    before = [dict(s.config) for f in flows for s in f.specs]
+    assert share_udp_sockets(run, flows, address_of) == 0
+    assert [s.config for f in flows for s in f.specs] == before
