@@ -160,9 +160,24 @@ def test_an_interrupt_right_after_the_store_closed_its_connection_keeps_the_run(
         assert [r["run_id"] for r in store.runs(sweep.sweep_id)] == [records[0]["run_id"]]
 
 
-def test_a_signal_duckdb_reports_as_query_interrupted_during_the_commit_keeps_the_run(tmp_path, stream, monkeypatch):
-    """DuckDB turns the CLI handler's Interrupted raised inside its own signal check into RuntimeError("Query
-    interrupted") (bench/self_chaos.py): the run is stored again and the interrupt goes on as Interrupted."""
+INTERRUPTED_IN_DUCKDB = [  # (what DuckDB raised, the signal it stands for, another error of that kind, how it surfaces)
+    # the CLI handler's Interrupted raised inside DuckDB's own signal check (bench/self_chaos.py)
+    pytest.param(RuntimeError("Query interrupted"), "SIGINT", RuntimeError("other"), RuntimeError,
+                 id="signal-check"),
+    # ... or inside a Python callback while DuckDB read a registered Arrow table (CI's self-chaos test: exit 1
+    # "storing it ... failed")
+    pytest.param(duckdb.InvalidInputException("Invalid Input Error: reading the schema of the object registered as "
+                                              "'_roughnet_insert_workloads' failed: Interrupted: SIGTERM"),
+                 "SIGTERM", duckdb.InvalidInputException("Invalid Input Error: other"), ResultsError,
+                 id="arrow-read"),
+]
+
+
+@pytest.mark.parametrize("raised,signal,other,surfaces", INTERRUPTED_IN_DUCKDB)
+def test_a_signal_inside_duckdb_during_the_commit_keeps_the_run(tmp_path, stream, monkeypatch, raised, signal, other,
+                                                                surfaces):
+    """DuckDB reports the CLI handler's Interrupted in its own words: the run is stored again and the interrupt
+    goes on as Interrupted of that signal; any other error of the same kind is still the store's failure."""
     sweep, records = stream
     with Store(tmp_path) as store:
         store.begin_sweep(sweep)
@@ -172,45 +187,15 @@ def test_a_signal_duckdb_reports_as_query_interrupted_during_the_commit_keeps_th
         def interrupted_once(*args, **kwargs):
             calls.append(1)
             if len(calls) == 1:
-                raise RuntimeError("Query interrupted")
+                raise raised
             return real(*args, **kwargs)
 
         monkeypatch.setattr(store, "_transaction", interrupted_once)
-        with pytest.raises(Interrupted):
+        with pytest.raises(Interrupted, match=f"^{signal}$"):
             store_record(store, copy.deepcopy(records[0]))
         assert [r["run_id"] for r in store.runs(sweep.sweep_id)] == [records[0]["run_id"]]
-        monkeypatch.setattr(store, "_transaction", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("other")))
-        with pytest.raises(RuntimeError, match="other"):
-            store_record(store, copy.deepcopy(records[1]))
-
-
-def test_a_signal_inside_duckdbs_read_of_an_arrow_table_keeps_the_run_and_ends_as_that_signal(tmp_path, stream,
-                                                                                             monkeypatch):
-    """The CLI's handler raising Interrupted while DuckDB reads a registered Arrow table comes back as a
-    duckdb.Error naming it (seen in CI's self-chaos test: exit 1 "storing it ... failed"): the run is stored again
-    and the interrupt goes on as Interrupted("SIGTERM"); any other DuckDB error is still the store's failure."""
-    import duckdb
-
-    sweep, records = stream
-    with Store(tmp_path) as store:
-        store.begin_sweep(sweep)
-        real = store._transaction
-        calls = []
-
-        def interrupted_once(*args, **kwargs):
-            calls.append(1)
-            if len(calls) == 1:
-                raise duckdb.InvalidInputException("Invalid Input Error: reading the schema of the object registered "
-                                                   "as '_roughnet_insert_workloads' failed: Interrupted: SIGTERM")
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(store, "_transaction", interrupted_once)
-        with pytest.raises(Interrupted, match="SIGTERM"):
-            store_record(store, copy.deepcopy(records[0]))
-        assert [r["run_id"] for r in store.runs(sweep.sweep_id)] == [records[0]["run_id"]]
-        other = duckdb.InvalidInputException("Invalid Input Error: something else")
         monkeypatch.setattr(store, "_transaction", lambda *a, **k: (_ for _ in ()).throw(other))
-        with pytest.raises(ResultsError, match="something else"):
+        with pytest.raises(surfaces, match="other"):
             store_record(store, copy.deepcopy(records[1]))
 
 

@@ -189,31 +189,22 @@ class AgentProcess:
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.proc.stdout is not None
-        with self.out_path.open("w") as out:
-            for line in self.proc.stdout:
-                out.write(line)
-                out.flush()
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    self.bad_lines.append(line[:200])
-                    continue
-                kind = obj.get("type")
-                if kind == "ready":
-                    self.ready.set()
-                elif kind == "interval":
-                    self.intervals.append(obj)
-                elif kind == "result":
-                    self.result = obj
-                elif kind == "error":
-                    self.error = obj
-        self.proc.stdout.close()
+        for obj in json_lines(self.proc.stdout, self.out_path, self.bad_lines):
+            self.take(obj)
         self.done.set()
         self.ready.set()  # wake anyone waiting for readiness: the process is gone
+
+    def take(self, obj: dict[str, Any]) -> None:
+        """One JSON line of this agent's."""
+        kind = obj.get("type")
+        if kind == "ready":
+            self.ready.set()
+        elif kind == "interval":
+            self.intervals.append(obj)
+        elif kind == "result":
+            self.result = obj
+        elif kind == "error":
+            self.error = obj
 
     def stderr_tail(self, limit: int = 2000) -> str:
         try:
@@ -224,12 +215,7 @@ class AgentProcess:
     def describe_failure(self) -> str:
         if self.error:
             return f"{self.name}: {self.error.get('kind', 'error')}: {self.error.get('message', '')}"
-        rc = self.proc.poll()
-        tail = self.stderr_tail(400).strip().splitlines()
-        last = tail[-1] if tail else "no output"
-        if self.bad_lines:
-            last = f"unreadable output {self.bad_lines[0]!r}"
-        return f"{self.name} exited with code {rc} without a result ({last})"
+        return f"{self.name} exited with code {self.proc.poll()} without a result ({last_words(self)})"
 
     def describe_partial(self) -> str:
         """Why it stopped early and what it had counted: "receiver@b: io: recv ...: connection reset by peer
@@ -270,6 +256,32 @@ class AgentProcess:
                 self.wait_done(2.0)
         if self._reader is not None:
             self._reader.join(timeout=2.0)
+
+
+def json_lines(stream, out_path: Path, bad_lines: list[str]):
+    """The JSON objects an agent process prints, as they come; every line is also copied to ``out_path`` and an
+    unreadable one kept in ``bad_lines``. Closes ``stream`` at its end."""
+    assert stream is not None
+    with out_path.open("w") as out:
+        for line in stream:
+            out.write(line)
+            out.flush()
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                bad_lines.append(line[:200])
+    stream.close()
+
+
+def last_words(agent) -> str:
+    """What an agent process said last: its first unreadable output line, else its last line on stderr."""
+    if agent.bad_lines:
+        return f"unreadable output {agent.bad_lines[0]!r}"
+    tail = agent.stderr_tail(400).strip().splitlines()
+    return tail[-1] if tail else "no output"
 
 
 def start_agent(topo, agent_path: Path, spec: AgentSpec, artifacts: Path) -> AgentProcess:

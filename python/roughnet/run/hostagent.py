@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runspec import Run
-from .agents import AGENT_PORT, AgentProcess, AgentSpec
+from .agents import AGENT_PORT, AgentProcess, AgentSpec, json_lines, last_words
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,16 @@ class FlowAgent(AgentProcess):
 
     def start_reader(self) -> None:  # the host agent reads for everyone
         pass
+
+    def take(self, obj: dict[str, Any]) -> None:
+        """One of this flow's lines: its result or error also ends it (the process goes on for the others)."""
+        super().take(obj)
+        kind = obj.get("type")
+        if kind == "result" and not obj.get("error"):  # a partial result is followed by its error line
+            self.done.set()
+        elif kind == "error":
+            self.done.set()
+            self.ready.set()  # a receiver that failed will not be ready: wait_ready reports its error
 
     def wait_done(self, timeout_s: float) -> bool:
         return self.done.wait(timeout_s)
@@ -109,38 +119,12 @@ class HostAgent:
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.proc.stdout is not None
-        with self.out_path.open("w") as out:
-            for line in self.proc.stdout:
-                out.write(line)
-                out.flush()
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    self.bad_lines.append(line[:200])
-                    continue
-                f = self.flows.get(obj.get("flow")) if isinstance(obj.get("flow"), int) else None
-                kind = obj.get("type")
-                if f is None:
-                    if kind == "error":
-                        self.host_error = obj
-                    continue
-                if kind == "ready":
-                    f.ready.set()
-                elif kind == "interval":
-                    f.intervals.append(obj)
-                elif kind == "result":
-                    f.result = obj
-                    if not obj.get("error"):  # a partial result is followed by its error line
-                        f.done.set()
-                elif kind == "error":
-                    f.error = obj
-                    f.done.set()
-                    f.ready.set()  # a receiver that failed will not be ready: wait_ready reports its error
-        self.proc.stdout.close()
+        for obj in json_lines(self.proc.stdout, self.out_path, self.bad_lines):
+            f = self.flows.get(obj.get("flow")) if isinstance(obj.get("flow"), int) else None
+            if f is not None:
+                f.take(obj)
+            elif obj.get("type") == "error":
+                self.host_error = obj
         for f in self.flows.values():  # the process is gone: nobody waits for any of its flows any more
             f.bad_lines = self.bad_lines
             f.done.set()
@@ -162,10 +146,7 @@ class HostAgent:
         if self.host_error:
             return f"{self.host_error.get('kind', 'error')}: {self.host_error.get('message', '')}"
         rc = self.proc.poll()
-        tail = self.stderr_tail(400).strip().splitlines()
-        last = tail[-1] if tail else "no output"
-        if self.bad_lines:
-            last = f"unreadable output {self.bad_lines[0]!r}"
+        last = last_words(self)
         if rc is None:
             return f"the host agent (pid {self.proc.pid}) is running but this flow reported nothing ({last})"
         return f"the host agent exited with code {rc} without this flow's result ({last})"
