@@ -141,7 +141,9 @@ fn stream_all(
     assert_eq!(tx["sent"], n, "{tx}");
     assert_eq!(tx["peers"], 1);
     for r in &rs {
-        assert_eq!(r["received"], n, "{r}");
+        // the sender's result beside the receiver's: its acks and errors tell a message never written from
+        // one never read (seen once in CI: a kafka receiver with the end marker and none of the data)
+        assert_eq!(r["received"], n, "{r}\nsender: {tx}");
         assert_eq!(r["lost"], 0, "{r}");
         assert_eq!(r["duplicates"], 0, "{r}");
         assert_eq!(r["warmup_received"], 5, "{r}");
