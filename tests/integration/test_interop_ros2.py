@@ -98,7 +98,8 @@ def exchange(topo, tmp_path: Path, pattern: str, rclpy_side: str, durability: st
         tx = start_agent(topo, AGENT, specs[1], art)
         procs.append(tx)
         assert tx.wait_done(60), "the sending side did not finish"
-        assert rx.wait_done(30), "the receiving side did not finish"
+        assert rx.wait_done(30), ("the receiving side did not finish", tx.result, tx.stderr_tail(600),
+                                  rx.stderr_tail(600))
     finally:
         for p in procs:
             p.stop()

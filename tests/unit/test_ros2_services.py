@@ -146,3 +146,55 @@ def test_roughnet_validate_checks_request_reply(tmp_path: Path, protocol: str, e
     assert p.returncode == code, p.stdout + p.stderr
     for w in words:
         assert w in p.stderr, p.stderr
+
+
+class _Call:
+    """A service call's future that a fake client answers (or not)."""
+
+    def __init__(self, answered: bool) -> None:
+        self.answered = answered
+
+    def done(self) -> bool:
+        return self.answered
+
+
+class _Client:
+    """A client whose first ``lost`` calls are never answered (a lost request whose client gave up)."""
+
+    def __init__(self, lost: int) -> None:
+        self.lost, self.calls = lost, []
+
+    def call_async(self, req):
+        assert wire.parse(bytes(req.data)).flags & wire.FLAG_END
+        self.calls.append(_Call(len(self.calls) >= self.lost))
+        return self.calls[-1]
+
+
+class _Node:
+    def spin(self, timeout_s: float) -> None:
+        pass
+
+
+class _Bytes:
+    class Request:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+
+@pytest.mark.parametrize(("lost", "calls"), [(0, 1), (1, 2), (3, 4)])
+def test_the_service_pinger_calls_the_end_marker_again_until_answered(monkeypatch, lost: int, calls: int) -> None:
+    """A lost end call is not repaired once the pinger is gone (the ponger then waited for its own timeout): the
+    pinger calls again every reply timeout until each ponger answers, and no more than that."""
+    clock = iter(range(0, 10**12, 10_000_000))  # 10 ms a look at the clock
+    monkeypatch.setattr(endpoint, "now_ns", lambda: next(clock))
+    lossy, fine = _Client(lost), _Client(0)
+    endpoint.end_service_calls(_Node(), [lossy, fine], _Bytes, 7, reply_ns=100_000_000, deadline_ns=60 * 10**9)
+    assert len(lossy.calls) == calls and len(fine.calls) == 1
+
+
+def test_the_service_pinger_gives_up_on_the_end_marker_at_its_deadline(monkeypatch) -> None:
+    clock = iter(range(0, 10**12, 10_000_000))
+    monkeypatch.setattr(endpoint, "now_ns", lambda: next(clock))
+    dead = _Client(10**6)
+    endpoint.end_service_calls(_Node(), [dead], _Bytes, 7, reply_ns=100_000_000, deadline_ns=1_000_000_000)
+    assert 9 <= len(dead.calls) <= 11  # one call every 100 ms for the second left

@@ -830,14 +830,35 @@ def run_service_pinger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
         return True
 
     end_reason, sent, total, sched = ping_loop(node, cfg, replies, send, deadline)
-    # The end marker is a call too (its response is not counted): the ponger ends its run on it.
-    reply_ns = cfg["reply_timeout_ms"] * 1_000_000
-    t = now_ns()
-    end = [c.call_async(Bytes.Request(data=wire.message(wire.FLAG_END, total, t, t, wire.HEADER_LEN))) for c in clients]
-    until = now_ns() + reply_ns
-    while not _stop and now_ns() < until and not all(f.done() for f in end):
-        node.spin(SPIN_S)
+    end_service_calls(node, clients, Bytes, total, cfg["reply_timeout_ms"] * 1_000_000, deadline)
     return replies.result(end_reason, sent, min(cfg["warmup"], total), sched)
+
+
+def end_service_calls(node: Node, clients: list, Bytes, total: int, reply_ns: int, deadline_ns: int) -> None:
+    """The end marker as a call to each ponger (its response is not counted): the ponger ends its run on it.
+    As the topics' reliable end marker waits for its acknowledgement, this waits for each ponger's response
+    until the run's deadline (at least ``reply_ns``), calling again every ``reply_ns`` the pongers that have
+    not answered: a call is not repaired once its client is gone, so a lost end request left the ponger
+    waiting for its own timeout.  The ponger takes a second end marker as the first."""
+    t0 = now_ns()
+    until = max(deadline_ns, t0 + reply_ns)
+    futures: list[list] = [[] for _ in clients]  # each ponger's end calls (any answered will do)
+    last = [0] * len(clients)  # when each was last called
+    while not _stop:
+        t = now_ns()
+        done = [any(f.done() for f in fs) for fs in futures]
+        if all(done) or t >= until:
+            break
+        for k, c in enumerate(clients):
+            if not done[k] and (not futures[k] or t - last[k] >= reply_ns):
+                msg = wire.message(wire.FLAG_END, total, t, t, wire.HEADER_LEN)
+                futures[k].append(c.call_async(Bytes.Request(data=msg)))
+                last[k] = t
+        node.spin(SPIN_S)
+    answered = sum(any(f.done() for f in fs) for fs in futures)
+    calls = sum(len(fs) for fs in futures)
+    log.info("end marker: %d of %d ponger(s) answered after %.3f s (%d call(s))", answered, len(clients),
+             (now_ns() - t0) / 1e9, calls)
 
 
 def run_service_ponger(node: Node, cfg: dict[str, Any]) -> dict[str, Any]:
