@@ -235,3 +235,22 @@ fn dds_flows_whose_domain_knobs_differ_are_refused_naming_the_keys() {
         "{lines:?}"
     );
 }
+
+/// ROS 2 mode: the shared participant presents one node with every flow's endpoints; two pairs of
+/// one process still get exactly their own messages.
+#[test]
+fn ros2_mode_flows_share_one_participant_too() {
+    let ros2 = json!({"ros2": true});
+    let mut h = host(json!([
+        {"flow": 1, "start_ns": null, "config": options(receiver(17331, "r1", 60), ros2.clone())},
+        {"flow": 2, "start_ns": null, "config": options(receiver(17332, "r2", 80), ros2.clone())},
+        {"flow": 11, "start_ns": 0, "config": options(sender(17331, "r1", 60, 500.0), ros2.clone())},
+        {"flow": 12, "start_ns": 0, "config": options(sender(17332, "r2", 80, 500.0), ros2)},
+    ]));
+    h.ready(&[1, 2]);
+    h.t0(now_ns());
+    let (code, lines) = h.finish();
+    assert!(errors(&lines).is_empty(), "{lines:?}");
+    assert_eq!(code, 0, "{lines:?}");
+    check_pairs(&results(&lines), &[(1, 11, 60), (2, 12, 80)], &lines);
+}
