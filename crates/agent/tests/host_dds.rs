@@ -57,9 +57,9 @@ impl Host {
     fn ready(&mut self, flows: &[u64]) {
         let mut want: BTreeSet<u64> = flows.iter().copied().collect();
         while !want.is_empty() {
-            let l = self
-                .next_line()
-                .unwrap_or_else(|| panic!("the host ended before its ready lines: {:?}", self.lines));
+            let l = self.next_line().unwrap_or_else(|| {
+                panic!("the host ended before its ready lines: {:?}", self.lines)
+            });
             assert_eq!(l["type"], "ready", "only ready lines before t0: {l}");
             let k = l["flow"].as_u64().expect("a ready line names its flow");
             assert!(want.remove(&k), "an unexpected ready line: {l}");
@@ -84,7 +84,10 @@ fn results(lines: &[Value]) -> BTreeMap<u64, Value> {
     for l in lines {
         if l["type"] == "result" {
             let k = l["flow"].as_u64().expect("a result names its flow");
-            assert!(out.insert(k, l.clone()).is_none(), "two results for flow {k}");
+            assert!(
+                out.insert(k, l.clone()).is_none(),
+                "two results for flow {k}"
+            );
         }
     }
     out
@@ -151,7 +154,11 @@ fn one_host_process_carries_several_dds_flows_on_one_participant() {
     assert!(errors(&lines).is_empty(), "{lines:?}");
     assert_eq!(code, 0, "{lines:?}");
     let r = results(&lines);
-    assert_eq!(r.keys().copied().collect::<Vec<_>>(), vec![1, 2, 11, 12], "{lines:?}");
+    assert_eq!(
+        r.keys().copied().collect::<Vec<_>>(),
+        vec![1, 2, 11, 12],
+        "{lines:?}"
+    );
     check_pairs(&r, &[(1, 11, 150), (2, 12, 250)], &lines);
 }
 
@@ -181,7 +188,10 @@ fn two_host_processes_exchange_dds_flows_both_ways() {
     assert_eq!((code_a, code_b), (0, 0), "{lines_a:?} {lines_b:?}");
     let mut r = results(&lines_a);
     r.extend(results(&lines_b));
-    assert_eq!(r.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 11, 12, 13]);
+    assert_eq!(
+        r.keys().copied().collect::<Vec<_>>(),
+        vec![1, 2, 3, 11, 12, 13]
+    );
     for k in [3, 11, 12] {
         assert_eq!(r[&k]["peers"], 1, "flow {k}: {}", r[&k]);
     }
@@ -228,10 +238,16 @@ fn dds_flows_whose_domain_knobs_differ_are_refused_naming_the_keys() {
     unsafe { libc::kill(h.child.id() as i32, libc::SIGTERM) };
     let (code, lines) = h.finish();
     let r = results(&lines);
-    assert_eq!(r.keys().copied().collect::<Vec<_>>(), vec![3, 5], "{lines:?}");
+    assert_eq!(
+        r.keys().copied().collect::<Vec<_>>(),
+        vec![3, 5],
+        "{lines:?}"
+    );
     assert_eq!(code, 1, "the unstarted sender counts as failed: {lines:?}");
     assert!(
-        errors(&lines).iter().all(|e| e["flow"] == 7 && e["kind"] == "io"),
+        errors(&lines)
+            .iter()
+            .all(|e| e["flow"] == 7 && e["kind"] == "io"),
         "{lines:?}"
     );
 }

@@ -6,9 +6,9 @@
 //! the driver is here.
 
 use std::cell::Cell;
-use std::sync::Mutex;
 use std::ffi::{c_void, CString};
 use std::ptr;
+use std::sync::Mutex;
 
 use cyclors::*;
 
@@ -399,10 +399,7 @@ impl Domain {
             };
             check(
                 PEI_TOPIC,
-                dds_write(
-                    *pei_writer,
-                    &sample as *const PeiSample as *const c_void,
-                ),
+                dds_write(*pei_writer, &sample as *const PeiSample as *const c_void),
             )?;
         }
         Ok(())
