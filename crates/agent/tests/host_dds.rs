@@ -270,3 +270,41 @@ fn ros2_mode_flows_share_one_participant_too() {
     assert_eq!(code, 0, "{lines:?}");
     check_pairs(&results(&lines), &[(1, 11, 60), (2, 12, 80)], &lines);
 }
+
+/// The participant goes with the last flow holding it: a flow starting after every other DDS flow
+/// of its process ended makes a new one (no "Precondition Not Met" from a domain left behind) and
+/// reaches its receiver in another process.
+#[test]
+fn a_flow_starting_after_the_others_ended_gets_a_new_participant() {
+    let mut a = host(json!([
+        {"flow": 1, "start_ns": null, "config": receiver(17341, "l1", 30)},
+        {"flow": 11, "start_ns": 0, "config": sender(17341, "l1", 30, 1000.0)},
+        {"flow": 12, "start_ns": 2_500_000_000u64, "config": sender(17342, "l2", 40, 400.0)},
+    ]));
+    let mut b = host(json!([
+        {"flow": 13, "start_ns": null, "config": receiver(17342, "l2", 40)},
+    ]));
+    a.ready(&[1]);
+    b.ready(&[13]);
+    let t0 = now_ns();
+    a.t0(t0);
+    // flows 1 and 11 end (and with them the participant) before flow 12 starts
+    let mut ended = BTreeSet::new();
+    while ended.len() < 2 {
+        let l = a.next_line().expect("flows 1 and 11 end first");
+        assert_eq!(l["type"], "result", "{l}");
+        ended.insert(l["flow"].as_u64().unwrap());
+    }
+    assert!(
+        now_ns() < t0 + 2_500_000_000,
+        "flows 1 and 11 took too long for this test"
+    );
+    b.t0(t0);
+    let (code_a, lines_a) = a.finish();
+    let (code_b, lines_b) = b.finish();
+    assert!(errors(&lines_a).is_empty(), "{lines_a:?}");
+    assert_eq!((code_a, code_b), (0, 0), "{lines_a:?} {lines_b:?}");
+    let mut r = results(&lines_a);
+    r.extend(results(&lines_b));
+    check_pairs(&r, &[(1, 11, 30), (13, 12, 40)], &[]);
+}
