@@ -104,6 +104,7 @@ def run(tmp_path: Path, body: str, name: str = "s") -> tuple[dict, list[dict], A
     pytest.param("zenoh", "", marks=needs("zenoh")),
     pytest.param("nats", "", marks=needs("nats")),
     pytest.param("zmq", "", marks=needs("zmq")),
+    pytest.param("dds", "", marks=needs("dds")),  # one Cyclone participant per host, its flows' readers/writers
 ])
 def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path, protocol, knobs):
     r, flows, census = run(tmp_path, scenario(protocol, "host", knobs=knobs))

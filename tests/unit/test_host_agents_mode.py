@@ -46,16 +46,28 @@ def test_auto_takes_host_for_several_senders_and_flow_otherwise() -> None:
     kill = '[[event]]\nat = "0.5 s"\naction = "kill"\nworkload = "w"\nhost = "c2"\n'
     assert agents_mode(sweep(extra='name = "w"\n' + kill).runs[0]) == "flow"  # the event kills one flow only
     assert agents_mode(sweep(protocol="zenoh").runs[0]) == "host"
-    assert agents_mode(sweep(protocol="dds").runs[0]) == "flow"  # one Cyclone domain per id in a process
+    assert agents_mode(sweep(protocol="dds").runs[0]) == "host"  # one participant per host agent
     assert agents_mode(sweep('agents = "flow"').runs[0]) == "flow"
     assert agents_mode(sweep('agents = "host"', from_="c1").runs[0]) == "host"
 
 
-@pytest.mark.parametrize("protocol", ["ros2", "dds"])
-def test_host_mode_refuses_protocols_a_host_agent_cannot_carry(protocol: str) -> None:
+def test_host_mode_refuses_protocols_a_host_agent_cannot_carry() -> None:
     with pytest.raises(SpecError) as e:
-        sweep('agents = "host"', protocol=protocol)
+        sweep('agents = "host"', protocol="ros2")
     assert "workload.protocol" in str(e.value) and "not carried by host agents" in str(e.value)
+    assert agents_mode(sweep('agents = "host"', protocol="dds").runs[0]) == "host"
+
+
+def test_dds_flows_of_a_host_agent_share_one_participant_index() -> None:
+    """Host mode: one participant per host, at index 100 in every host; per flow: 100 + the flow's number."""
+    for mode, indexes in (("host", {100}), ("flow", {100, 101, 102})):
+        run = sweep(f'agents = "{mode}"', protocol="dds").runs[0]
+        flows, _ = _flows(run)
+        got = {s.config["options"]["participant_index"] for f in flows for s in f.specs}
+        assert got == indexes, mode
+    run = sweep('agents = "host"', protocol="dds", extra="[workload.dds]\nros2 = true\n").runs[0]
+    flows, _ = _flows(run)
+    assert all("participant_index" not in s.config["options"] for f in flows for s in f.specs)  # ROS 2: auto
 
 
 def test_unknown_mode_is_refused_naming_the_key() -> None:

@@ -13,9 +13,11 @@
 //! UDP stream receivers that listen on one address, each with a `source` of its own, share one
 //! socket and one thread (`udp-group-PORT`, crate::udp_group), which hands each datagram to the
 //! flow whose source sent it (`shared_receivers` says which flows; two UDP flows that would bind
-//! one address otherwise are a configuration error).  Every other flow has its own driver for
-//! now; sharing one session per protocol per host is a later step (the drivers are created here,
-//! in one place, so that step can hand flows a shared one).
+//! one address otherwise are a configuration error).  The DDS flows share one Cyclone domain and
+//! participant per domain id (drivers::dds::install_host_domains: Cyclone has one domain per id in
+//! a process, and a car runs one participant), each flow with readers and writers of its own; flows
+//! whose domain knobs differ are a configuration error (`dds_plan`).  Every other flow has its own
+//! driver for now.
 
 use std::collections::{HashMap, HashSet};
 use std::error::Error as StdError;
@@ -62,6 +64,10 @@ pub enum HostError {
     /// Two flows that would bind one UDP address without sharing a receiver (crate::udp_group).
     #[error("flow {flow}: {message}")]
     Shared { flow: u32, message: String },
+    /// DDS flows that cannot share the process's one participant (drivers::dds::host_plan); the
+    /// message names both flows.
+    #[error("{message}")]
+    Participant { flow: u32, message: String },
 }
 
 impl HostError {
@@ -70,7 +76,8 @@ impl HostError {
         match self {
             HostError::Entry { flow, .. }
             | HostError::Flow { flow, .. }
-            | HostError::Shared { flow, .. } => Some(*flow),
+            | HostError::Shared { flow, .. }
+            | HostError::Participant { flow, .. } => Some(*flow),
             HostError::Json(_) | HostError::Host(_) => None,
         }
     }
@@ -157,7 +164,25 @@ pub fn parse(text: &str) -> Result<Vec<Flow>, HostError> {
         });
     }
     shared_receivers(&flows)?;
+    dds_plan(&flows)?;
     Ok(flows)
+}
+
+/// The DDS flows' shared domains (one participant per domain id for the whole process,
+/// drivers::dds::host_plan); Err names two flows whose domain knobs differ.
+#[cfg(feature = "dds")]
+pub fn dds_plan(flows: &[Flow]) -> Result<Vec<drivers::dds::HostDomain>, HostError> {
+    let list: Vec<(u32, Option<u64>, &Config)> =
+        flows.iter().map(|f| (f.id, f.start_ns, &f.cfg)).collect();
+    drivers::dds::host_plan(&list).map_err(|e| HostError::Participant {
+        flow: e.flow,
+        message: e.message,
+    })
+}
+
+#[cfg(not(feature = "dds"))]
+pub fn dds_plan(_flows: &[Flow]) -> Result<(), HostError> {
+    Ok(())
 }
 
 /// True for a flow that may share a UDP receiver: a udp stream receiver with `source`.
@@ -303,7 +328,12 @@ pub enum Outcome {
 /// every flow has ended, with the number that failed (each failure's error line already
 /// printed).  The caller has installed the signal handler and timer slack.
 pub fn run(flows: Vec<Flow>, commands: impl BufRead + Send + 'static) -> usize {
-    let groups = match shared_receivers(&flows) {
+    let groups = match shared_receivers(&flows).and_then(|g| {
+        // Every DDS flow of one domain id shares the process's participant.
+        #[cfg(feature = "dds")]
+        drivers::dds::install_host_domains(dds_plan(&flows)?);
+        Ok(g)
+    }) {
         Ok(g) => g,
         Err(e) => {
             // parse checks this; flows built otherwise get the same refusal, nothing started

@@ -339,18 +339,21 @@ def wait_watching(agent: AgentProcess, budget_s: float, watch) -> bool:
 DDS_PARTICIPANT_INDEX_BASE = 100
 
 
-def prepare_specs(run: Run, specs: list[AgentSpec], artifacts: Path, flow: int = 0) -> None:
+def prepare_specs(run: Run, specs: list[AgentSpec], artifacts: Path, flow: int = 0, host: bool = False) -> None:
     """What depends on the run's links and folder: zenoh's timeouts on slow links (run.slowlink), TLS files
     for QUIC (services.tls), DDS's participant index (flow ``flow`` of the run; every agent of a flow is on
-    its own host, so they share it: a sender announces itself to one discovery port per receiver). In ROS 2
+    its own host, so they share it: a sender announces itself to one discovery port per receiver). With
+    ``host`` (one agent process per host, run.hostagent) every flow's index is DDS_PARTICIPANT_INDEX_BASE:
+    a host agent has one participant for all its DDS flows, at the same index in every host. In ROS 2
     mode the index stays automatic: a ROS 2 node with ROS_STATIC_PEERS looks for participants at the first
     few indexes only (docs/protocols.md, "Pointing your own ROS 2 install at a run")."""
     w = run.workload
     if w.protocol == "dds" and not w.options.get("ros2"):  # ROS 2 mode: automatic, so ROS nodes of yours find it
         hosts = [s.host for s in specs]
         if len(set(hosts)) == len(hosts):
+            index = DDS_PARTICIPANT_INDEX_BASE + (0 if host else flow)
             for s in specs:
-                s.config["options"] = s.config["options"] | {"participant_index": DDS_PARTICIPANT_INDEX_BASE + flow}
+                s.config["options"] = s.config["options"] | {"participant_index": index}
     if w.protocol == "zenoh":
         for s in specs:
             s.config["options"] = s.config["options"] | zenoh_timing(run, s.config["options"])

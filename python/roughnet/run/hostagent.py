@@ -28,11 +28,11 @@ from .agents import AGENT_PORT, AgentProcess, AgentSpec, json_lines, last_words
 
 log = logging.getLogger(__name__)
 
-#: Protocols a host agent carries. Not ros2 (its endpoints are rclpy nodes: one process per flow) and not dds
-#: yet: Cyclone DDS has one domain per domain id in a process, and each flow's driver creates its own (with
-#: the flow's participant index), so a second DDS flow in one process fails ("dds_create_domain: Precondition
-#: Not Met"); one participant per host shared by its flows is the step that lifts this (issue 27).
-HOST_PROTOCOLS = frozenset({"tcp", "udp", "zenoh", "zmq", "mqtt", "kafka", "nats"})
+#: Protocols a host agent carries. Not ros2 (its endpoints are rclpy nodes: one process per flow). The DDS flows
+#: of a host agent share one Cyclone participant (Cyclone has one domain per id in a process; a car runs one
+#: participant with many readers and writers), at participant index DDS_PARTICIPANT_INDEX_BASE in every host
+#: (agents.prepare_specs with host=True); flows whose domain knobs differ are refused by the agent.
+HOST_PROTOCOLS = frozenset({"tcp", "udp", "zenoh", "zmq", "mqtt", "kafka", "nats", "dds"})
 
 
 def agents_mode(run: Run) -> str:

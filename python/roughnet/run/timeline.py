@@ -75,6 +75,7 @@ class Flow:
 def plan_flows(run: Run, address_of, broker_of, extra, artifacts: Path) -> list[Flow]:
     """Every flow of the run with its agents' configurations (receivers first, the sender last)."""
     flows: list[Flow] = []
+    host_mode = hostagent.agents_mode(run) == "host"  # DDS: one participant per host agent (prepare_specs)
     for w in run.all_workloads:
         for sender in w.senders:
             index = len(flows)
@@ -82,7 +83,7 @@ def plan_flows(run: Run, address_of, broker_of, extra, artifacts: Path) -> list[
                                      receivers=tuple(r for r in w.receivers if r != sender))
             view = dataclasses.replace(run, workload=fw)
             specs = agent_specs(view, address_of, broker_of, extra)
-            prepare_specs(view, specs, artifacts, flow=index)
+            prepare_specs(view, specs, artifacts, flow=index, host=host_mode)
             topic = topic_of(run) if index == 0 else f"{topic_of(run)}/{w.name}/{sender}"
             port = AGENT_PORT + index
             for sp in specs:

@@ -525,17 +525,15 @@ def _check_services(s: Scenario, hosts: set[str] | None, problems: list[Problem]
 
 def _check_agents(s: Scenario, problems: list[Problem]) -> None:
     """``[scenario] agents = "host"``: every workload's protocol is one a host agent carries (not ros2: its
-    endpoints are rclpy nodes, one process per flow; not dds yet: Cyclone has one domain per id in a process,
-    run.hostagent.HOST_PROTOCOLS)."""
+    endpoints are rclpy nodes, one process per flow; run.hostagent.HOST_PROTOCOLS)."""
     if s.scenario.agents != "host":
         return
     for path, w in workload_tables(s):
-        if _concrete(w.protocol) and w.protocol in ("ros2", "dds"):
-            why = ("its endpoints are rclpy nodes, one process per flow" if w.protocol == "ros2" else
-                   "Cyclone DDS has one domain per id in a process and each flow makes its own")
-            problems.append(Problem(f"{path}.protocol", f'not carried by host agents ([scenario] agents = "host"): '
-                                    f'{why}', 'tcp, udp, zenoh, zmq, mqtt, kafka or nats with agents = "host"; '
-                                    f'agents = "flow" or "auto" for {w.protocol}', w.protocol))
+        if _concrete(w.protocol) and w.protocol == "ros2":
+            problems.append(Problem(f"{path}.protocol", 'not carried by host agents ([scenario] agents = "host"): '
+                                    "its endpoints are rclpy nodes, one process per flow",
+                                    'tcp, udp, zenoh, zmq, mqtt, kafka, nats or dds with agents = "host"; '
+                                    'agents = "flow" or "auto" for ros2', w.protocol))
 
 
 def _check_broadcast(s: Scenario, problems: list[Problem]) -> None:

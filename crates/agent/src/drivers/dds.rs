@@ -43,6 +43,7 @@ mod ffi;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Deserialize;
 
@@ -261,15 +262,15 @@ fn local_ip_towards(peer: &SocketAddr) -> Option<IpAddr> {
     s.local_addr().ok().map(|a| a.ip())
 }
 
-/// Cyclone DDS configuration (what CYCLONEDDS_URI would hold): the interface
-/// with address `iface`, unicast discovery to `peers` unless `multicast`,
+/// Cyclone DDS configuration (what CYCLONEDDS_URI would hold): the interfaces
+/// with the addresses `ifaces` (none: Cyclone picks one), unicast discovery to `peers` unless `multicast`,
 /// `General/MaxMessageSize` = `max_message` bytes when given, and a trace file
 /// when `trace` names one.  With `fixed` this participant takes that index and each
 /// peer is named with the discovery port of the same index (every agent of a flow has
 /// the flow's index): one announcement per peer instead of one per port an automatic
 /// index could have taken; and the peers are announced to for the agent's whole life.
 pub fn cyclone_xml(
-    iface: Option<IpAddr>,
+    ifaces: &[IpAddr],
     peers: &[IpAddr],
     multicast: bool,
     max_message: Option<u32>,
@@ -277,10 +278,16 @@ pub fn cyclone_xml(
     fixed: Option<FixedIndex>,
 ) -> String {
     let mut x = String::from("<CycloneDDS><Domain Id=\"any\"><General>");
-    if let Some(ip) = iface {
-        x.push_str(&format!(
-            "<Interfaces><NetworkInterface address=\"{ip}\"/></Interfaces>"
-        ));
+    if !ifaces.is_empty() {
+        x.push_str("<Interfaces>");
+        let mut seen = Vec::new();
+        for ip in ifaces {
+            if !seen.contains(ip) {
+                seen.push(*ip);
+                x.push_str(&format!("<NetworkInterface address=\"{ip}\"/>"));
+            }
+        }
+        x.push_str("</Interfaces>");
     }
     x.push_str(if multicast {
         "<AllowMulticast>true</AllowMulticast>"
@@ -350,6 +357,201 @@ pub struct FixedIndex {
 /// base 7400, domain gain 250, participant gain 2, offset d1 = 10).
 pub fn discovery_port(domain: u32, index: u32) -> u32 {
     7400 + 250 * domain + 10 + 2 * index
+}
+
+/// The interface a flow's own domain uses (its `listen` address for a receiver or ponger, the local
+/// address towards its first peer for a sender or pinger; None: Cyclone picks one) and the peers it
+/// announces itself to (a sender's or pinger's).
+fn flow_endpoints(cfg: &Config) -> (Option<IpAddr>, Vec<IpAddr>) {
+    let (iface, peers) = match cfg.role {
+        Role::Receiver | Role::Ponger => (cfg.listen.map(|l| l.ip()), vec![]),
+        Role::Sender | Role::Pinger => (
+            cfg.peers.first().and_then(local_ip_towards),
+            cfg.peers.iter().map(|p| p.ip()).collect(),
+        ),
+    };
+    (iface.filter(|ip| !ip.is_unspecified()), peers)
+}
+
+/// The ROS 2 node name of a host agent's shared participant (`roughnet_host_4242`).
+pub fn host_node_name(pid: u32) -> String {
+    format!("roughnet_host_{pid}")
+}
+
+/// What configures a domain and its one participant rather than one endpoint: the flows of a host
+/// agent that share a participant must agree on these (`host_plan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DomainKnobs {
+    pub domain_id: u32,
+    /// `Discovery`/`General/AllowMulticast`.
+    pub multicast: bool,
+    /// The data type, the participant's user_data and its ROS 2 node.
+    pub ros2: bool,
+    /// `General/MaxMessageSize`.
+    pub batch: Option<u32>,
+    /// `Discovery/ParticipantIndex` (and the peers' discovery ports).
+    pub participant_index: Option<u32>,
+}
+
+impl DomainKnobs {
+    /// (key, this value, the other's) for each knob that differs.
+    fn differences(&self, other: &DomainKnobs) -> Vec<(&'static str, String, String)> {
+        let batch = |b: Option<u32>| b.unwrap_or(0).to_string();
+        let index = |i: Option<u32>| i.map_or_else(|| "auto".to_string(), |i| i.to_string());
+        let mut d = Vec::new();
+        let mut diff = |key, a: String, b: String| {
+            if a != b {
+                d.push((key, a, b));
+            }
+        };
+        diff("domain_id", self.domain_id.to_string(), other.domain_id.to_string());
+        diff("multicast", self.multicast.to_string(), other.multicast.to_string());
+        diff("ros2", self.ros2.to_string(), other.ros2.to_string());
+        diff("batch", batch(self.batch), batch(other.batch));
+        diff("participant_index", index(self.participant_index), index(other.participant_index));
+        d
+    }
+}
+
+/// Host mode: the one domain (and participant) every DDS flow of the process with this domain id
+/// shares.  Its configuration is every flow's: the interfaces of all of them (each as its own domain
+/// would have taken it, in flow order), the peers of all of them, announced to for the longest
+/// flow's life.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostDomain {
+    pub knobs: DomainKnobs,
+    /// The flows sharing it, in the host object's order.
+    pub flows: Vec<u32>,
+    pub ifaces: Vec<IpAddr>,
+    pub peers: Vec<IpAddr>,
+    /// `Discovery/InitialLocatorPruneDelay` with a fixed index (FixedIndex::prune_s).
+    pub prune_s: u64,
+}
+
+/// A flow's refusal by `host_plan`: the later flow's id and the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanError {
+    pub flow: u32,
+    pub message: String,
+}
+
+/// Host mode: the shared domains of the DDS flows among `flows` ((id, start offset, configuration);
+/// the others are skipped), one per domain id.  Err: two flows of one domain id whose domain knobs
+/// differ (one participant cannot be configured both ways), naming both flows and every key.
+pub fn host_plan(flows: &[(u32, Option<u64>, &Config)]) -> Result<Vec<HostDomain>, PlanError> {
+    let mut plans: Vec<HostDomain> = Vec::new();
+    for &(id, start_ns, cfg) in flows {
+        if cfg.protocol != "dds" {
+            continue;
+        }
+        let Ok(d) = Dds::from_config(cfg) else {
+            continue; // host::parse created every driver first: not reached
+        };
+        let knobs = d.knobs();
+        let (iface, peers) = flow_endpoints(cfg);
+        let life_s = (start_ns.unwrap_or(0) + cfg.timeout_ns).div_ceil(1_000_000_000);
+        match plans.iter_mut().find(|p| p.knobs.domain_id == knobs.domain_id) {
+            Some(p) => {
+                let diffs = p.knobs.differences(&knobs);
+                if !diffs.is_empty() {
+                    let what = diffs
+                        .iter()
+                        .map(|(k, a, b)| format!("{k} {a} and {b}"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    return Err(PlanError {
+                        flow: id,
+                        message: format!(
+                            "flows {} and {id}: dds options differ ({what}): one participant per host \
+                             needs the same domain knobs",
+                            p.flows[0]
+                        ),
+                    });
+                }
+                p.flows.push(id);
+                p.ifaces.extend(iface.filter(|ip| !p.ifaces.contains(ip)));
+                for ip in peers {
+                    if !p.peers.contains(&ip) {
+                        p.peers.push(ip);
+                    }
+                }
+                p.prune_s = p.prune_s.max(life_s + 30);
+            }
+            None => {
+                let mut uniq = Vec::new();
+                for ip in peers {
+                    if !uniq.contains(&ip) {
+                        uniq.push(ip);
+                    }
+                }
+                plans.push(HostDomain {
+                    knobs,
+                    flows: vec![id],
+                    ifaces: iface.into_iter().collect(),
+                    peers: uniq,
+                    prune_s: (life_s + 30).max(30),
+                })
+            }
+        }
+    }
+    Ok(plans)
+}
+
+/// A shared domain and, once a flow created it, the domain itself (while some flow holds it).
+struct Slot {
+    plan: HostDomain,
+    live: Option<Arc<Domain>>,
+}
+
+/// Host mode's shared domains (empty in `run` mode: every flow makes its own).
+static HOST_DOMAINS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
+
+fn registry() -> MutexGuard<'static, Vec<Slot>> {
+    HOST_DOMAINS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Host mode, before any flow starts: from now on the DDS flows of each planned domain id share one
+/// domain and participant, created by the first flow that opens an endpoint and deleted when the
+/// last flow holding it ends.
+pub fn install_host_domains(plans: Vec<HostDomain>) {
+    let mut reg = registry();
+    reg.clear();
+    reg.extend(plans.into_iter().map(|plan| Slot { plan, live: None }));
+}
+
+/// A flow's hold on its domain.  A shared one is deleted by the handle of the last flow holding it,
+/// under the registry's lock: a flow starting meanwhile waits and creates a new one (Cyclone has one
+/// domain per id in a process, so the old one must be gone first).
+pub struct DomainHandle {
+    dom: Option<Arc<Domain>>,
+    shared: bool,
+}
+
+impl std::ops::Deref for DomainHandle {
+    type Target = Domain;
+    fn deref(&self) -> &Domain {
+        self.dom.as_deref().expect("present until dropped")
+    }
+}
+
+impl Drop for DomainHandle {
+    fn drop(&mut self) {
+        if !self.shared {
+            return; // dropped with the field
+        }
+        let mut reg = registry();
+        let Some(d) = self.dom.take() else { return };
+        // Ours and the registry's: we are the last flow; delete it before the lock goes.
+        if Arc::strong_count(&d) == 2 {
+            for slot in reg.iter_mut() {
+                if slot.live.as_ref().is_some_and(|l| Arc::ptr_eq(l, &d)) {
+                    slot.live = None;
+                }
+            }
+        }
+        drop(d);
+        drop(reg);
+    }
 }
 
 impl Dds {
@@ -465,15 +667,53 @@ impl Dds {
         })
     }
 
-    fn domain(&self, cfg: &Config) -> Result<Domain, DriverError> {
-        let (iface, peers) = match cfg.role {
-            Role::Receiver | Role::Ponger => (cfg.listen.map(|l| l.ip()), vec![]),
-            Role::Sender | Role::Pinger => (
-                cfg.peers.first().and_then(local_ip_towards),
-                cfg.peers.iter().map(|p| p.ip()).collect(),
-            ),
-        };
-        let iface = iface.filter(|ip| !ip.is_unspecified());
+    /// The domain a flow's endpoints live in: in host mode the process's shared one for this domain id
+    /// (created by the first flow that asks, `install_host_domains`), else one of the flow's own.
+    fn domain(&self, cfg: &Config) -> Result<DomainHandle, DriverError> {
+        {
+            let mut reg = registry();
+            if let Some(slot) = reg.iter_mut().find(|s| s.plan.knobs.domain_id == self.domain_id) {
+                if let Some(d) = &slot.live {
+                    return Ok(DomainHandle {
+                        dom: Some(d.clone()),
+                        shared: true,
+                    });
+                }
+                let p = &slot.plan;
+                tracing::info!(
+                    domain = self.domain_id,
+                    flows = ?p.flows,
+                    "creating the DDS participant this process's flows share"
+                );
+                let d = Arc::new(self.new_domain(&p.ifaces, &p.peers, p.prune_s, host_node_name(std::process::id()))?);
+                slot.live = Some(d.clone());
+                return Ok(DomainHandle {
+                    dom: Some(d),
+                    shared: true,
+                });
+            }
+        }
+        let (iface, peers) = flow_endpoints(cfg);
+        let prune_s = cfg.timeout_ns.div_ceil(1_000_000_000).max(30);
+        let d = self.new_domain(
+            &iface.into_iter().collect::<Vec<_>>(),
+            &peers,
+            prune_s,
+            node_name(cfg.role, std::process::id()),
+        )?;
+        Ok(DomainHandle {
+            dom: Some(Arc::new(d)),
+            shared: false,
+        })
+    }
+
+    fn new_domain(
+        &self,
+        ifaces: &[IpAddr],
+        peers: &[IpAddr],
+        prune_s: u64,
+        node: String,
+    ) -> Result<Domain, DriverError> {
         let trace = std::env::var("ROUGHNET_DDS_TRACE")
             .ok()
             .filter(|d| !d.is_empty() && !d.contains(['<', '>', '&']))
@@ -481,16 +721,27 @@ impl Dds {
         let fixed = self.participant_index.map(|index| FixedIndex {
             index,
             domain: self.domain_id,
-            prune_s: cfg.timeout_ns.div_ceil(1_000_000_000).max(30),
+            prune_s,
         });
-        let xml = cyclone_xml(iface, &peers, self.multicast, self.batch, trace.as_deref(), fixed);
+        let xml = cyclone_xml(ifaces, peers, self.multicast, self.batch, trace.as_deref(), fixed);
         tracing::debug!(%xml, domain = self.domain_id, "creating the Cyclone DDS domain");
         let node = self.ros2.then(|| ffi::RosNode {
             namespace: "/".into(),
-            name: node_name(cfg.role, std::process::id()),
+            name: node,
             type_hash: UINT8_MULTI_ARRAY_HASH,
         });
         Domain::new(self.domain_id, &xml, type_name(self.ros2), node)
+    }
+
+    /// The knobs that configure the domain and its participant (not one endpoint).
+    pub fn knobs(&self) -> DomainKnobs {
+        DomainKnobs {
+            domain_id: self.domain_id,
+            multicast: self.multicast,
+            ros2: self.ros2,
+            batch: self.batch,
+            participant_index: self.participant_index,
+        }
     }
 
     fn topic(&self, what: &str) -> String {
@@ -859,7 +1110,7 @@ pub struct DdsSender {
     peers: usize,
     give_up: u64,
     _ready: Reader,
-    _dom: Domain,
+    _dom: DomainHandle,
 }
 
 impl Sender for DdsSender {
@@ -882,7 +1133,7 @@ pub struct DdsReceiver {
     reader: Reader,
     announcer: ReadyAnnouncer,
     local: String,
-    dom: Domain,
+    dom: DomainHandle,
 }
 
 impl Receiver for DdsReceiver {
@@ -919,7 +1170,7 @@ pub struct DdsRequester {
     reliable: bool,
     give_up: u64,
     _ready: Reader,
-    dom: Domain,
+    dom: DomainHandle,
 }
 
 impl Requester for DdsRequester {
@@ -974,7 +1225,7 @@ pub struct DdsResponder {
     matched: bool,
     give_up: u64,
     local: String,
-    dom: Domain,
+    dom: DomainHandle,
 }
 
 impl Responder for DdsResponder {
@@ -1086,7 +1337,7 @@ mod tests {
     fn unicast_xml_lists_each_peer_once() {
         let ip: IpAddr = "198.18.0.2".parse().unwrap();
         let x = cyclone_xml(
-            Some("198.18.0.1".parse().unwrap()),
+            &["198.18.0.1".parse().unwrap()],
             &[ip, ip],
             false,
             None,
@@ -1105,7 +1356,7 @@ mod tests {
             !x.contains("MaxMessageSize") && !x.contains("Tracing"),
             "{x}"
         );
-        let m = cyclone_xml(None, &[ip], true, Some(8192), Some("/tmp/t.log"), None);
+        let m = cyclone_xml(&[], &[ip], true, Some(8192), Some("/tmp/t.log"), None);
         assert!(
             m.contains("<General>")
                 && m.contains("<MaxMessageSize>8192B</MaxMessageSize></General>"),
@@ -1133,19 +1384,72 @@ mod tests {
     fn fixed_index_names_one_port_per_peer() {
         let ip: IpAddr = "198.18.0.2".parse().unwrap();
         let f = |index, domain| Some(FixedIndex { index, domain, prune_s: 70 });
-        let x = cyclone_xml(None, &[ip, ip], false, None, None, f(103, 0));
+        let x = cyclone_xml(&[], &[ip, ip], false, None, None, f(103, 0));
         assert!(x.contains("<ParticipantIndex>103</ParticipantIndex>"), "{x}");
         assert!(x.contains("<InitialLocatorPruneDelay>70s</InitialLocatorPruneDelay>"), "{x}");
         assert!(!x.contains("MaxAutoParticipantIndex"), "{x}");
-        let auto = cyclone_xml(None, &[ip], false, None, None, None);
+        let auto = cyclone_xml(&[], &[ip], false, None, None, None);
         assert!(auto.contains("<ParticipantIndex>auto") && !auto.contains("InitialLocatorPruneDelay"), "{auto}");
         // 7400 + 10 + 2 x 103, once
         assert_eq!(x.matches("<Peer address=\"198.18.0.2:7616\"/>").count(), 1, "{x}");
-        let y = cyclone_xml(None, &[ip], false, None, None, f(0, 2));
+        let y = cyclone_xml(&[], &[ip], false, None, None, f(0, 2));
         assert!(y.contains("<Peer address=\"198.18.0.2:7910\"/>"), "{y}");
         let v6: IpAddr = "fd00::2".parse().unwrap();
-        let z = cyclone_xml(None, &[v6], false, None, None, f(1, 0));
+        let z = cyclone_xml(&[], &[v6], false, None, None, f(1, 0));
         assert!(z.contains("<Peer address=\"[fd00::2]:7412\"/>"), "{z}");
+    }
+
+    #[test]
+    fn a_host_plan_is_one_domain_per_id_with_every_flows_interfaces_and_peers() {
+        let c = |v: serde_json::Value| Config::parse(&v.to_string()).unwrap();
+        let rx = |listen: &str, o: serde_json::Value| {
+            c(serde_json::json!({"v":1,"role":"receiver","protocol":"dds","pattern":"stream",
+                "listen":listen,"payload_bytes":64,"messages":10,"timeout_ms":40_000,"options":o}))
+        };
+        let tx = |peers: &[&str], o: serde_json::Value| {
+            c(serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
+                "peers":peers,"payload_bytes":64,"messages":10,"timeout_ms":40_000,"options":o}))
+        };
+        let udp = c(serde_json::json!({"v":1,"role":"receiver","protocol":"udp","pattern":"stream",
+            "listen":"127.0.0.1:9","payload_bytes":64,"messages":10}));
+        let idx = serde_json::json!({"participant_index": 100});
+        let (r1, r2) = (rx("127.0.0.2:5000", idx.clone()), rx("127.0.0.3:5001", idx.clone()));
+        let (t1, t2) = (
+            tx(&["127.0.0.4:5000", "127.0.0.5:5000"], idx.clone()),
+            tx(&["127.0.0.5:5001"], idx.clone()),
+        );
+        let other = rx("0.0.0.0:5002", serde_json::json!({"domain_id": 3}));
+        let plans = host_plan(&[
+            (1, None, &r1),
+            (2, None, &udp),
+            (3, None, &r2),
+            (4, Some(100_000_000_000), &t1),
+            (5, Some(0), &t2),
+            (6, None, &other),
+        ])
+        .unwrap();
+        assert_eq!(plans.len(), 2, "{plans:?}");
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(plans[0].flows, vec![1, 3, 4, 5]);
+        assert_eq!(plans[0].knobs.participant_index, Some(100));
+        // the receivers' listen addresses, then the senders' (loopback: 127.0.0.1 towards either peer)
+        assert_eq!(plans[0].ifaces, vec![ip("127.0.0.2"), ip("127.0.0.3"), ip("127.0.0.1")]);
+        assert_eq!(plans[0].peers, vec![ip("127.0.0.4"), ip("127.0.0.5")]);
+        assert_eq!(plans[0].prune_s, 100 + 40 + 30, "the longest flow's life, and 30 s");
+        assert_eq!(plans[1].flows, vec![6]);
+        assert_eq!(plans[1].knobs.domain_id, 3);
+        assert!(plans[1].ifaces.is_empty() && plans[1].peers.is_empty(), "{:?}", plans[1]);
+        let e = host_plan(&[
+            (1, None, &r1),
+            (9, None, &rx("127.0.0.2:6000", serde_json::json!({"participant_index": 101, "ros2": true}))),
+        ])
+        .unwrap_err();
+        assert_eq!(e.flow, 9);
+        assert_eq!(
+            e.message,
+            "flows 1 and 9: dds options differ (ros2 false and true, participant_index 100 and 101): \
+             one participant per host needs the same domain knobs"
+        );
     }
 
     #[test]

@@ -5,9 +5,10 @@
 //! readers.  Every `unsafe` C call of
 //! the driver is here.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::ffi::{c_void, CString};
 use std::ptr;
+use std::sync::Mutex;
 
 use cyclors::*;
 
@@ -237,10 +238,11 @@ struct Graph {
     name: CString,
     /// `typehash=RIHS01_<hex>;`: the endpoints' user_data as rmw (Kilted) writes it.
     user_data: String,
-    readers: RefCell<Vec<[u8; 16]>>,
-    writers: RefCell<Vec<[u8; 16]>>,
+    readers: Mutex<Vec<[u8; 16]>>,
+    writers: Mutex<Vec<[u8; 16]>>,
     pei_descriptor: Box<dds_topic_descriptor_t>,
-    pei_writer: Cell<dds_entity_t>,
+    /// Also serialises announcements (host mode: several flows' threads share the participant).
+    pei_writer: Mutex<dds_entity_t>,
     _pei_type: CString,
 }
 
@@ -321,15 +323,15 @@ impl Domain {
                     namespace: cstring(&n.namespace),
                     name: cstring(&n.name),
                     user_data: format!("typehash={};", n.type_hash),
-                    readers: RefCell::new(Vec::new()),
-                    writers: RefCell::new(Vec::new()),
+                    readers: Mutex::new(Vec::new()),
+                    writers: Mutex::new(Vec::new()),
                     pei_descriptor: make_descriptor(
                         std::mem::size_of::<PeiSample>(),
                         std::mem::align_of::<PeiSample>(),
                         &pei_type,
                         &OPS_PEI,
                     ),
-                    pei_writer: Cell::new(0),
+                    pei_writer: Mutex::new(0),
                     _pei_type: pei_type,
                 }
             });
@@ -354,7 +356,8 @@ impl Domain {
         // SAFETY: live participant; the descriptor lives as long as the domain; the sample borrows
         // vectors and strings alive during the write.
         unsafe {
-            if g.pei_writer.get() == 0 {
+            let mut pei_writer = g.pei_writer.lock().unwrap_or_else(|p| p.into_inner());
+            if *pei_writer == 0 {
                 let cname = cstring(PEI_TOPIC);
                 let t = check(
                     PEI_TOPIC,
@@ -378,12 +381,12 @@ impl Domain {
                 dds_qset_userdata(q, ud.as_ptr() as *const c_void, ud.len());
                 let w = dds_create_writer(self.participant, t, q, ptr::null());
                 dds_delete_qos(q);
-                g.pei_writer.set(check(PEI_TOPIC, w)?);
+                *pei_writer = check(PEI_TOPIC, w)?;
             }
             let mut gid: dds_guid_t = std::mem::zeroed();
             check(PEI_TOPIC, dds_get_guid(self.participant, &mut gid))?;
-            let readers = g.readers.borrow();
-            let writers = g.writers.borrow();
+            let readers = g.readers.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let writers = g.writers.lock().unwrap_or_else(|p| p.into_inner()).clone();
             let node = [NodeSample {
                 namespace: g.namespace.as_ptr(),
                 name: g.name.as_ptr(),
@@ -396,10 +399,7 @@ impl Domain {
             };
             check(
                 PEI_TOPIC,
-                dds_write(
-                    g.pei_writer.get(),
-                    &sample as *const PeiSample as *const c_void,
-                ),
+                dds_write(*pei_writer, &sample as *const PeiSample as *const c_void),
             )?;
         }
         Ok(())
@@ -429,7 +429,8 @@ impl Domain {
             // SAFETY: live entity, out-parameter of the right type.
             if unsafe { dds_get_guid(entity, &mut gid) } >= 0 {
                 if writer { &g.writers } else { &g.readers }
-                    .borrow_mut()
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
                     .push(gid.v);
             }
         }
@@ -545,6 +546,12 @@ impl Domain {
         }
     }
 }
+
+// SAFETY: Cyclone's API is thread-safe (entities are handles into the library, which locks); the
+// descriptors are read-only after creation and the ROS 2 graph's state is behind mutexes.  Host mode
+// (crate::host) shares one Domain between the threads of several flows.
+unsafe impl Send for Domain {}
+unsafe impl Sync for Domain {}
 
 impl Drop for Domain {
     fn drop(&mut self) {
