@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -70,8 +71,11 @@ def run_one(n: int, protocol: str, duration_s: float, engine: str, results: Path
     f = results / f"{name}.toml"
     f.write_text(scenario(n, protocol, duration_s, engine, agents))
     t0 = time.monotonic()
+    env = {"COLUMNS": "200", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    if os.environ.get("PYTHONPATH"):  # another checkout's roughnet (and so its bin/) with this venv
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     out = subprocess.run([str(ROUGHNET), "run", str(f), "--results", str(results)], capture_output=True, text=True,
-                         check=False, env={"COLUMNS": "200", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})  # fmt: skip
+                         check=False, env=env)  # fmt: skip
     took = time.monotonic() - t0
     row = {"protocol": protocol, "cars": n, "engine": engine, "mode": agents, "wall_s": round(took, 1),
            "exit": out.returncode}  # fmt: skip

@@ -17,6 +17,7 @@ import pytest
 from cli_run import fetch, needs, roughnet_run
 from conftest import toml_hosts
 from roughnet.binaries import find_binary
+from roughnet.run.hostagent import ZENOH_HOST_PORT
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)"),
@@ -47,10 +48,14 @@ class AgentCensus:
     """The roughnet-agent processes whose configuration lies in ``folder``, read from /proc every 20 ms while
     the run goes: pid -> its argv."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, tcp_port: int | None = None):
         self.folder = str(folder)
         self.seen: dict[int, list[str]] = {}
         self.threads: dict[int, set[str]] = {}  # pid -> every thread name seen in it
+        # With ``tcp_port``: pid -> the most established TCP connections to or from that port seen at once in the
+        # process's network namespace (/proc/PID/net/tcp: each agent has a namespace of its own).
+        self.tcp_port = tcp_port
+        self.links: dict[int, int] = {}
         self.most_at_once = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -75,6 +80,9 @@ class AgentCensus:
                     except OSError:
                         continue
                     self.threads.setdefault(int(d), set()).update(names)
+                    if self.tcp_port is not None:
+                        n = established(int(d), self.tcp_port)
+                        self.links[int(d)] = max(self.links.get(int(d), 0), n)
             self.most_at_once = max(self.most_at_once, now)
 
     def __enter__(self) -> AgentCensus:
@@ -86,11 +94,26 @@ class AgentCensus:
         self._thread.join()
 
 
-def run(tmp_path: Path, body: str, name: str = "s") -> tuple[dict, list[dict], AgentCensus]:
+def established(pid: int, port: int) -> int:
+    """Established TCP connections (IPv4) with ``port`` at either end in the network namespace of ``pid``."""
+    try:
+        rows = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return 0
+    n = 0
+    for row in rows:
+        f = row.split()
+        ports = {int(f[1].split(":")[1], 16), int(f[2].split(":")[1], 16)}
+        n += f[3] == "01" and port in ports
+    return n
+
+
+def run(tmp_path: Path, body: str, name: str = "s", tcp_port: int | None = None) -> tuple[dict, list[dict],
+                                                                                        AgentCensus]:
     path = tmp_path / f"{name}.toml"
     path.write_text(body)
     res = tmp_path / f"res-{name}"
-    with AgentCensus(res) as census:
+    with AgentCensus(res, tcp_port) as census:
         roughnet_run(path, res, timeout=300, exit_codes=(0, 1))
     [r] = fetch(res, "select * from runs")
     flows = fetch(res, "select * from flows order by sender, receiver")
@@ -107,7 +130,8 @@ def run(tmp_path: Path, body: str, name: str = "s") -> tuple[dict, list[dict], A
     pytest.param("dds", "", marks=needs("dds")),  # one Cyclone participant per host, its flows' readers/writers
 ])
 def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path, protocol, knobs):
-    r, flows, census = run(tmp_path, scenario(protocol, "host", knobs=knobs))
+    port = ZENOH_HOST_PORT if protocol == "zenoh" else None
+    r, flows, census = run(tmp_path, scenario(protocol, "host", knobs=knobs), tcp_port=port)
     assert r["status"] == "ok", r["failure_reason"]
     # one process per host, all of them `roughnet-agent host` (a flow mode run would show 4 x 4 = 16 here)
     assert len(census.seen) == len(HOSTS), census.seen
@@ -119,6 +143,8 @@ def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path,
         for pid, names in census.threads.items():
             groups = {n for n in names if n.startswith("udp-group-")}
             assert len(groups) == 1 and len({n for n in names if n.startswith("flow-")}) <= 1, (pid, names)
+    if protocol == "zenoh":  # one session per host: one link to each other host (per flow: a link per flow)
+        assert sorted(census.links.values()) == [len(HOSTS) - 1] * len(HOSTS), census.links
     # a clean bridge at 20 msg/s: nothing is lost (reliable modes retransmit; UDP on a bridge in one machine
     # loses nothing at this rate, there is no queue to overflow), each pair counted on its own
     for f in flows:

@@ -121,3 +121,33 @@ def test_shared_udp_sockets_keep_the_workloads_receive_buffer_and_skip_other_pro
     before = [dict(s.config) for f in flows for s in f.specs]
     assert share_udp_sockets(run, flows, address_of) == 0
     assert [s.config for f in flows for s in f.specs] == before
+
+
+def test_zenoh_flows_of_a_host_listen_on_one_port_and_name_their_sender() -> None:
+    """Host mode, zenoh peer mode: every receiver on a host at ZENOH_HOST_PORT (the host agent's one session), told
+    its sender's address (the agent opens one link per pair of hosts from it); senders connect there."""
+    from roughnet.run.hostagent import ZENOH_HOST_PORT, share_zenoh_sessions
+
+    run = sweep(protocol="zenoh").runs[0]
+    flows, address_of = _flows(run)
+    assert share_zenoh_sessions(flows, address_of) == 3
+    for f in flows:
+        *receivers, sender = f.specs
+        assert sender.config["peers"] == [f"198.18.0.{r.host[1:]}:{ZENOH_HOST_PORT}" for r in receivers]
+        for r in receivers:
+            assert r.config["listen"] == f"198.18.0.{r.host[1:]}:{ZENOH_HOST_PORT}"
+            assert r.config["source"] == f"198.18.0.{f.sender[1:]}"
+        assert "source" not in sender.config
+
+
+@pytest.mark.parametrize("extra", ['[workload.zenoh]\nmode = "client"\n',
+                                   '[workload.zenoh]\nmulticast_scouting = true\n'])
+def test_zenoh_sessions_are_left_alone_in_client_mode_and_with_scouting(extra: str) -> None:
+    from roughnet.run.hostagent import share_zenoh_sessions
+
+    run = sweep(protocol="zenoh", extra=extra + ('[[service]]\nkind = "zenoh-router"\nhost = "c1"\n'
+                                                 if "client" in extra else "")).runs[0]
+    flows, address_of = _flows(run)
+    before = [dict(s.config) for f in flows for s in f.specs]
+    assert share_zenoh_sessions(flows, address_of) == 0
+    assert [s.config for f in flows for s in f.specs] == before

@@ -53,3 +53,39 @@ def test_each_message_gets_the_distance_at_its_send_time_on_the_wires_timeline()
     agg = {a["d_m"]: a["ratio"] for a in by_distance(rows)}
     assert agg[500.0] == 1.0 and agg[700.0] == 0.0 and agg[850.0] == 0.0
     assert pdr_png([("udp", rows)])[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_delivery_by_distance_bin_and_interval_pools_every_pair() -> None:
+    """The report's view of a big fleet: per 50 m bin and interval, delivered / sent of all pairs' messages."""
+    from roughnet.report.fleet import distance_time, distance_time_png
+
+    def row(s, r, t, d, sent, delivered):
+        return {"sender": s, "receiver": r, "t_s": t, "d_bin_m": d, "sent": sent, "delivered": delivered,
+                "distance_m": d + 5}
+
+    rows = [row("a", "b", 0.0, 10, 10, 10), row("a", "c", 0.0, 40, 10, 6),  # bin 0 m at 0 s: 16 of 20
+            row("b", "c", 0.0, 120, 10, 1),  # bin 100 m at 0 s: 1 of 10
+            row("a", "b", 1.0, 20, 10, 5),  # bin 0 m at 1 s: 5 of 10; bin 100 m at 1 s: nothing sent
+            row("c", "a", 1.0, 60, 0, 0)]  # bin 50 m: sent nothing at all -> NaN
+    bins, times, ratio = distance_time(rows)
+    assert bins == [0.0, 50.0, 100.0] and times == [0.0, 1.0]
+    assert ratio[0, 0] == 0.8 and ratio[0, 1] == 0.5 and ratio[2, 0] == 0.1
+    assert np.isnan(ratio[1]).all() and np.isnan(ratio[2, 1])
+    assert distance_time_png("udp", rows)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_fleet_section_adds_the_distance_view_when_it_shows_a_subset_of_pairs(tmp_path) -> None:
+    from roughnet.report.fleet import MAX_PAIRS, section
+
+    hosts = [f"c{i}" for i in range(9)]  # 72 pairs > MAX_PAIRS
+    rows = [{"run_id": "r1", "sender": s, "receiver": r, "t_s": float(t), "d_bin_m": 10.0 * (i + j),
+             "sent": 10, "delivered": 10 - t, "distance_m": 10.0 * (i + j) + 5, "lat_mean_us": 900.0 + i}
+            for i, s in enumerate(hosts) for j, r in enumerate(hosts) if s != r for t in range(3)]
+    assert len(hosts) * (len(hosts) - 1) > MAX_PAIRS
+    html = section([{"run_id": "r1", "protocol": "udp", "index": 0}], rows, tmp_path, lambda png, cap: cap)
+    assert (tmp_path / "fleet_bins_0.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"all {len(hosts) * (len(hosts) - 1)} pairs" in html
+    small = [r for r in rows if r["sender"] in hosts[:3] and r["receiver"] in hosts[:3]]
+    (tmp_path / "fleet_bins_0.png").unlink()
+    section([{"run_id": "r1", "protocol": "udp", "index": 0}], small, tmp_path, lambda png, cap: cap)
+    assert not (tmp_path / "fleet_bins_0.png").exists()  # every pair shown already

@@ -635,7 +635,9 @@ impl Config {
     }
 }
 
-/// `source`: an IP address (no port), for a udp stream receiver only.
+/// `source`: an IP address (no port), for a udp stream receiver, or a zenoh receiver or ponger
+/// (its sender's or pinger's address: in host mode it decides which side of a pair of hosts opens
+/// their link, drivers::zenoh::host_plan).
 fn check_source(
     raw: &RawConfig,
     role: Role,
@@ -644,24 +646,22 @@ fn check_source(
     let Some(s) = raw.source.as_deref() else {
         return Ok(None);
     };
-    let only = "null: `source` is for a udp stream receiver only";
-    if role != Role::Receiver || pattern != Pattern::Stream {
-        let what = if pattern == Pattern::Sync {
-            "syncer"
-        } else {
-            role.as_str()
-        };
+    let only = "null: `source` is for a udp stream receiver or a zenoh receiver or ponger only";
+    let what = if pattern == Pattern::Sync {
+        "syncer"
+    } else {
+        role.as_str()
+    };
+    let fits = match raw.protocol.as_str() {
+        "udp" => role == Role::Receiver && pattern == Pattern::Stream,
+        "zenoh" => matches!(role, Role::Receiver | Role::Ponger) && pattern != Pattern::Sync,
+        _ => false,
+    };
+    if !fits {
         return Err(ConfigError::invalid(
             "source",
             format!("{s:?}"),
-            format!("{only} (this is a {} {what})", raw.pattern),
-        ));
-    }
-    if raw.protocol != "udp" {
-        return Err(ConfigError::invalid(
-            "source",
-            format!("{s:?}"),
-            format!("{only} (this receiver's protocol is {})", raw.protocol),
+            format!("{only} (this is a {} {} {what})", raw.protocol, raw.pattern),
         ));
     }
     let ip: IpAddr = s.parse().map_err(|_| {
@@ -994,7 +994,7 @@ mod tests {
     }
 
     #[test]
-    fn source_is_an_address_for_a_udp_stream_receiver_only() {
+    fn source_is_an_address_for_a_udp_stream_receiver_or_a_zenoh_receiver_or_ponger_only() {
         let mut r = base();
         r["role"] = "receiver".into();
         r["peers"] = serde_json::Value::Null;
@@ -1025,9 +1025,22 @@ mod tests {
         tcp["protocol"] = "tcp".into();
         let e = err_of(tcp);
         assert!(
-            e.contains("`source`") && e.contains("protocol is tcp"),
+            e.contains("`source`") && e.contains("this is a tcp stream receiver"),
             "{e}"
         );
+        // zenoh: a receiver's or ponger's sender (host mode: who opens the pair's link)
+        let mut z = r.clone();
+        z["protocol"] = "zenoh".into();
+        z["source"] = "127.0.0.2".into();
+        assert!(Config::parse(&z.to_string()).unwrap().source.is_some());
+        z["role"] = "ponger".into();
+        z["pattern"] = "ping".into();
+        assert!(Config::parse(&z.to_string()).unwrap().source.is_some());
+        let mut zs = base();
+        zs["protocol"] = "zenoh".into();
+        zs["source"] = "127.0.0.2".into();
+        let e = err_of(zs);
+        assert!(e.contains("`source`") && e.contains("zenoh stream sender"), "{e}");
         let mut s = base();
         s["source"] = "127.0.0.2".into();
         let e = err_of(s);

@@ -16,8 +16,10 @@
 //! one address otherwise are a configuration error).  The DDS flows share one Cyclone domain and
 //! participant per domain id (drivers::dds::install_host_domains: Cyclone has one domain per id in
 //! a process, and a car runs one participant), each flow with readers and writers of its own; flows
-//! whose domain knobs differ are a configuration error (`dds_plan`).  Every other flow has its own
-//! driver for now.
+//! whose domain knobs differ are a configuration error (`dds_plan`).  The zenoh flows share one
+//! session (drivers::zenoh::install_host_session), which opens one link per pair of hosts; flows
+//! whose session knobs differ are a configuration error (`zenoh_plan`).  Every other flow has its
+//! own driver for now.
 
 use std::collections::{HashMap, HashSet};
 use std::error::Error as StdError;
@@ -64,8 +66,8 @@ pub enum HostError {
     /// Two flows that would bind one UDP address without sharing a receiver (crate::udp_group).
     #[error("flow {flow}: {message}")]
     Shared { flow: u32, message: String },
-    /// DDS flows that cannot share the process's one participant (drivers::dds::host_plan); the
-    /// message names both flows.
+    /// DDS flows that cannot share the process's one participant (drivers::dds::host_plan), or
+    /// zenoh flows its one session (drivers::zenoh::host_plan); the message names both flows.
     #[error("{message}")]
     Participant { flow: u32, message: String },
 }
@@ -165,7 +167,24 @@ pub fn parse(text: &str) -> Result<Vec<Flow>, HostError> {
     }
     shared_receivers(&flows)?;
     dds_plan(&flows)?;
+    zenoh_plan(&flows)?;
     Ok(flows)
+}
+
+/// The zenoh flows' shared session (one per process, drivers::zenoh::host_plan); Err names two
+/// flows whose session knobs differ.
+#[cfg(feature = "zenoh")]
+pub fn zenoh_plan(flows: &[Flow]) -> Result<Option<drivers::zenoh::HostSession>, HostError> {
+    let list: Vec<(u32, &Config)> = flows.iter().map(|f| (f.id, &f.cfg)).collect();
+    drivers::zenoh::host_plan(&list).map_err(|e| HostError::Participant {
+        flow: e.flow,
+        message: e.message,
+    })
+}
+
+#[cfg(not(feature = "zenoh"))]
+pub fn zenoh_plan(_flows: &[Flow]) -> Result<(), HostError> {
+    Ok(())
 }
 
 /// The DDS flows' shared domains (one participant per domain id for the whole process,
@@ -332,6 +351,9 @@ pub fn run(flows: Vec<Flow>, commands: impl BufRead + Send + 'static) -> usize {
         // Every DDS flow of one domain id shares the process's participant.
         #[cfg(feature = "dds")]
         drivers::dds::install_host_domains(dds_plan(&flows)?);
+        // Every zenoh flow shares the process's session.
+        #[cfg(feature = "zenoh")]
+        drivers::zenoh::install_host_session(zenoh_plan(&flows)?);
         Ok(g)
     }) {
         Ok(g) => g,

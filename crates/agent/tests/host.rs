@@ -665,7 +665,7 @@ fn source_is_refused_where_it_does_not_belong() {
         json!({"source": "car-3"}),
     );
     for (cfg, word) in [
-        (tcp, "protocol is tcp"),
+        (tcp, "this is a tcp stream receiver"),
         (tx, "stream sender"),
         (port, "without a port"),
         (name, "without a port"),
@@ -677,4 +677,33 @@ fn source_is_refused_where_it_does_not_belong() {
         let msg = lines[0]["message"].as_str().unwrap();
         assert!(msg.contains("`source`") && msg.contains(word), "{msg}");
     }
+}
+
+#[test]
+fn zenoh_flows_that_cannot_share_one_session_are_refused_naming_both_and_the_keys() {
+    let p = udp_port();
+    let rx = with(
+        receiver(p, json!({"messages": 10})),
+        json!({"protocol": "zenoh", "source": "127.0.0.1"}),
+    );
+    let tx = with(
+        sender(p + 1, json!({"messages": 10})),
+        json!({"protocol": "zenoh", "options": {"transport": "udp"}}),
+    );
+    let (code, lines) = host(json!([
+        {"flow": 4, "start_ns": null, "config": rx},
+        {"flow": 9, "start_ns": 0, "config": tx},
+    ]))
+    .finish();
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(lines.len(), 1, "one error line, nothing started: {lines:?}");
+    assert_eq!(
+        (&lines[0]["kind"], &lines[0]["flow"]),
+        (&json!("config"), &json!(9))
+    );
+    let msg = lines[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("flows 4 and 9") && msg.contains("options.transport tcp and udp"),
+        "{msg}"
+    );
 }

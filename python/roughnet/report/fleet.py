@@ -9,7 +9,8 @@ Runs whose hosts have positions on a link whose loss follows distance store, per
   (nearest rank, from the run's per-message ``distance-<workload>.parquet`` when the run folder has it, else
   the delivered-weighted mean of the stored rows' means);
 - **delivery over time per pair**: a heat map per run (pairs by mean distance, at most ``MAX_PAIRS`` of them:
-  those whose delivery changed the most when there are more);
+  those whose delivery changed the most when there are more); with more pairs than that, also **delivery over
+  time by distance**: a heat map of every pair's messages by ``BIN_M`` distance bin and interval;
 - **the fleet map** at chosen moments (a quarter, half and nine tenths of the run): every host where the
   wire had it (``Run.links[i].positions``, placed with the link's ``t0_after_ready_s``), and a line for
   every pair that delivered something in that interval, coloured by its delivery ratio;
@@ -187,6 +188,41 @@ def pairs_png(label: str, rows: Rows, max_pairs: int = MAX_PAIRS) -> tuple[bytes
     return _png(fig), len(chosen), len(keys)
 
 
+def distance_time(rows: Rows, bin_m: float = BIN_M) -> tuple[list[float], list[float], np.ndarray]:
+    """Delivery ratio per ``bin_m`` distance bin (rows, lower edges ascending) and send interval (columns, the
+    rows' ``t_s`` ascending) over every pair of the run: delivered / sent of all messages sent in that interval
+    at that distance (NaN where none was). The view that stays readable at any number of pairs."""
+    acc: dict[tuple[float, float], list[int]] = defaultdict(lambda: [0, 0])
+    for r in rows:
+        b = float(np.floor(float(r["d_bin_m"]) / bin_m) * bin_m)
+        a = acc[(b, float(r["t_s"]))]
+        a[0] += int(r["sent"] or 0)
+        a[1] += int(r["delivered"] or 0)
+    bins = sorted({b for b, _ in acc})
+    times = sorted({t for _, t in acc})
+    ratio = np.full((len(bins), len(times)), np.nan)
+    bi, ti = {b: i for i, b in enumerate(bins)}, {t: j for j, t in enumerate(times)}
+    for (b, t), (sent, delivered) in acc.items():
+        if sent:
+            ratio[bi[b], ti[t]] = delivered / sent
+    return bins, times, ratio
+
+
+def distance_time_png(label: str, rows: Rows, bin_m: float = BIN_M) -> bytes:
+    """Heat map of delivery per distance bin and interval, every pair of the run (``distance_time``)."""
+    bins, times, ratio = distance_time(rows, bin_m)
+    fig = _figure(7.5, 1.6 + 0.22 * len(bins))
+    ax = fig.add_subplot()
+    step = times[1] - times[0] if len(times) > 1 else 1.0
+    im = ax.imshow(ratio * 100, aspect="auto", interpolation="nearest", cmap="RdYlGn", vmin=0, vmax=100,
+                   extent=(times[0], times[-1] + step, bins[-1] + bin_m, bins[0]))
+    ax.set_xlabel("send time (s after t0)")
+    ax.set_ylabel("sender-receiver distance (m)")
+    ax.set_title(f"{label}: delivered per interval and {bin_m:.0f} m distance bin, every pair", fontsize=9)
+    fig.colorbar(im, ax=ax, label="delivered (%)", shrink=0.8)
+    return _png(fig)
+
+
 def _positions(run: Mapping[str, Any], t_s: float) -> dict[str, tuple[float, float]]:
     """Every placed host's (x, y) at t_s after t0, from the run's links' positions."""
     from roughnet.mobility.distance import position_at
@@ -294,6 +330,9 @@ def section(runs: Sequence[Mapping[str, Any]], distance: Rows, out_dir: Path, im
         subset = ("" if shown_pairs == all_pairs
                   else f" ({shown_pairs} of {all_pairs} pairs: those whose delivery changed most)")
         figure(f"fleet_pairs_{n}", png, f"{lab}: delivery over time per pair{subset}, sorted by mean distance")
+        if shown_pairs < all_pairs:  # every pair, by distance bin: what the per-pair map cannot show at this size
+            figure(f"fleet_bins_{n}", distance_time_png(lab, by_run[r["run_id"]]),
+                   f"{lab}: delivery over time by distance, all {all_pairs} pairs ({BIN_M:.0f} m bins)")
         m = map_png(lab, r, by_run[r["run_id"]])
         if m is not None:
             figure(f"fleet_map_{n}", m, f"{lab}: the fleet at three moments; a line per pair that delivered "

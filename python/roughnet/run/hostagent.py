@@ -221,6 +221,34 @@ def share_udp_sockets(run: Run, flows, address_of) -> int:
     return changed
 
 
+#: Host mode, zenoh in peer mode: the port every host's one zenoh session listens on (share_zenoh_sessions).
+ZENOH_HOST_PORT = AGENT_PORT + 2000
+
+
+def share_zenoh_sessions(flows, address_of) -> int:
+    """Host mode, zenoh in peer mode without multicast scouting: every receiver and ponger listens on its host's
+    address at ``ZENOH_HOST_PORT`` (the host agent's one session, drivers::zenoh::host_plan), told its sender's
+    (pinger's) address as ``source``; senders and pingers connect to their peers at that port. The agent opens
+    one link per pair of hosts from these. The liveliness keys stay one per flow (the topic is the flow's).
+    Returns the flows changed."""
+    changed = 0
+    for f in flows:
+        w = f.workload
+        opts = w.options
+        if (w.protocol != "zenoh" or w.pattern == "sync" or opts.get("mode", "peer") != "peer"
+                or opts.get("multicast_scouting")):
+            continue
+        for sp in f.specs:
+            cfg = sp.config
+            if cfg.get("listen"):
+                cfg["listen"] = with_port(cfg["listen"], ZENOH_HOST_PORT)
+                cfg["source"] = address_of(f.sender, sp.host)
+            if cfg.get("peers"):
+                cfg["peers"] = [with_port(p, ZENOH_HOST_PORT) for p in cfg["peers"]]
+        changed += 1
+    return changed
+
+
 def with_port(addr: str, port: int) -> str:
     """``IP:PORT`` with another port."""
     host, _, _ = addr.rpartition(":")
@@ -232,6 +260,7 @@ def start_host_agents(topo, agent_path: Path, flows, artifacts: Path, run: Run |
     ``f.receivers`` and ``f.sender_agent`` (the senders wait for ``send_t0``)."""
     if run is not None and getattr(topo, "shares_udp_sockets", False):
         share_udp_sockets(run, flows, topo.address)
+    share_zenoh_sessions(flows, topo.address)
     per_host: dict[str, list[tuple[Any, AgentSpec, bool]]] = {}
     for f in flows:
         for i, spec in enumerate(f.specs):

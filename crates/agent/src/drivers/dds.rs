@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Deserialize;
 
 use self::ffi::{Domain, Qos, Reader, Writer};
-use super::{options_error, Driver, DriverError, Receiver, Requester, Responder, Sender};
+use super::{options_error, Driver, PlanError, DriverError, Receiver, Requester, Responder, Sender};
 use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, Pattern, Role};
 use crate::signals::stop_requested;
@@ -426,13 +426,6 @@ pub struct HostDomain {
     pub peers: Vec<IpAddr>,
     /// `Discovery/InitialLocatorPruneDelay` with a fixed index (FixedIndex::prune_s).
     pub prune_s: u64,
-}
-
-/// A flow's refusal by `host_plan`: the later flow's id and the message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanError {
-    pub flow: u32,
-    pub message: String,
 }
 
 /// Host mode: the shared domains of the DDS flows among `flows` ((id, start offset, configuration);

@@ -436,6 +436,15 @@ pub fn require_endpoints(cfg: &Config) -> Result<(), ConfigError> {
     }
 }
 
+/// Host mode: a flow that cannot share what the host agent's flows of its protocol share (a DDS
+/// participant, a zenoh session), refused by that driver's `host_plan`: the later flow's id and the
+/// message, which names both flows and the keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanError {
+    pub flow: u32,
+    pub message: String,
+}
+
 /// The driver for `cfg.protocol`, with its knobs parsed and sizes checked.
 pub fn create(cfg: &Config) -> Result<Box<dyn Driver>, ConfigError> {
     // `broker` lets config leave out `listen` / `peers`; point-to-point protocols need them.

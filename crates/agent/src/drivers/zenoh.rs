@@ -34,8 +34,8 @@
 //! waits scaled with them) are in `zenoh/options.rs`.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::mpsc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{mpsc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use zenoh::handlers::{FifoChannel, FifoChannelHandler};
@@ -44,9 +44,11 @@ use zenoh::qos::{CongestionControl, Priority, Reliability};
 use zenoh::sample::{Sample, SampleKind};
 use zenoh::{Session, Wait};
 
-use super::{options_error, Driver, DriverError, Receiver, Requester, Responder, Sender};
+use super::{
+    options_error, Driver, DriverError, PlanError, Receiver, Requester, Responder, Sender,
+};
 use crate::clock::now_ns;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Role};
 use crate::signals::stop_requested;
 
 mod options;
@@ -177,10 +179,38 @@ impl Zenoh {
         format!("{}/{}", self.transport, addr)
     }
 
-    /// Open a session: `listen` for receivers/pongers (peer mode), `connect` for the others.
-    fn open(&self, cfg: &Config, listen: Option<SocketAddr>) -> Result<Session, DriverError> {
+    /// A flow's session: in host mode the process's shared one (`HostSession`, with the hold that
+    /// keeps it open), else its own: `listen` for receivers/pongers (peer mode), `connect` for the
+    /// others.
+    fn open(
+        &self,
+        cfg: &Config,
+        listen: Option<SocketAddr>,
+    ) -> Result<(Session, Option<HostHold>), DriverError> {
+        if let Some(held) = hold_host_session(self, cfg)? {
+            return Ok(held);
+        }
+        let connect: Vec<SocketAddr> = if self.scouting || listen.is_some() {
+            vec![]
+        } else {
+            cfg.peers.clone()
+        };
+        let listen: Vec<SocketAddr> = listen.into_iter().collect();
+        Ok((self.open_session(cfg, &listen, &connect, true)?, None))
+    }
+
+    /// Open a session listening on `listen` and connecting to `connect` (peer mode; a client
+    /// connects to `broker`), with zenoh's gossip unless `gossip` is false.
+    fn open_session(
+        &self,
+        cfg: &Config,
+        listen: &[SocketAddr],
+        connect: &[SocketAddr],
+        gossip: bool,
+    ) -> Result<Session, DriverError> {
         let what = listen
-            .map(|l| self.endpoint(&l))
+            .first()
+            .map(|l| self.endpoint(l))
             .unwrap_or_else(|| "zenoh session".into());
         let conf_err = |e: zenoh::Error| DriverError::Protocol {
             addr: what.clone(),
@@ -200,13 +230,13 @@ impl Zenoh {
             ),
             Mode::Peer => (
                 listen.iter().map(|l| self.endpoint(l)).collect(),
-                if self.scouting || listen.is_some() {
-                    vec![]
-                } else {
-                    cfg.peers.iter().map(|p| self.endpoint(p)).collect()
-                },
+                connect.iter().map(|p| self.endpoint(p)).collect(),
             ),
         };
+        if !gossip {
+            c.insert_json5("scouting/gossip/enabled", "false")
+                .map_err(conf_err)?;
+        }
         let mode = if self.mode == Mode::Client {
             "client"
         } else {
@@ -248,7 +278,7 @@ impl Zenoh {
                 &json(&tls.ca.clone().into()),
             )
             .map_err(conf_err)?;
-            if let (Some((cert, key)), Some(_)) = (&tls.listen, listen) {
+            if let (Some((cert, key)), false) = (&tls.listen, listen.is_empty()) {
                 c.insert_json5(
                     "transport/link/tls/listen_certificate",
                     &json(&cert.clone().into()),
@@ -336,10 +366,18 @@ impl Zenoh {
     }
 
     /// Local address to print in `ready`: the listen locator zenoh bound, else `listen`.
+    /// (A shared session in host mode may listen on several addresses: the one with `listen`'s IP.)
     fn local(&self, s: &Session, listen: Option<SocketAddr>) -> String {
         if self.mode == Mode::Peer {
             let locs = s.info().locators().wait();
-            if let Some(l) = locs.first() {
+            let mine = locs.iter().find(|l| {
+                let a = l.address().to_string();
+                listen.is_some_and(|w| {
+                    a.parse::<SocketAddr>()
+                        .is_ok_and(|b| b.ip().to_canonical() == w.ip().to_canonical())
+                })
+            });
+            if let Some(l) = mine.or(locs.first()) {
                 return l.address().to_string();
             }
         }
@@ -348,6 +386,212 @@ impl Zenoh {
             None => format!("{} via {}", s.zid(), self.broker.as_deref().unwrap_or("?")),
         }
     }
+}
+
+impl Zenoh {
+    /// What configures the session rather than one publisher or subscriber, as (key, value): the
+    /// zenoh flows of a host agent share one session and must agree on these (`host_plan`).
+    fn session_knobs(&self) -> Vec<(&'static str, String)> {
+        let ms = |d: Option<Duration>| {
+            d.map_or_else(
+                || "default".to_string(),
+                |d| format!("{} ms", d.as_millis()),
+            )
+        };
+        let mode = match self.mode {
+            Mode::Peer => "peer",
+            Mode::Client => "client",
+        };
+        vec![
+            ("options.mode", mode.to_string()),
+            ("options.transport", self.transport.to_string()),
+            ("options.multicast_scouting", self.scouting.to_string()),
+            ("options.open_timeout", ms(self.timing.open)),
+            ("options.lease", ms(self.timing.lease)),
+            ("options.wait_before_close", ms(self.wait_before_close)),
+            (
+                "options.tls_ca",
+                self.tls
+                    .as_ref()
+                    .map_or_else(|| "none".into(), |t| t.ca.clone()),
+            ),
+            (
+                "broker",
+                self.broker.clone().unwrap_or_else(|| "none".into()),
+            ),
+        ]
+    }
+}
+
+/// Host mode: the one zenoh session every zenoh flow of the process shares (a car runs one
+/// session with many publishers and subscribers, not one per flow).  It listens on every
+/// receiver's and ponger's `listen` address and opens one link per pair of hosts: to each peer of
+/// a sender or pinger, unless a receiver or ponger of this process has that peer as its `source`
+/// (the pair has flows both ways) and its own `listen` IP is the higher one, in which case the
+/// peer opens it.  Gossip is off in this session, so the links are exactly these (zenoh keeps one
+/// link per pair of sessions; a second open would be refused and retried).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSession {
+    /// The flows sharing it, in the host object's order.
+    pub flows: Vec<u32>,
+    pub listen: Vec<SocketAddr>,
+    pub connect: Vec<SocketAddr>,
+}
+
+/// Host mode: the shared session of the zenoh flows among `flows` ((id, configuration); the
+/// others are skipped); None without zenoh flows.  Err: a flow whose session knobs differ from
+/// the first zenoh flow's (one session cannot be configured both ways), naming both flows and
+/// every key.
+pub fn host_plan(flows: &[(u32, &Config)]) -> Result<Option<HostSession>, PlanError> {
+    let mut first: Option<(u32, Vec<(&'static str, String)>)> = None;
+    let mut plan = HostSession {
+        flows: vec![],
+        listen: vec![],
+        connect: vec![],
+    };
+    let mut outgoing: Vec<SocketAddr> = Vec::new();
+    let mut incoming: HashMap<IpAddr, IpAddr> = HashMap::new(); // source -> our listen IP
+    for &(id, cfg) in flows {
+        if cfg.protocol != "zenoh" {
+            continue;
+        }
+        let Ok(z) = Zenoh::from_config(cfg) else {
+            continue; // host::parse created every driver first: not reached
+        };
+        let knobs = z.session_knobs();
+        match &first {
+            None => first = Some((id, knobs)),
+            Some((f, k)) => {
+                let diffs: Vec<String> = k
+                    .iter()
+                    .zip(&knobs)
+                    .filter(|(a, b)| a.1 != b.1)
+                    .map(|(a, b)| format!("{} {} and {}", a.0, a.1, b.1))
+                    .collect();
+                if !diffs.is_empty() {
+                    return Err(PlanError {
+                        flow: id,
+                        message: format!(
+                            "flows {f} and {id}: zenoh options differ ({}): one session per host \
+                             needs the same session knobs",
+                            diffs.join(", ")
+                        ),
+                    });
+                }
+            }
+        }
+        plan.flows.push(id);
+        match cfg.role {
+            Role::Receiver | Role::Ponger => {
+                if let Some(l) = cfg.listen {
+                    if !plan.listen.contains(&l) {
+                        plan.listen.push(l);
+                    }
+                    if let Some(src) = cfg.source {
+                        incoming.insert(src.to_canonical(), l.ip().to_canonical());
+                    }
+                }
+            }
+            Role::Sender | Role::Pinger => {
+                for p in &cfg.peers {
+                    if !outgoing.contains(p) {
+                        outgoing.push(*p);
+                    }
+                }
+            }
+        }
+    }
+    if first.is_none() {
+        return Ok(None);
+    }
+    if !z_scouting(flows) {
+        plan.connect = outgoing
+            .into_iter()
+            .filter(|p| {
+                let ip = p.ip().to_canonical();
+                incoming.get(&ip).is_none_or(|mine| *mine < ip)
+            })
+            .collect();
+    }
+    Ok(Some(plan))
+}
+
+/// Whether the zenoh flows find each other by multicast scouting (then nothing is connected).
+fn z_scouting(flows: &[(u32, &Config)]) -> bool {
+    flows
+        .iter()
+        .filter(|(_, c)| c.protocol == "zenoh")
+        .filter_map(|(_, c)| Zenoh::from_config(c).ok())
+        .any(|z| z.scouting || z.mode == Mode::Client)
+}
+
+/// The shared session and, once a flow opened it, the session itself with the number of flows
+/// holding it.
+struct SessionSlot {
+    plan: HostSession,
+    live: Option<Session>,
+    holders: usize,
+}
+
+/// Host mode's shared session (None in `run` mode: every flow opens its own).
+static HOST_SESSION: Mutex<Option<SessionSlot>> = Mutex::new(None);
+
+fn host_registry() -> MutexGuard<'static, Option<SessionSlot>> {
+    HOST_SESSION.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Host mode, before any flow starts: from now on the zenoh flows share one session, opened by
+/// the first flow that needs it and closed when the last flow holding it ends.
+pub fn install_host_session(plan: Option<HostSession>) {
+    *host_registry() = plan.map(|plan| SessionSlot {
+        plan,
+        live: None,
+        holders: 0,
+    });
+}
+
+/// A flow's hold on the shared session.  The last hold closes it, under the registry's lock: a
+/// flow starting meanwhile waits and opens a new one (on the same listen addresses).
+pub struct HostHold(());
+
+impl Drop for HostHold {
+    fn drop(&mut self) {
+        let mut reg = host_registry();
+        if let Some(slot) = reg.as_mut() {
+            slot.holders = slot.holders.saturating_sub(1);
+            if slot.holders == 0 {
+                drop(slot.live.take()); // the last clone: the session closes
+            }
+        }
+    }
+}
+
+/// The shared session for a flow of `z` (opening it if no flow holds it), or None outside host
+/// mode.
+fn hold_host_session(
+    z: &Zenoh,
+    cfg: &Config,
+) -> Result<Option<(Session, Option<HostHold>)>, DriverError> {
+    let mut reg = host_registry();
+    let Some(slot) = reg.as_mut() else {
+        return Ok(None);
+    };
+    let session = match &slot.live {
+        Some(s) => s.clone(),
+        None => {
+            let s = z.open_session(cfg, &slot.plan.listen, &slot.plan.connect, false)?;
+            tracing::info!(
+                flows = slot.plan.flows.len(),
+                listen = ?slot.plan.listen,
+                connect = ?slot.plan.connect,
+                "opened the host's zenoh session"
+            );
+            slot.live = Some(s.clone());
+            s
+        }
+    };
+    slot.holders += 1;
+    Ok(Some((session, Some(HostHold(())))))
 }
 
 /// A key chunk naming an address (`198.18.0.2:5201` -> `198.18.0.2_5201`).
@@ -643,7 +887,7 @@ impl Driver for Zenoh {
     }
 
     fn open_sender(&self, cfg: &Config) -> Result<Box<dyn Sender>, DriverError> {
-        let session = self.open(cfg, None)?;
+        let (session, hold) = self.open(cfg, None)?;
         let mut tokens = PeerTokens::declare(
             &session,
             &format!("{}/rx", self.topic),
@@ -660,12 +904,13 @@ impl Driver for Zenoh {
             peers: cfg.peers.len(),
             tokens,
             _session: session,
+            _hold: hold,
         }))
     }
 
     fn open_receiver(&self, cfg: &Config) -> Result<Box<dyn Receiver>, DriverError> {
         let listen = cfg.listen;
-        let session = self.open(cfg, listen)?;
+        let (session, hold) = self.open(cfg, listen)?;
         let subscriber = self.subscriber(&session, format!("{}/data", self.topic))?;
         let local = self.local(&session, listen);
         let me = self_key(&session, listen, &local);
@@ -681,11 +926,12 @@ impl Driver for Zenoh {
                 linger: self.leave_linger(),
             },
             _session: session,
+            _hold: hold,
         }))
     }
 
     fn open_requester(&self, cfg: &Config) -> Result<Box<dyn Requester>, DriverError> {
-        let session = self.open(cfg, None)?;
+        let (session, hold) = self.open(cfg, None)?;
         let (tx, rx) = mpsc::sync_channel::<(usize, Sample)>(FIFO_CAPACITY);
         // One reply subscription per ponger (the index tells them apart); without
         // `peers` (client mode) one for all, counted as one peer.
@@ -730,12 +976,13 @@ impl Driver for Zenoh {
             peers: cfg.peers.len(),
             tokens,
             _session: session,
+            _hold: hold,
         }))
     }
 
     fn open_responder(&self, cfg: &Config) -> Result<Box<dyn Responder>, DriverError> {
         let listen = cfg.listen;
-        let session = self.open(cfg, listen)?;
+        let (session, hold) = self.open(cfg, listen)?;
         let subscriber = self.subscriber(&session, format!("{}/ping", self.topic))?;
         let local = self.local(&session, listen);
         let me = self_key(&session, listen, &local);
@@ -755,6 +1002,7 @@ impl Driver for Zenoh {
                 linger: self.leave_linger(),
             },
             _session: session,
+            _hold: hold,
         }))
     }
 }
@@ -845,6 +1093,8 @@ pub struct ZenohSender {
     peers: usize,
     tokens: PeerTokens,
     _session: Session,
+    /// Last: in host mode, the flow's hold on the shared session (crate::host).
+    _hold: Option<HostHold>,
 }
 
 impl Sender for ZenohSender {
@@ -921,6 +1171,8 @@ pub struct ZenohReceiver {
     /// Before `_session`: dropped first.
     _presence: Presence,
     _session: Session,
+    /// Last: in host mode, the flow's hold on the shared session (crate::host).
+    _hold: Option<HostHold>,
 }
 
 impl Receiver for ZenohReceiver {
@@ -951,6 +1203,8 @@ pub struct ZenohRequester {
     peers: usize,
     tokens: PeerTokens,
     _session: Session,
+    /// Last: in host mode, the flow's hold on the shared session (crate::host).
+    _hold: Option<HostHold>,
 }
 
 impl Requester for ZenohRequester {
@@ -1003,6 +1257,8 @@ pub struct ZenohResponder {
     /// Before `_session`: dropped first.
     _presence: Presence,
     _session: Session,
+    /// Last: in host mode, the flow's hold on the shared session (crate::host).
+    _hold: Option<HostHold>,
 }
 
 impl Responder for ZenohResponder {
@@ -1083,4 +1339,122 @@ pub fn run_router(endpoints: &[String]) -> Result<(), DriverError> {
         addr: what,
         msg: format!("closing the zenoh router: {e}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(v: serde_json::Value) -> Config {
+        Config::parse(&v.to_string()).unwrap()
+    }
+
+    fn rx(listen: &str, source: Option<&str>, o: serde_json::Value) -> Config {
+        c(
+            serde_json::json!({"v":1,"role":"receiver","protocol":"zenoh","pattern":"stream",
+            "listen":listen,"source":source,"payload_bytes":64,"messages":10,"options":o}),
+        )
+    }
+
+    fn tx(peers: &[&str], o: serde_json::Value) -> Config {
+        c(
+            serde_json::json!({"v":1,"role":"sender","protocol":"zenoh","pattern":"stream",
+            "peers":peers,"payload_bytes":64,"messages":10,"options":o}),
+        )
+    }
+
+    fn a(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_host_session_listens_once_and_opens_one_link_per_pair_of_hosts() {
+        // This host is .2: it sends to .1, .3 and .4 and receives from .1, .3 and .5.
+        let none = serde_json::json!({});
+        let udp = c(
+            serde_json::json!({"v":1,"role":"receiver","protocol":"udp","pattern":"stream",
+            "listen":"127.0.0.2:9","payload_bytes":64,"messages":10}),
+        );
+        let flows = [
+            rx("127.0.0.2:7201", Some("127.0.0.1"), none.clone()),
+            (udp),
+            rx("127.0.0.2:7201", Some("127.0.0.3"), none.clone()),
+            rx("127.0.0.2:7201", Some("127.0.0.5"), none.clone()),
+            tx(
+                &["127.0.0.1:7201", "127.0.0.3:7201", "127.0.0.4:7201"],
+                none.clone(),
+            ),
+        ];
+        let list: Vec<(u32, &Config)> = flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        let plan = host_plan(&list).unwrap().unwrap();
+        assert_eq!(plan.flows, vec![0, 2, 3, 4]);
+        assert_eq!(plan.listen, vec![a("127.0.0.2:7201")]);
+        // .1 sends to us too and is lower: it opens that link; .3 (both ways, higher) and .4 (only
+        // our flow) are ours to open; .5 opens its own (we have no flow to it).
+        assert_eq!(plan.connect, vec![a("127.0.0.3:7201"), a("127.0.0.4:7201")]);
+    }
+
+    #[test]
+    fn without_sources_every_peer_is_connected_and_without_zenoh_there_is_no_session() {
+        let none = serde_json::json!({});
+        let flows = [
+            rx("127.0.0.2:7201", None, none.clone()),
+            tx(&["127.0.0.1:7201"], none.clone()),
+        ];
+        let list: Vec<(u32, &Config)> = flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        assert_eq!(
+            host_plan(&list).unwrap().unwrap().connect,
+            vec![a("127.0.0.1:7201")]
+        );
+        let scouted = [tx(
+            &["127.0.0.1:7201"],
+            serde_json::json!({"multicast_scouting": true}),
+        )];
+        assert!(host_plan(&[(0, &scouted[0])])
+            .unwrap()
+            .unwrap()
+            .connect
+            .is_empty());
+        let udp = c(
+            serde_json::json!({"v":1,"role":"sender","protocol":"udp","pattern":"stream",
+            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10}),
+        );
+        assert_eq!(host_plan(&[(0, &udp)]).unwrap(), None);
+    }
+
+    #[test]
+    fn flows_whose_session_knobs_differ_are_refused_naming_both_and_the_keys() {
+        let r = rx(
+            "127.0.0.2:7201",
+            None,
+            serde_json::json!({"lease": 2_000_000_000u64}),
+        );
+        let t = tx(
+            &["127.0.0.1:7201"],
+            serde_json::json!({"transport": "udp", "reliability": "best_effort"}),
+        );
+        let e = host_plan(&[(4, &r), (9, &t)]).unwrap_err();
+        assert_eq!(e.flow, 9);
+        assert!(e.message.contains("flows 4 and 9"), "{}", e.message);
+        assert!(
+            e.message.contains("options.transport tcp and udp"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("options.lease 2000 ms and default"),
+            "{}",
+            e.message
+        );
+        // publisher and subscriber knobs may differ
+        assert!(!e.message.contains("reliability"), "{}", e.message);
+    }
 }
