@@ -25,6 +25,8 @@ pytestmark = [
 ]
 
 HOSTS = ("h1", "h2", "h3", "h4")
+#: mosquitto's port (services: the broker listens on its host's address, 1883)
+MQTT_PORT = 1883
 #: Messages per flow: 20 msg/s for 1 s.
 MESSAGES = 20
 
@@ -130,7 +132,7 @@ def run(tmp_path: Path, body: str, name: str = "s", tcp_port: int | None = None)
     pytest.param("dds", "", marks=needs("dds")),  # one Cyclone participant per host, its flows' readers/writers
 ])
 def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path, protocol, knobs):
-    port = ZENOH_HOST_PORT if protocol == "zenoh" else None
+    port = {"zenoh": ZENOH_HOST_PORT, "mqtt": MQTT_PORT}.get(protocol)
     r, flows, census = run(tmp_path, scenario(protocol, "host", knobs=knobs), tcp_port=port)
     assert r["status"] == "ok", r["failure_reason"]
     # one process per host, all of them `roughnet-agent host` (a flow mode run would show 4 x 4 = 16 here)
@@ -145,6 +147,9 @@ def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path,
             assert len(groups) == 1 and len({n for n in names if n.startswith("flow-")}) <= 1, (pid, names)
     if protocol == "zenoh":  # one session per host: one link to each other host (per flow: a link per flow)
         assert sorted(census.links.values()) == [len(HOSTS) - 1] * len(HOSTS), census.links
+    if protocol == "mqtt":  # one client per host: one connection to the broker (per flow: 1 + 3 in each host);
+        # the broker's host (h1) also sees the broker's ends: those of the other hosts' and of its own client
+        assert sorted(census.links.values()) == [1] * (len(HOSTS) - 1) + [len(HOSTS) + 1], census.links
     # a clean bridge at 20 msg/s: nothing is lost (reliable modes retransmit; UDP on a bridge in one machine
     # loses nothing at this rate, there is no queue to overflow), each pair counted on its own
     for f in flows:

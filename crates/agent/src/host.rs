@@ -18,8 +18,11 @@
 //! a process, and a car runs one participant), each flow with readers and writers of its own; flows
 //! whose domain knobs differ are a configuration error (`dds_plan`).  The zenoh flows share one
 //! session (drivers::zenoh::install_host_session), which opens one link per pair of hosts; flows
-//! whose session knobs differ are a configuration error (`zenoh_plan`).  Every other flow has its
-//! own driver for now.
+//! whose session knobs differ are a configuration error (`zenoh_plan`).  The MQTT 3.1.1 flows
+//! without `reconnect` share one client per broker (drivers::mqtt::install_host_clients), one
+//! connection with every flow's subscriptions and publications; flows of one broker whose
+//! connection knobs differ are a configuration error (`mqtt_plan`).  Every other flow has its own
+//! driver for now.
 
 use std::collections::{HashMap, HashSet};
 use std::error::Error as StdError;
@@ -168,7 +171,24 @@ pub fn parse(text: &str) -> Result<Vec<Flow>, HostError> {
     shared_receivers(&flows)?;
     dds_plan(&flows)?;
     zenoh_plan(&flows)?;
+    mqtt_plan(&flows)?;
     Ok(flows)
+}
+
+/// The MQTT flows' shared clients (one per broker, drivers::mqtt::host_plan); Err names two
+/// flows whose connection knobs differ or that subscribe to one topic.
+#[cfg(feature = "mqtt")]
+pub fn mqtt_plan(flows: &[Flow]) -> Result<Vec<drivers::mqtt::HostClient>, HostError> {
+    let list: Vec<(u32, &Config)> = flows.iter().map(|f| (f.id, &f.cfg)).collect();
+    drivers::mqtt::host_plan(&list).map_err(|e| HostError::Participant {
+        flow: e.flow,
+        message: e.message,
+    })
+}
+
+#[cfg(not(feature = "mqtt"))]
+pub fn mqtt_plan(_flows: &[Flow]) -> Result<(), HostError> {
+    Ok(())
 }
 
 /// The zenoh flows' shared session (one per process, drivers::zenoh::host_plan); Err names two
@@ -354,6 +374,9 @@ pub fn run(flows: Vec<Flow>, commands: impl BufRead + Send + 'static) -> usize {
         // Every zenoh flow shares the process's session.
         #[cfg(feature = "zenoh")]
         drivers::zenoh::install_host_session(zenoh_plan(&flows)?);
+        // Every MQTT flow shares the process's client to its broker.
+        #[cfg(feature = "mqtt")]
+        drivers::mqtt::install_host_clients(mqtt_plan(&flows)?);
         Ok(g)
     }) {
         Ok(g) => g,

@@ -43,6 +43,9 @@ use std::time::Duration;
 
 use rumqttc::v5 as m5;
 
+mod host;
+pub use host::{host_plan, install_host_clients, HostClient};
+
 use super::brokered::{self, check_send, copy_into, protocol_error, until};
 use super::{Driver, DriverError, Receiver, Requester, Responder, Sender};
 use crate::clock::now_ns;
@@ -735,10 +738,13 @@ fn probe_receive_maximum(
 
 /// One MQTT client: every role (sender, receiver, pinger, ponger) is this.
 pub struct MqttEndpoint {
-    client: Client,
+    /// None on the host's shared client (`hold`).
+    client: Option<Client>,
     events: ChanRx<Event>,
     counters: Arc<Counters>,
     thread: Option<JoinHandle<()>>,
+    /// Host mode: this flow's hold on the host's client (host.rs).
+    hold: Option<host::Hold>,
     publish_topic: String,
     qos: u8,
     published: u64,
@@ -756,6 +762,9 @@ impl MqttEndpoint {
         publish: Option<String>,
     ) -> Result<MqttEndpoint, DriverError> {
         let broker = format!("{}:{}", d.host, d.port);
+        if let Some(hold) = host::hold(d, cfg)? {
+            return Self::open_shared(d, cfg, hold, subscribe, publish);
+        }
         let transport = match &d.opts.tls_ca {
             Some(p) if d.opts.tls => Some(tls_transport(p)?),
             _ => None,
@@ -801,6 +810,8 @@ impl MqttEndpoint {
         };
         if let Some(t) = subscribe {
             ep.client
+                .as_ref()
+                .expect("an own client")
                 .subscribe(&t, d.opts.qos)
                 .map_err(|e| protocol_error(&broker, e))?;
             ep.wait_for(cfg, "the SUBACK of the MQTT broker", |e| match e {
@@ -816,6 +827,45 @@ impl MqttEndpoint {
         ep.counters
             .resilient
             .store(d.opts.reconnect, Ordering::Release);
+        Ok(ep)
+    }
+
+    /// A flow on the host's shared client (host.rs): its own events and counters, the
+    /// connection's subscription routed to it.
+    fn open_shared(
+        d: &Mqtt,
+        cfg: &Config,
+        mut hold: host::Hold,
+        subscribe: Option<String>,
+        publish: Option<String>,
+    ) -> Result<MqttEndpoint, DriverError> {
+        let broker = format!("{}:{}", d.host, d.port);
+        let (tx, rx) = sync_channel(EVENT_CAPACITY);
+        if let Some(t) = &subscribe {
+            hold.subscribe(t, d.opts.qos, &tx, cfg)?;
+        }
+        drop(tx); // the connection holds the route's copy: its end closes the channel
+        let ep = MqttEndpoint {
+            client: None,
+            events: rx,
+            counters: Arc::new(Counters::default()),
+            thread: None,
+            hold: Some(hold),
+            publish_topic: publish.unwrap_or_default(),
+            qos: d.opts.qos,
+            published: 0,
+            reconnect: false,
+            broker: broker.clone(),
+            cfg: cfg.clone(),
+        };
+        if let Some(t) = subscribe {
+            ep.wait_for(cfg, "the SUBACK of the MQTT broker", |e| match e {
+                Event::SubAck(r) => Some(r),
+                _ => None,
+            })
+            .map_err(|r| r.into_error(&broker, cfg))?;
+            tracing::debug!("mqtt: subscribed to {t} at {broker} (the host's client)");
+        }
         Ok(ep)
     }
 
@@ -879,10 +929,11 @@ impl MqttEndpoint {
             (Client::V4(c), th)
         };
         Ok(MqttEndpoint {
-            client,
+            client: Some(client),
             events: rx,
             counters,
             thread: Some(thread),
+            hold: None,
             publish_topic,
             qos: 0,
             published: 0,
@@ -927,6 +978,9 @@ impl MqttEndpoint {
                     None => {}
                 },
                 Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) if self.hold.is_some() => {
+                    return Err(Retry::Fatal(self.ended_error()))
+                }
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(Retry::Fatal(protocol_error(
                         &self.broker,
@@ -937,26 +991,55 @@ impl MqttEndpoint {
         }
     }
 
+    /// Whether the connection (own or shared) has ended.
+    fn connection_over(&self) -> bool {
+        match &self.hold {
+            Some(h) => h.conn.ended().is_some(),
+            None => self.thread.as_ref().is_none_or(|t| t.is_finished()),
+        }
+    }
+
+    /// The connection's error, for a channel that closed.
+    fn ended_error(&self) -> DriverError {
+        let m = self.hold.as_ref().and_then(|h| h.conn.ended());
+        protocol_error(
+            &self.broker,
+            m.unwrap_or_else(|| "the MQTT connection ended".into()),
+        )
+    }
+
     /// Fail if the connection has ended (events other than an end are not expected here).
     fn check_alive(&self) -> Result<(), DriverError> {
         loop {
             match self.events.try_recv() {
                 Ok(Event::Ended { error, .. }) => return Err(protocol_error(&self.broker, error)),
                 Ok(_) => {}
-                Err(TryRecvError::Empty) => return Ok(()),
-                Err(TryRecvError::Disconnected) => {
-                    return Err(protocol_error(&self.broker, "the MQTT connection ended"))
+                Err(TryRecvError::Empty) if self.hold.is_some() && self.connection_over() => {
+                    return Err(self.ended_error())
                 }
+                Err(TryRecvError::Empty) => return Ok(()),
+                Err(TryRecvError::Disconnected) => return Err(self.ended_error()),
             }
         }
     }
 
     /// Queue one publication, waiting while rumqttc's request queue is full.
     fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
-        while !self.client.try_publish(&self.publish_topic, self.qos, msg) {
-            if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+        loop {
+            let queued = match (&self.hold, &self.client) {
+                (Some(h), _) => {
+                    h.conn
+                        .try_publish(&self.publish_topic, self.qos, msg, &self.counters)
+                }
+                (None, Some(c)) => c.try_publish(&self.publish_topic, self.qos, msg),
+                (None, None) => false,
+            };
+            if queued {
+                break;
+            }
+            if self.connection_over() {
                 self.check_alive()?;
-                return Err(protocol_error(&self.broker, "the MQTT connection ended"));
+                return Err(self.ended_error());
             }
             check_send(&self.cfg, "publishing to the MQTT broker")?;
             std::thread::sleep(RETRY);
@@ -973,9 +1056,7 @@ impl MqttEndpoint {
                 Ok(Event::Ended { error, .. }) => return Err(protocol_error(&self.broker, error)),
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout) => return Ok(None),
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(protocol_error(&self.broker, "the MQTT connection ended"))
-                }
+                Err(RecvTimeoutError::Disconnected) => return Err(self.ended_error()),
             }
         }
     }
@@ -1004,10 +1085,7 @@ impl MqttEndpoint {
                 }
         };
         while done(&self.counters) < self.published {
-            if stop_requested()
-                || now_ns() >= limit
-                || self.thread.as_ref().is_none_or(|t| t.is_finished())
-            {
+            if stop_requested() || now_ns() >= limit || self.connection_over() {
                 tracing::warn!(
                     "mqtt: {} of {} publications unacknowledged at close",
                     self.published - done(&self.counters),
@@ -1032,7 +1110,11 @@ impl MqttEndpoint {
 
     fn shutdown(&mut self) {
         self.counters.closing.store(true, Ordering::Release);
-        self.client.disconnect();
+        // On the host's client: the flow's route goes, the last flow disconnects.
+        drop(self.hold.take());
+        if let Some(c) = &self.client {
+            c.disconnect();
+        }
         if let Some(t) = self.thread.take() {
             let limit = now_ns() + 1_000_000_000;
             while !t.is_finished() && now_ns() < limit {
@@ -1067,7 +1149,7 @@ impl Retry {
 
 impl Drop for MqttEndpoint {
     fn drop(&mut self) {
-        if self.thread.is_some() {
+        if self.thread.is_some() || self.hold.is_some() {
             self.shutdown();
         }
     }
