@@ -15,7 +15,7 @@ CARGO_TARGET_DIR_MIN ?= $(CARGO_TARGET_DIR)-min
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 BINARIES := roughnet-agent roughnet-wire
 
-.PHONY: all setup system-deps python-deps extras kafka build agent-full build-min demo-agent debuginfo cluster demo test test-rust test-python bench clean-runs
+.PHONY: all setup system-deps system-deps-demo python-deps extras kafka build agent-full build-min demo-agent debuginfo cluster demo test test-rust test-python bench clean-runs
 
 all: setup
 
@@ -27,6 +27,10 @@ setup: system-deps
 
 system-deps:
 	@bash scripts/install-system-deps.sh
+
+# Only the Debian packages the quick start needs (no brokers, Java or the drivers' C libraries).
+system-deps-demo:
+	@bash scripts/install-system-deps.sh --demo
 
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -101,7 +105,7 @@ cluster: system-deps python-deps build
 
 # Only what the quick start needs (TCP and UDP): no Kafka jars, and the minimal agent when none is
 # installed. A scenario with another protocol is then refused in preflight, naming `make build`.
-demo: system-deps
+demo: system-deps-demo
 	@$(MAKE) --no-print-directory -j2 python-deps demo-agent
 	$(VENV)/bin/roughnet run scenarios/quickstart.toml
 

@@ -8,7 +8,7 @@ and the Rust toolchain are the machine's own (the apt step says whether it insta
 
 By default (``--mode steps``) the steps run one after the other, each timed with its CPU time:
 
-    apt       make system-deps     the Debian packages (a no-op where they are installed)
+    apt       make system-deps-demo  the Debian packages the quick start needs (a no-op where they are installed)
     pip       make python-deps     the virtualenv and roughnet's Python dependencies
     cargo     make demo-agent      the Rust build `make demo` does: the agent with tcp and udp only,
                                    and roughnet-wire (the full agent if one were installed)
@@ -43,7 +43,7 @@ TARGET_S = 480.0
 
 #: (name, make target, what it is)
 STEPS = (
-    ("apt", "system-deps", "Debian packages (make system-deps)"),
+    ("apt", "system-deps-demo", "Debian packages (make system-deps-demo)"),
     ("pip", "python-deps", "virtualenv and Python dependencies (make python-deps)"),
     ("cargo", "demo-agent", "Rust build of the demo's agent and wire (make demo-agent)"),
     ("demo", "demo", "the quick start itself (make demo, the rest done)"),
