@@ -122,7 +122,7 @@ def test_mosquitto(two_hosts, tmp_path, tls):
     if _which("mosquitto_pub") is None:
         pytest.skip("mosquitto_pub/mosquitto_sub are not installed (apt-get install -y mosquitto-clients)")
     opts = {"tls": True} if tls else {}
-    run, t = two_hosts(Service("mosquitto", "b", options={"max_inflight": 7, "max_queued": 55, **opts}),
+    run, t = two_hosts(Service("mosquitto", "b", options={"max_inflight": 7, "max_queued": 55, "nodelay": True, **opts}),
                        protocol="mqtt")
     art = _artifacts(tmp_path)
     handles = services.start_services(run, t, art)
@@ -134,6 +134,7 @@ def test_mosquitto(two_hosts, tmp_path, tls):
         assert addr == f"{t.address('b', 'a')}:{h.port}"
         conf = (art / "mosquitto.conf").read_text()
         assert f"listener {h.port} {t.address('b', 'a')}" in conf and "max_inflight_messages 7" in conf
+        assert "set_tcp_nodelay true" in conf
         extra = []
         if tls:
             ca = h.agent_options["tls_ca"]

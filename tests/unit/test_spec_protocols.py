@@ -229,7 +229,7 @@ def test_service_settings_are_resolved_with_defaults_in_base_units() -> None:
     assert run.services == (runspec.Service(kind="kafka", host="brk", reuse=True, options={"heap": 1024**3}),)
     mqtt = sweep_of(make("mqtt")).runs[0].services
     assert mqtt == (runspec.Service(kind="mosquitto", host="brk", reuse=False, options={
-        "persistence": False, "max_inflight": 20, "max_queued": 1000, "tls": False}),)  # fmt: skip
+        "persistence": False, "max_inflight": 20, "max_queued": 1000, "tls": False, "nodelay": False}),)  # fmt: skip
     assert sweep_of(make("nats")).runs[0].services[0].options == {"jetstream": False}
     assert sweep_of(make("kafka")).runs[0].services[0].options == {"heap": 512 * 1024**2}
 

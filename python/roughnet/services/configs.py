@@ -25,7 +25,7 @@ KAFKA_CONTROLLER_PORT = 9093
 KAFKA_CONTROLLER_HOST = "127.0.0.1"
 #: Settings with no value in the [[service]] table take these (docs/protocols.md).
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "mosquitto": {"persistence": False, "max_inflight": 20, "max_queued": 1000, "tls": False},
+    "mosquitto": {"persistence": False, "max_inflight": 20, "max_queued": 1000, "tls": False, "nodelay": False},
     "kafka": {"heap": 512 * MIB},
     "nats": {"jetstream": False},
     "zenoh-router": {},
@@ -77,6 +77,7 @@ def mosquitto_conf(addresses: Sequence[str], port: int, opts: Mapping[str, Any],
         "allow_anonymous true",
         f"max_inflight_messages {int(s['max_inflight'])}",
         f"max_queued_messages {int(s['max_queued'])}",
+        f"set_tcp_nodelay {'true' if s['nodelay'] else 'false'}",
         f"log_dest file {log_file}",
         "log_type error",
         "log_type warning",

@@ -55,6 +55,10 @@ class MosquittoService(ServiceTable):
     max_queued: kinds.integer(0, None, "an integer >= 0 (0 = no limit)").type() = field(
         "Broker's queued messages per client (`max_queued_messages`; 0 = no limit).", 1000)
     tls: kinds.boolean().type() = field("Listen with TLS (needed by `[workload.mqtt] tls = true`).", False)
+    nodelay: kinds.boolean().type() = field(
+        "TCP_NODELAY on the broker's client sockets (mosquitto `set_tcp_nodelay`). Off by default, as in mosquitto: "
+        "Nagle's algorithm then holds a small message while an earlier one is unacknowledged, which adds "
+        "milliseconds where one connection carries many flows (one MQTT client per car, docs/timelines.md).", False)
 
     key_owner: ClassVar[str] = 'service kind "mosquitto"'
 
