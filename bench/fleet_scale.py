@@ -46,7 +46,8 @@ KNOBS = {
 }
 
 
-def scenario(n: int, protocol: str, duration_s: float, engine: str, agents: str = "host") -> str:
+def scenario(n: int, protocol: str, duration_s: float, engine: str, agents: str = "host",
+             nodelay: bool = False) -> str:
     placed = engine == "wire"
     text = (f'[scenario]\nname = "fleet-{protocol}-{n}-{engine}-{agents}"\nengine = "{engine}"\n'
             f'agents = "{agents}"\ntimeout = "{duration_s + 20:g} s"\n\n')  # fmt: skip
@@ -62,14 +63,17 @@ def scenario(n: int, protocol: str, duration_s: float, engine: str, agents: str 
     text += KNOBS.get(protocol, "")
     if protocol == "mqtt":
         text += '\n[[service]]\nkind = "mosquitto"\nhost = "rsu"\nmax_queued = 0\nmax_inflight = 0\n'
+        if nodelay:  # the broker's TCP_NODELAY (set_tcp_nodelay): no Nagle on its one connection per car
+            text += "nodelay = true\n"
     return text
 
 
-def run_one(n: int, protocol: str, duration_s: float, engine: str, results: Path, agents: str = "host") -> dict:
+def run_one(n: int, protocol: str, duration_s: float, engine: str, results: Path, agents: str = "host",
+            nodelay: bool = False) -> dict:
     results.mkdir(parents=True, exist_ok=True)
     name = f"fleet-{protocol}-{n}-{engine}-{agents}"
     f = results / f"{name}.toml"
-    f.write_text(scenario(n, protocol, duration_s, engine, agents))
+    f.write_text(scenario(n, protocol, duration_s, engine, agents, nodelay))
     t0 = time.monotonic()
     env = {"COLUMNS": "200", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     if os.environ.get("PYTHONPATH"):  # another checkout's roughnet (and so its bin/) with this venv
@@ -77,7 +81,7 @@ def run_one(n: int, protocol: str, duration_s: float, engine: str, results: Path
     out = subprocess.run([str(ROUGHNET), "run", str(f), "--results", str(results)], capture_output=True, text=True,
                          check=False, env=env)  # fmt: skip
     took = time.monotonic() - t0
-    row = {"protocol": protocol, "cars": n, "engine": engine, "mode": agents, "wall_s": round(took, 1),
+    row = {"protocol": protocol, "cars": n, "engine": engine, "mode": agents, "nodelay": nodelay, "wall_s": round(took, 1),
            "exit": out.returncode}  # fmt: skip
     if out.returncode != 0:
         row["error"] = (out.stderr or out.stdout).strip().splitlines()[-1:]
@@ -164,6 +168,7 @@ def main() -> int:
     ap.add_argument("--agents", default="host", help="host, flow or host,flow (both, in turn: the comparison)")
     ap.add_argument("--results", default="/tmp/fleet-scale")
     ap.add_argument("--json", default=None, help="also write the rows here")
+    ap.add_argument("--mqtt-nodelay", action="store_true", help="mosquitto with nodelay = true (no Nagle at the broker)")
     args = ap.parse_args()
     duration_s = float(args.duration.rstrip("s"))
     results = Path(args.results)
@@ -179,7 +184,7 @@ def main() -> int:
             got = {}
             for engine in engines:
                 for mode in modes:
-                    row = run_one(n, protocol, duration_s, engine, results, mode)
+                    row = run_one(n, protocol, duration_s, engine, results, mode, args.mqtt_nodelay)
                     got.setdefault(engine, row)
                     got[(engine, mode)] = row
                     rows.append(row)
