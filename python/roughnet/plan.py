@@ -32,11 +32,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import runspec, units
+from . import hostplan, runspec, units
 from .errors import SpecError
 from .spec import Scenario, load_scenario
 from .spec.kinds import describe, has_placeholder
-from .spec.load import check_data
+from .spec.load import check_data, listed_path
 from .spec.model import KNOB_TABLES
 from .spec.placeholders import substitute
 from .spec.problems import NOTHING, Problem, ScenarioError, without_file_values
@@ -258,6 +258,17 @@ def _check_services_used(scenario: Scenario, runs: list[runspec.Run], source: st
         raise ScenarioError(source, problems)
 
 
+def _check_host_agents(runs: list[runspec.Run], total: int, source: str, listed: bool) -> None:
+    """In host mode the workloads of one host agree on their shared session's, participant's or client's knobs
+    (hostplan.conflicts); the first run that disagrees is refused, naming the keys as the file wrote them."""
+    for run in runs:
+        problems = hostplan.conflicts(run)
+        if listed:
+            problems = [listed_path(p) for p in problems]
+        if problems:
+            raise ScenarioError(source, problems, _run_label(run.index, total, run.params))
+
+
 def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
     """Expand a loaded scenario (``spec.load_scenario``) into its runs; ``source`` names the file in errors."""
     raw = scenario.model_dump(by_alias=True, exclude_unset=True)
@@ -324,6 +335,7 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
             seen[run.run_id] = run.index
             runs.append(run)
     _check_services_used(scenario, runs, source)
+    _check_host_agents(runs, total, source, getattr(scenario, "_listed_workloads", False))
 
     report = scenario.report.model_dump(exclude_none=True) if scenario.report is not None else {}
     return runspec.Sweep(

@@ -151,3 +151,79 @@ def test_zenoh_sessions_are_left_alone_in_client_mode_and_with_scouting(extra: s
     before = [dict(s.config) for f in flows for s in f.specs]
     assert share_zenoh_sessions(flows, address_of) == 0
     assert [s.config for f in flows for s in f.specs] == before
+
+
+TWO = """\
+[scenario]
+name = "two"
+{agents}
+[[host]]
+name = "c1"
+[[host]]
+name = "c2"
+[[host]]
+name = "c3"
+[[host]]
+name = "b"
+[[link]]
+between = ["*"]
+[[workload]]
+name = "cam"
+pattern = "stream"
+protocol = "{protocol}"
+from = "c*"
+to = ["c1", "c2", "c3"]
+payload = "300 B"
+rate = "10 msg/s"
+duration = "1 s"
+{first}
+[[workload]]
+name = "status"
+pattern = "stream"
+protocol = "{protocol}"
+from = "c1"
+to = "{to}"
+payload = "100 B"
+rate = "1 msg/s"
+duration = "1 s"
+{second}
+{service}
+"""
+
+
+def two(protocol: str, first: str = "", second: str = "", agents: str = "", to: str = "c2"):
+    service = '[[service]]\nkind = "mosquitto"\nhost = "b"\n' if protocol == "mqtt" else ""
+    text = TWO.format(agents=agents, protocol=protocol, first=first, second=second, service=service, to=to)
+    return sweep_from_scenario(loads(text, "two.toml"), "two.toml")
+
+
+@pytest.mark.parametrize("protocol,first,second,key,shown", [
+    ("mqtt", "", '[workload.mqtt]\nkeep_alive = "10 s"\n', "mqtt.keep_alive", "(30 s)"),
+    ("mqtt", "[workload.mqtt]\ninflight = 5\n", "", "mqtt.inflight", "(5)"),
+    ("dds", "", '[workload.dds]\nbatch = "8192 B"\n', "dds.batch", "(0)"),
+    ("zenoh", '[workload.zenoh]\ntransport = "udp"\n', "", "zenoh.transport", "(udp)"),
+])
+def test_workloads_sharing_a_hosts_session_with_different_knobs_are_refused_at_plan_time(
+        protocol, first, second, key, shown) -> None:
+    """One agent per host shares one session, participant or client among a host's workloads: knobs that
+    configure it must agree, else the plan refuses the run naming the later workload's key, the earlier
+    workload and the host (hostplan.conflicts); the agent would refuse it too, but only once the network exists."""
+    with pytest.raises(SpecError) as e:
+        two(protocol, first, second)
+    msg = str(e.value)
+    assert f"workload[1].{key}: differs from workload 'cam' {shown} on host 'c1'" in msg, msg
+    assert 'agents = "flow"' in msg and "run 1 of 1" in msg, msg
+    # a process per flow shares nothing; the same knobs in both workloads agree
+    assert agents_mode(two(protocol, first, second, agents='agents = "flow"').runs[0]) == "flow"
+    table = (first or second).split("\n")[0]
+    both = (first or second).split("\n", 1)[1]
+    assert agents_mode(two(protocol, table + "\n" + both, table + "\n" + both).runs[0]) == "host"
+
+
+def test_flows_that_keep_their_own_client_or_participant_may_differ() -> None:
+    # MQTT 5 and reconnect: a client of their own (drivers::mqtt::host::shares)
+    for own in ('version = "5"', "reconnect = true"):
+        run = two("mqtt", "", f'[workload.mqtt]\nkeep_alive = "10 s"\n{own}\n').runs[0]
+        assert agents_mode(run) == "host"
+    # DDS in another domain: another participant
+    assert agents_mode(two("dds", "", '[workload.dds]\nbatch = "8192 B"\ndomain_id = 3\n').runs[0]) == "host"

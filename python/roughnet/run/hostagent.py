@@ -23,34 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..hostplan import HOST_PROTOCOLS, agents_mode
 from ..runspec import Run
 from .agents import AGENT_PORT, AgentProcess, AgentSpec, json_lines, last_words
 
 log = logging.getLogger(__name__)
 
-#: Protocols a host agent carries. Not ros2 (its endpoints are rclpy nodes: one process per flow). The DDS flows
-#: of a host agent share one Cyclone participant (Cyclone has one domain per id in a process; a car runs one
-#: participant with many readers and writers), at participant index DDS_PARTICIPANT_INDEX_BASE in every host
-#: (agents.prepare_specs with host=True); flows whose domain knobs differ are refused by the agent.
-HOST_PROTOCOLS = frozenset({"tcp", "udp", "zenoh", "zmq", "mqtt", "kafka", "nats", "dds"})
-
-
-def agents_mode(run: Run) -> str:
-    """``host`` (one agent process per host) or ``flow`` (one per flow and role) for a run.
-
-    ``[scenario] agents`` decides when it is set; ``auto`` (the default) takes ``host`` for a timeline run with
-    a workload of several senders (many to many: fleets, swarms), where one process per flow would mean
-    N x (N + 1) processes, and ``flow`` otherwise (one flow: nothing to share). A run with an ``agent`` event
-    stays per flow under ``auto`` (the event kills one flow's agent; in host mode it would end every flow of the
-    host). The spec refuses ``host`` with a protocol the agent binary does not speak (ros2)."""
-    mode = getattr(run, "agents", "auto")
-    if mode != "auto":
-        return mode
-    if not run.has_timeline or any(e.kind == "agent" for e in run.events):
-        return "flow"
-    if any(w.protocol not in HOST_PROTOCOLS for w in run.all_workloads):
-        return "flow"
-    return "host" if any(len(w.senders) > 1 for w in run.all_workloads) else "flow"
+# Which runs get host agents and what a host's flows must agree on: roughnet.hostplan (plan time, below the runner).
+__all__ = ["HOST_PROTOCOLS", "agents_mode"]
 
 
 @dataclass(eq=False)

@@ -107,15 +107,16 @@ def check_data(data: dict[str, Any], expanded: bool = False) -> tuple[Scenario |
         model = None
     else:
         problems += check_scenario(model)
+        model._listed_workloads = listed
     if listed:
-        problems = [_listed_path(p) for p in problems]
+        problems = [listed_path(p) for p in problems]
     return model, _dedupe(problems)
 
 
 _WORKLOADS = re.compile(r"^workloads\[(\d+)\]")
 
 
-def _listed_path(p: Problem) -> Problem:
+def listed_path(p: Problem) -> Problem:
     """A problem's path as the file wrote it with [[workload]] tables: workload[0].x, workload[1].x, ..."""
     path = p.path
     m = _WORKLOADS.match(path)

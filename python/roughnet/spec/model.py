@@ -429,6 +429,9 @@ class Scenario(_Table):
         None, description="Vehicle mobility for hosts with `vehicle = \"...\"`: a SUMO floating-car-data file.")
     #: Axis -> schedule file of the axes read from a file (spec.schedule; set by spec.load).
     _file_axes: dict[str, str] = PrivateAttr(default_factory=dict)
+    #: The file wrote its workloads as [[workload]] tables (spec.load.check_data): problems found later name
+    #: them workload[0], workload[1], ... as the file does (spec.load.listed_path).
+    _listed_workloads: bool = PrivateAttr(default=False)
 
 
 def model_tables() -> list[tuple[str, type[BaseModel]]]:
