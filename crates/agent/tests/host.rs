@@ -707,3 +707,33 @@ fn zenoh_flows_that_cannot_share_one_session_are_refused_naming_both_and_the_key
         "{msg}"
     );
 }
+
+#[test]
+fn mqtt_flows_that_cannot_share_one_client_are_refused_naming_both_and_the_keys() {
+    let p = udp_port();
+    let mqtt = |topic: &str, options: Value| json!({"protocol": "mqtt", "broker": "127.0.0.1:1883", "topic": topic, "options": options});
+    let rx = with(
+        receiver(p, json!({"messages": 10})),
+        mqtt("t/a", json!({"qos": 1})),
+    );
+    let tx = with(
+        sender(p + 1, json!({"messages": 10})),
+        mqtt("t/b", json!({"keep_alive": 10_000_000_000u64})),
+    );
+    let (code, lines) = host(json!([
+        {"flow": 3, "start_ns": null, "config": rx},
+        {"flow": 7, "start_ns": 0, "config": tx},
+    ]))
+    .finish();
+    assert_eq!(code, 2, "{lines:?}");
+    assert_eq!(lines.len(), 1, "one error line, nothing started: {lines:?}");
+    assert_eq!(
+        (&lines[0]["kind"], &lines[0]["flow"]),
+        (&json!("config"), &json!(7))
+    );
+    let msg = lines[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("flows 3 and 7") && msg.contains("keep_alive 30 s and 10 s"),
+        "{msg}"
+    );
+}

@@ -274,7 +274,10 @@ fn pump(mut conn: rumqttc::Connection, c: Arc<Conn>) {
             Ok(E::Incoming(Packet::ConnAck(a))) => {
                 *lock(&c.connack) = Some(match a.code {
                     ConnectReturnCode::Success => Ok(()),
-                    code => Err((format!("the broker refused the connection: {code:?}"), false)),
+                    code => Err((
+                        format!("the broker refused the connection: {code:?}"),
+                        false,
+                    )),
                 });
             }
             Ok(E::Incoming(Packet::SubAck(s))) => {
@@ -561,14 +564,38 @@ mod tests {
         let none = serde_json::json!({});
         let cfgs = [
             cfg("t/a", "sender", "10.0.0.1:1883", none.clone()),
-            cfg("t/b", "receiver", "10.0.0.1:1883", serde_json::json!({"qos":1})),
+            cfg(
+                "t/b",
+                "receiver",
+                "10.0.0.1:1883",
+                serde_json::json!({"qos":1}),
+            ),
             cfg("t/c", "receiver", "10.0.0.1:1883", none.clone()),
             cfg("t/d", "receiver", "10.0.0.2:1883", none.clone()),
-            cfg("t/e", "receiver", "10.0.0.1:1883", serde_json::json!({"version":"5"})),
-            cfg("t/f", "receiver", "10.0.0.1:1883", serde_json::json!({"reconnect":true})),
-            cfg("t/g", "sender", "10.0.0.1:1883", serde_json::json!({"qos":2})),
+            cfg(
+                "t/e",
+                "receiver",
+                "10.0.0.1:1883",
+                serde_json::json!({"version":"5"}),
+            ),
+            cfg(
+                "t/f",
+                "receiver",
+                "10.0.0.1:1883",
+                serde_json::json!({"reconnect":true}),
+            ),
+            cfg(
+                "t/g",
+                "sender",
+                "10.0.0.1:1883",
+                serde_json::json!({"qos":2}),
+            ),
         ];
-        let flows: Vec<(u32, &Config)> = cfgs.iter().enumerate().map(|(i, c)| (i as u32, c)).collect();
+        let flows: Vec<(u32, &Config)> = cfgs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i as u32, c))
+            .collect();
         let plan = host_plan(&flows).unwrap();
         assert_eq!(
             plan,
@@ -590,8 +617,12 @@ mod tests {
     #[test]
     fn differing_connection_knobs_or_one_topic_twice_are_refused_naming_both_flows() {
         let a = cfg("t/a", "receiver", "10.0.0.1:1883", serde_json::json!({}));
-        let b = cfg("t/b", "receiver", "10.0.0.1:1883",
-            serde_json::json!({"keep_alive": 10_000_000_000u64, "inflight": 5}));
+        let b = cfg(
+            "t/b",
+            "receiver",
+            "10.0.0.1:1883",
+            serde_json::json!({"keep_alive": 10_000_000_000u64, "inflight": 5}),
+        );
         let e = host_plan(&[(3, &a), (7, &b)]).unwrap_err();
         assert_eq!(e.flow, 7);
         assert!(
@@ -602,13 +633,25 @@ mod tests {
             e.message
         );
         // the same knobs on another broker are no conflict
-        let c = cfg("t/b", "receiver", "10.0.0.9:1883",
-            serde_json::json!({"keep_alive": 10_000_000_000u64}));
+        let c = cfg(
+            "t/b",
+            "receiver",
+            "10.0.0.9:1883",
+            serde_json::json!({"keep_alive": 10_000_000_000u64}),
+        );
         assert_eq!(host_plan(&[(3, &a), (7, &c)]).unwrap().len(), 2);
-        let d = cfg("t/a", "receiver", "10.0.0.1:1883", serde_json::json!({"qos": 1}));
+        let d = cfg(
+            "t/a",
+            "receiver",
+            "10.0.0.1:1883",
+            serde_json::json!({"qos": 1}),
+        );
         let e = host_plan(&[(3, &a), (4, &d)]).unwrap_err();
-        assert!(e.message.contains("flows 3 and 4 both subscribe") && e.message.contains("\"t/a\""),
-            "{}", e.message);
+        assert!(
+            e.message.contains("flows 3 and 4 both subscribe") && e.message.contains("\"t/a\""),
+            "{}",
+            e.message
+        );
         // a sender publishes only: no topic of its own to collide
         let s = cfg("t/a", "sender", "10.0.0.1:1883", serde_json::json!({}));
         assert!(host_plan(&[(3, &a), (4, &s)]).is_ok());
