@@ -165,6 +165,18 @@ _ARROW_TYPES = {"VARCHAR": pa.string(), "JSON": pa.string(), "DOUBLE": pa.float6
                 "INTEGER": pa.int32(), "BOOLEAN": pa.bool_()}
 
 
+def receiver_types() -> list[tuple[str, str]]:
+    """(column, SQL type) of ``receivers`` in schema.receiver_columns() order (its CREATE TABLE; read when called:
+    tests write older formats by changing schema.METRICS)."""
+    return [("sweep_id", "VARCHAR"), ("run_id", "VARCHAR"), ("host", "VARCHAR"), ("metrics_extra", "JSON"),
+            *((m.name, m.sql_type) for m in schema.METRICS)]
+
+
+#: (column, SQL type) of ``histograms`` (its CREATE TABLE).
+HISTOGRAM_TYPES = [("sweep_id", "VARCHAR"), ("run_id", "VARCHAR"), ("host", "VARCHAR"), ("kind", "VARCHAR"),
+                   ("count", "BIGINT"), ("hdr", "VARCHAR")]
+
+
 def _base_type(sql_type: str) -> str:
     return sql_type.split()[0]
 
@@ -203,6 +215,9 @@ def _timeline_rows(record: dict[str, Any], table: str, sweep_id: str, run_id: st
     """Rows of one timeline table (``schema.timeline_columns`` order) from the record's list of that name."""
     cols = schema.timeline_columns(table)
     metric_names = set(schema.METRIC_NAMES)
+    converters = [(n, _converter(n, t)) for n, t in cols]
+    all_names = {n for n, _ in cols}
+    not_metrics = {n for n, _ in cols if n not in metric_names}
     rows = []
     for i, item in enumerate(_timeline_items(record, table, where)):
         at = f"{where}: {table}[{i}]"
@@ -232,25 +247,51 @@ def _timeline_rows(record: dict[str, Any], table: str, sweep_id: str, run_id: st
                     if hosts is not None and not isinstance(hosts, list):
                         raise ResultsError(f"{at}.{key} is {hosts!r}; expected a list of host names")
                 values["validity_reasons"] = _json(reasons)
-            fixed = {n for n, _ in cols if n not in metric_names}
+            fixed = not_metrics
         else:
-            fixed = {n for n, _ in cols}
+            fixed = all_names
             extra = {k: v for k, v in item.items() if k not in fixed}
             values["extra"] = _json(extra) if extra else None
         row = []
-        for name, sql_type in cols:
+        for name, conv in converters:
             if name in values:
                 row.append(values[name])
             elif name in fixed:
-                row.append(_cell(name, sql_type, item.get(name), at))
+                row.append(conv(item.get(name), at))
         rows.append(row)
     return rows
 
 
-def _arrow_insert(table: str, rows: list[list[Any]]) -> Any:
+def _converter(name: str, sql_type: str) -> Any:
+    """``_cell`` for one column, with the common case (a value already of the column's type) first: a 100-car
+    run's record has some 10 million cells (series and distances)."""
+    base = _base_type(sql_type)
+    nullable = "NOT NULL" not in sql_type
+
+    def slow(v: Any, at: str) -> Any:
+        return None if v is None and nullable else _cell(name, sql_type, v, at)
+
+    if base == "DOUBLE":
+        def conv(v: Any, at: str) -> Any:
+            if type(v) is float:
+                return v if math.isfinite(v) else None
+            return slow(v, at)
+    elif base in ("BIGINT", "INTEGER"):
+        def conv(v: Any, at: str) -> Any:
+            return v if type(v) is int else slow(v, at)
+    elif base == "VARCHAR":
+        def conv(v: Any, at: str) -> Any:
+            return v if type(v) is str and v else slow(v, at)
+    else:
+        conv = slow
+    return conv
+
+
+def _arrow_insert(table: str, rows: list[list[Any]], cols: list[tuple[str, str]] | None = None) -> Any:
     """A transaction step inserting ``rows`` into ``table`` through an Arrow table (executemany costs ~0.4 ms a row;
-    a run's series has thousands)."""
-    cols = schema.timeline_columns(table)
+    a run's series has thousands, a 100-car run 9,900 receivers and 19,800 histograms). ``cols``: (name, SQL type)
+    in the rows' order, a timeline table's own by default."""
+    cols = schema.timeline_columns(table) if cols is None else cols
     fields = [pa.field(n, _ARROW_TYPES[_base_type(t)]) for n, t in cols]
     data = pa.Table.from_arrays([pa.array([r[i] for r in rows], type=f.type) for i, f in enumerate(fields)],
                                 schema=pa.schema(fields))
@@ -637,12 +678,8 @@ class Store:
                     run_row,
                     False,
                 ),
-                (
-                    f"INSERT INTO receivers VALUES ({', '.join('?' * len(schema.receiver_columns()))})",
-                    receiver_rows,
-                    True,
-                ),
-                ("INSERT INTO histograms VALUES (?, ?, ?, ?, ?, ?)", hist_rows, True),
+                *([_arrow_insert("receivers", receiver_rows, receiver_types())] if receiver_rows else []),
+                *([_arrow_insert("histograms", hist_rows, HISTOGRAM_TYPES)] if hist_rows else []),
             ]
         )
 

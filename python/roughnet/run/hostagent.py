@@ -281,7 +281,8 @@ def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path, phas
         start = f.workload.start_ns + phases.get(f.index, 0) if is_sender else None
         objs.append({"flow": f.index, "start_ns": start, "config": spec.config})
     cfg_path = artifacts / f"agent-{host}-host.config.json"
-    cfg_path.write_text(json.dumps({"v": 1, "flows": objs}, indent=1))
+    # one flow a line: json's C encoder (indent takes the pure-Python one: 10.8 s for a 100-car run's 100 hosts)
+    cfg_path.write_text('{"v":1,"flows":[\n' + ",\n".join(json.dumps(o, separators=(",", ":")) for o in objs) + "\n]}\n")
     err_path = artifacts / f"agent-{host}-host.stderr"
     err = err_path.open("w")
     started_ns = time.monotonic_ns()
