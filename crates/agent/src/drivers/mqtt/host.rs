@@ -373,7 +373,9 @@ struct Slot {
 }
 
 /// Host mode's shared clients by broker (empty in `run` mode: every flow has its own client).
-static HOST_CLIENTS: Mutex<Vec<Arc<Mutex<Slot>>>> = Mutex::new(Vec::new());
+/// The broker is kept beside its slot, so that finding a flow's client never waits for another
+/// broker's slot (locked while its client connects).
+static HOST_CLIENTS: Mutex<Vec<(String, Arc<Mutex<Slot>>)>> = Mutex::new(Vec::new());
 
 /// Host mode, before any flow starts: from now on the MQTT flows of each planned client share
 /// it, opened by the first flow that needs it and closed when the last flow holding it ends.
@@ -381,11 +383,13 @@ pub fn install_host_clients(plan: Vec<HostClient>) {
     *lock(&HOST_CLIENTS) = plan
         .into_iter()
         .map(|plan| {
-            Arc::new(Mutex::new(Slot {
+            let broker = plan.broker.clone();
+            let slot = Slot {
                 plan,
                 live: None,
                 holders: 0,
-            }))
+            };
+            (broker, Arc::new(Mutex::new(slot)))
         })
         .collect();
 }
@@ -437,8 +441,8 @@ pub(super) fn hold(d: &Mqtt, cfg: &Config) -> Result<Option<Hold>, DriverError> 
     let broker = format!("{}:{}", d.host, d.port);
     let slot = lock(&HOST_CLIENTS)
         .iter()
-        .find(|s| lock(s).plan.broker == broker)
-        .cloned();
+        .find(|(b, _)| *b == broker)
+        .map(|(_, s)| s.clone());
     let Some(slot) = slot else {
         return Ok(None);
     };
