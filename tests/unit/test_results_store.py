@@ -18,6 +18,7 @@ import pytest
 
 from roughnet.errors import ResultsError
 from roughnet.results import FORMAT_VERSION, Store, migrate, schema
+from roughnet.results.store import signal_inside
 
 _spec = importlib.util.spec_from_file_location(
     "results_fixture_records", Path(__file__).parent / "fixtures" / "results" / "records.py"
@@ -228,6 +229,47 @@ def test_failure_midway_leaves_no_partial_rows(tmp_path, stream, monkeypatch):
         # and the store still works afterwards
         store.record_run(records[0])
         assert len(store.runs(sweep.sweep_id)) == 2
+
+
+def test_an_interrupt_inside_an_arrow_insert_reaches_the_caller_as_itself(tmp_path, stream, monkeypatch):
+    """The CLI's signal handler raises inside DuckDB while it reads a registered Arrow table; the insert fails,
+    the transaction is aborted, and DuckDB then refuses ``unregister`` as well ("Current transaction is
+    aborted"). That second error must not replace the interrupt: the runner tells an interrupt from a store
+    fault by the exception (signal_inside), and took a SIGTERM for a failed store (found by test_self_chaos)."""
+    sweep, records = stream
+    with Store(tmp_path) as store:
+        store.begin_sweep(sweep)
+        real = store.con
+
+        class Aborting:
+            def __init__(self, exc):
+                self.exc = exc
+
+            def execute(self, sql, *a):
+                if sql.startswith("INSERT INTO receivers"):
+                    with pytest.raises(duckdb.CatalogException):  # a failed statement aborts the transaction
+                        real.execute("SELECT * FROM no_such_table")
+                    raise self.exc
+                return real.execute(sql, *a)
+
+            def executemany(self, sql, *a):
+                return real.executemany(sql, *a)
+
+            def register(self, *a):
+                return real.register(*a)
+
+            def unregister(self, *a):
+                return real.unregister(*a)
+
+        for exc in (KeyboardInterrupt(), duckdb.InvalidInputException("x failed: Interrupted: SIGTERM")):
+            monkeypatch.setattr(store, "_con", Aborting(exc))
+            with pytest.raises(type(exc)) as got:
+                store.record_run(copy.deepcopy(records[0]))
+            assert got.value is exc or signal_inside(got.value), got.value
+            monkeypatch.setattr(store, "_con", real)
+            assert store.runs(sweep.sweep_id) == []
+        store.record_run(copy.deepcopy(records[0]))  # and the store still works
+        assert len(store.runs(sweep.sweep_id)) == 1
 
 
 def test_killed_writer_keeps_committed_runs(tmp_path, stream):
