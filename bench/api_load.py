@@ -42,7 +42,7 @@ def build(folder: Path, n: int) -> str:
         con = store.con
         con.execute("BEGIN TRANSACTION")
         con.execute(
-            """INSERT INTO runs SELECT * REPLACE (
+            """INSERT INTO runs SELECT runs.* REPLACE (
                    printf('%012x', i) AS run_id, i AS run_index,
                    '{"loss": "' || (i % 10) || '%", "payload": "' || (64 * (1 + i % 16)) || ' B", '
                    || '"protocol": "' || (CASE WHEN i % 2 = 0 THEN 'tcp' ELSE 'udp' END) || '"}' AS params)
