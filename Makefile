@@ -116,8 +116,12 @@ test-rust:
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR_MIN) "$(CARGO)" test --release --locked -p roughnet-agent \
 	  --no-default-features --test drivers
 
+# Each test's outcome and duration from the last `make test`, outside the clone (where make test's time goes).
+TEST_REPORT ?= /var/cache/roughnet/pytest-last.xml
+
 test-python:
-	$(VENV)/bin/pytest -q -rs -p no:cacheprovider tests
+	@mkdir -p $(dir $(TEST_REPORT))
+	$(VENV)/bin/pytest -q -rs -p no:cacheprovider --junitxml=$(TEST_REPORT) tests
 
 bench: setup
 	$(PY) bench/agent_bench.py
