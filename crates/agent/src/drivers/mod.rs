@@ -437,12 +437,24 @@ pub fn require_endpoints(cfg: &Config) -> Result<(), ConfigError> {
 }
 
 /// Host mode: a flow that cannot share what the host agent's flows of its protocol share (a DDS
-/// participant, a zenoh session), refused by that driver's `host_plan`: the later flow's id and the
-/// message, which names both flows and the keys.
+/// participant, a zenoh session, an MQTT client), refused by that driver's `host_plan`: the later
+/// flow's id and the message, which names both flows and the keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanError {
     pub flow: u32,
     pub message: String,
+}
+
+/// Host mode: "key A and B" for each shared knob whose value differs between two flows' lists
+/// (the same keys in the same order), for a `PlanError`.
+#[cfg(any(feature = "zenoh", feature = "mqtt"))]
+pub fn knob_diffs(first: &[(&'static str, String)], other: &[(&'static str, String)]) -> Vec<String> {
+    first
+        .iter()
+        .zip(other)
+        .filter(|(a, b)| a.1 != b.1)
+        .map(|(a, b)| format!("{} {} and {}", a.0, a.1, b.1))
+        .collect()
 }
 
 /// The driver for `cfg.protocol`, with its knobs parsed and sizes checked.

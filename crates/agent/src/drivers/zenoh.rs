@@ -462,12 +462,7 @@ pub fn host_plan(flows: &[(u32, &Config)]) -> Result<Option<HostSession>, PlanEr
         match &first {
             None => first = Some((id, knobs)),
             Some((f, k)) => {
-                let diffs: Vec<String> = k
-                    .iter()
-                    .zip(&knobs)
-                    .filter(|(a, b)| a.1 != b.1)
-                    .map(|(a, b)| format!("{} {} and {}", a.0, a.1, b.1))
-                    .collect();
+                let diffs = super::knob_diffs(k, &knobs);
                 if !diffs.is_empty() {
                     return Err(PlanError {
                         flow: id,

@@ -110,13 +110,7 @@ pub fn host_plan(flows: &[(u32, &Config)]) -> Result<Vec<HostClient>, PlanError>
             }
         };
         let g = &mut groups[i];
-        let diffs: Vec<String> = g
-            .knobs
-            .iter()
-            .zip(&knobs)
-            .filter(|(a, b)| a.1 != b.1)
-            .map(|(a, b)| format!("{} {} and {}", a.0, a.1, b.1))
-            .collect();
+        let diffs = crate::drivers::knob_diffs(&g.knobs, &knobs);
         if !diffs.is_empty() {
             return Err(PlanError {
                 flow: id,
