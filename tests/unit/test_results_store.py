@@ -184,6 +184,25 @@ def test_bad_records_rejected_with_named_key(tmp_path, stream, mutate, needle):
         assert store.runs(sweep.sweep_id) == []
 
 
+class PassThrough:
+    """A store connection that hands every call to ``real``; a test overrides ``execute`` to fail at one step."""
+
+    def __init__(self, real, exc):
+        self.real, self.exc = real, exc
+
+    def execute(self, sql, *a):
+        return self.real.execute(sql, *a)
+
+    def executemany(self, sql, *a):
+        return self.real.executemany(sql, *a)
+
+    def register(self, *a):
+        return self.real.register(*a)
+
+    def unregister(self, *a):
+        return self.real.unregister(*a)
+
+
 def test_failure_midway_leaves_no_partial_rows(tmp_path, stream, monkeypatch):
     sweep, records = stream
     with Store(tmp_path) as store:
@@ -192,11 +211,8 @@ def test_failure_midway_leaves_no_partial_rows(tmp_path, stream, monkeypatch):
         before = store.runs(sweep.sweep_id)
         real = store.con
 
-        class Exploding:
+        class Exploding(PassThrough):
             """Passes statements through until the histograms insert, then raises."""
-
-            def __init__(self, exc):
-                self.exc = exc
 
             def execute(self, sql, *a):
                 if sql.startswith("INSERT INTO histograms"):  # (from an Arrow table: store._arrow_insert)
@@ -208,17 +224,8 @@ def test_failure_midway_leaves_no_partial_rows(tmp_path, stream, monkeypatch):
                     raise self.exc
                 return real.execute(sql, *a)
 
-            def executemany(self, sql, *a):
-                return real.executemany(sql, *a)
-
-            def register(self, *a):
-                return real.register(*a)
-
-            def unregister(self, *a):
-                return real.unregister(*a)
-
         for exc in (RuntimeError("disk on fire"), KeyboardInterrupt()):
-            monkeypatch.setattr(store, "_con", Exploding(exc))
+            monkeypatch.setattr(store, "_con", Exploding(real, exc))
             with pytest.raises(type(exc)):
                 store.record_run(copy.deepcopy(records[0]))
             monkeypatch.setattr(store, "_con", real)
@@ -241,10 +248,7 @@ def test_an_interrupt_inside_an_arrow_insert_reaches_the_caller_as_itself(tmp_pa
         store.begin_sweep(sweep)
         real = store.con
 
-        class Aborting:
-            def __init__(self, exc):
-                self.exc = exc
-
+        class Aborting(PassThrough):
             def execute(self, sql, *a):
                 if sql.startswith("INSERT INTO receivers"):
                     with pytest.raises(duckdb.CatalogException):  # a failed statement aborts the transaction
@@ -252,17 +256,8 @@ def test_an_interrupt_inside_an_arrow_insert_reaches_the_caller_as_itself(tmp_pa
                     raise self.exc
                 return real.execute(sql, *a)
 
-            def executemany(self, sql, *a):
-                return real.executemany(sql, *a)
-
-            def register(self, *a):
-                return real.register(*a)
-
-            def unregister(self, *a):
-                return real.unregister(*a)
-
         for exc in (KeyboardInterrupt(), duckdb.InvalidInputException("x failed: Interrupted: SIGTERM")):
-            monkeypatch.setattr(store, "_con", Aborting(exc))
+            monkeypatch.setattr(store, "_con", Aborting(real, exc))
             with pytest.raises(type(exc)) as got:
                 store.record_run(copy.deepcopy(records[0]))
             assert got.value is exc or signal_inside(got.value), got.value
