@@ -120,23 +120,13 @@ class Results:
         df = con.execute("SELECT * FROM runs WHERE sweep_id = ? ORDER BY run_index, repeat, run_id",
                          [sweep_id]).df()
         params = [json.loads(p) if p else {} for p in df["params"]] if len(df) else []
-        units: dict[str, str] = {}
-        cols: dict[str, Any] = {}
-        for name in names:
-            raw = [p.get(name) for p in params]
-            parsed = _parsed(raw)
-            if parsed is None:
-                cols[name] = raw
-            else:
-                kind, numbers = parsed
-                cols[name] = numbers
-                cols[f"{name}_label"] = [fmt.label(v) if v is not None else None for v in raw]
-                units[name] = PARAM_UNITS.get(kind, "")
+        cols: dict[str, Any] = {name: [p.get(name) for p in params] for name in names}
         df["validity_reasons"] = [json.loads(v) if isinstance(v, str) else (v or []) for v in df["validity_reasons"]]
         first = [c for c in RUN_FIRST if c in df.columns and c not in cols]  # a swept "protocol": the parameter's
         metrics = [m for m in schema.METRIC_NAMES if m in df.columns]
         rest = [c for c in df.columns if c not in first and c not in metrics and c not in cols and c != "params"]
         out = pd.concat([df[first], pd.DataFrame(cols, index=df.index), df[metrics], df[rest]], axis=1)
+        units = _parse_columns(out, names)
         units.update({m.name: m.unit for m in schema.METRICS if m.name in out.columns})
         out.attrs["units"] = units
         out.attrs["params"] = names
