@@ -497,6 +497,30 @@ fn pump_v4(
     }
 }
 
+/// A 3.1.1 client with the endpoint's knobs (one per flow, or the host's shared one: host.rs).
+fn client_v4(
+    d: &Mqtt,
+    id: &str,
+    inflight: u32,
+    transport: Option<rumqttc::Transport>,
+) -> (rumqttc::Client, rumqttc::Connection) {
+    let max_packet = MAX_MESSAGE_BYTES as usize + 64 * 1024;
+    let mut o = rumqttc::MqttOptions::new(id, d.host.clone(), d.port);
+    o.set_keep_alive(Duration::from_nanos(d.opts.keep_alive))
+        .set_clean_session(d.opts.clean_session)
+        .set_max_packet_size(max_packet, max_packet)
+        .set_inflight(inflight as u16)
+        .set_request_channel_capacity(REQUEST_CAPACITY);
+    if let Some(t) = transport {
+        o.set_transport(t);
+    }
+    let (c, mut conn) = rumqttc::Client::new(o, REQUEST_CAPACITY);
+    let mut net = rumqttc::NetworkOptions::new();
+    net.set_connection_timeout(network_timeout_s(&d.opts));
+    conn.eventloop.set_network_options(net);
+    (c, conn)
+}
+
 fn refused4(e: &rumqttc::ConnectionError) -> bool {
     matches!(e, rumqttc::ConnectionError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
 }
@@ -909,19 +933,7 @@ impl MqttEndpoint {
                 .map_err(|e| DriverError::io("spawn the MQTT connection thread for", broker, e))?;
             (Client::V5(c), th)
         } else {
-            let mut o = rumqttc::MqttOptions::new(id, d.host.clone(), d.port);
-            o.set_keep_alive(keep_alive)
-                .set_clean_session(d.opts.clean_session)
-                .set_max_packet_size(max_packet, max_packet)
-                .set_inflight(inflight as u16)
-                .set_request_channel_capacity(REQUEST_CAPACITY);
-            if let Some(t) = transport {
-                o.set_transport(t);
-            }
-            let (c, mut conn) = rumqttc::Client::new(o, REQUEST_CAPACITY);
-            let mut net = rumqttc::NetworkOptions::new();
-            net.set_connection_timeout(network_timeout_s(&d.opts));
-            conn.eventloop.set_network_options(net);
+            let (c, conn) = client_v4(d, id, inflight, transport);
             let th = std::thread::Builder::new()
                 .name("mqtt-conn".into())
                 .spawn(move || pump_v4(conn, tx, n, subscription))

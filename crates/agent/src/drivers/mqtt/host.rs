@@ -25,11 +25,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{
-    broker_receive_maximum, network_timeout_s, qos4, tls_transport, Counters, Event, Mqtt,
-    MqttOptions, CONNECT_RETRY, REQUEST_CAPACITY, RETRY,
+    broker_receive_maximum, client_v4, qos4, tls_transport, Counters, Event, Mqtt, MqttOptions,
+    CONNECT_RETRY, RETRY,
 };
 use crate::clock::now_ns;
-use crate::config::{Config, Role, MAX_MESSAGE_BYTES};
+use crate::config::{Config, Role};
 use crate::drivers::{brokered, DriverError, PlanError};
 use crate::signals::stop_requested;
 
@@ -482,20 +482,7 @@ fn connect(d: &Mqtt, cfg: &Config, plan: &HostClient) -> Result<Arc<Conn>, Drive
         }
     }
     loop {
-        let max_packet = MAX_MESSAGE_BYTES as usize + 64 * 1024;
-        let mut o = rumqttc::MqttOptions::new(id.clone(), d.host.clone(), d.port);
-        o.set_keep_alive(Duration::from_nanos(d.opts.keep_alive))
-            .set_clean_session(d.opts.clean_session)
-            .set_max_packet_size(max_packet, max_packet)
-            .set_inflight(inflight as u16)
-            .set_request_channel_capacity(REQUEST_CAPACITY);
-        if let Some(t) = transport.clone() {
-            o.set_transport(t);
-        }
-        let (client, mut connection) = rumqttc::Client::new(o, REQUEST_CAPACITY);
-        let mut net = rumqttc::NetworkOptions::new();
-        net.set_connection_timeout(network_timeout_s(&d.opts));
-        connection.eventloop.set_network_options(net);
+        let (client, connection) = client_v4(d, &id, inflight, transport.clone());
         let c = Arc::new(Conn {
             client,
             broker: broker.clone(),
