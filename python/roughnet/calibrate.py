@@ -386,9 +386,9 @@ def calibrate_link(target: str, link: Link, agent_path: Path, seed: int = 1, wor
         checks.append(Check(target, "wire sched error p99", 0.0, p99, "us", f"<= {limit:.0f} us", p99 <= limit,
                             "actual minus intended departure"))
     finally:
-        from .run.runner import _teardown_shielded
+        from .run.runner import teardown_shielded
 
-        _teardown_shielded(topo)  # finished even if Ctrl-C or SIGTERM arrives in the middle of it
+        teardown_shielded(topo)  # finished even if Ctrl-C or SIGTERM arrives in the middle of it
     return checks
 
 

@@ -35,13 +35,13 @@ from .counters import tcp_counters
 from .runner import (
     Interrupted,
     Preflight,
-    _base_record,
-    _link,
-    _teardown_shielded,
     apply_links,
+    base_record,
+    link_by_index,
     measure,
     record_failure,
     store_record,
+    teardown_shielded,
 )
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class SharedEnvironment:
         assert self.topology is not None
         view = RunTopology(self.topology, run)
         for index, eng in self.link_engines.items():
-            link = _link(run, index)
+            link = link_by_index(run, index)
             if eng.name == "wire":
                 eng.stop(link)
                 eng.apply(view, link)
@@ -126,7 +126,7 @@ class SharedEnvironment:
         KeyboardInterrupt go up, and the caller then calls ``close``.
         """
         engines = self.pf.engines[run.run_id]
-        record = _base_record(run, engines, self.pf)
+        record = base_record(run, engines, self.pf)
         (artifacts / "run.json").write_text(json.dumps(run.to_dict(), indent=1, default=str))
         t0 = time.monotonic()
         agents: list = []
@@ -141,7 +141,7 @@ class SharedEnvironment:
             assert self.topology is not None
             view = RunTopology(self.topology, run)
             tcp_before = {h: tcp_counters(view, h) for h in run.host_names()}
-            link_before = {i: eng.counters(view, _link(run, i)) for i, eng in self.link_engines.items()}
+            link_before = {i: eng.counters(view, link_by_index(run, i)) for i, eng in self.link_engines.items()}
             measure(run, self.pf, view, self.link_engines, self.handles, artifacts, record, tcp_before, agents,
                     link_before=link_before)
         except (Interrupted, KeyboardInterrupt, RunBusyError):  # RunBusyError: the same run, live elsewhere
@@ -187,7 +187,7 @@ class SharedEnvironment:
                     raise
         finally:
             if topology is not None:
-                _teardown_shielded(topology)
+                teardown_shielded(topology)
                 log.info("reuse group: environment %s (started by run %s) torn down after %d run(s)",
                          topology.token, self.started_by, self.runs_served)
         self.started_by = None

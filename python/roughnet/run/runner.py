@@ -18,7 +18,6 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,7 +139,7 @@ def _versions(pf: Preflight) -> dict[str, str]:
     return {"roughnet": __version__, "agent": str(pf.agent.get("agent", "?")), "kernel": os.uname().release}
 
 
-def _base_record(run: Run, engines: dict[int, str], pf: Preflight) -> dict[str, Any]:
+def base_record(run: Run, engines: dict[int, str], pf: Preflight) -> dict[str, Any]:
     return {
         "sweep_id": run.sweep_id,
         "run_id": run.run_id,
@@ -175,7 +174,7 @@ def _base_record(run: Run, engines: dict[int, str], pf: Preflight) -> dict[str, 
 def execute_run(run: Run, pf: Preflight, artifacts: Path) -> dict[str, Any]:
     """Run one run from topology to teardown and return its record (never raises RoughnetError)."""
     engines = pf.engines[run.run_id]
-    record = _base_record(run, engines, pf)
+    record = base_record(run, engines, pf)
     t0 = time.monotonic()
     ledger = topology = None
     agents: list = []
@@ -250,7 +249,7 @@ def apply_links(topology, run: Run, engines: dict[int, str]) -> dict[int, Any]:
     return link_engines
 
 
-def _link(run: Run, index: int):
+def link_by_index(run: Run, index: int):
     return next(lk for lk in run.links if lk.index == index)
 
 
@@ -330,7 +329,7 @@ def measure(run: Run, pf: Preflight, topology, link_engines: dict[int, Any], han
                     _fill_processes(record, procs)
                 raise ServiceError(why)
         tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in run.host_names()}
-        link_counters = {i: eng.counters(topology, _link(run, i)) for i, eng in link_engines.items()}
+        link_counters = {i: eng.counters(topology, link_by_index(run, i)) for i, eng in link_engines.items()}
         if link_before is not None:
             link_counters = {i: link_counter_delta(link_before.get(i) or {}, c) for i, c in link_counters.items()}
         if run.workload is None:
@@ -361,7 +360,7 @@ def _keep_figures_of_a_dead_service(record, run: Run, agents, topology, tcp_befo
     """A service died during the run: the record keeps every figure the agents reported (they were stopped and
     printed their results), with the run failed and incomplete for that reason."""
     tcp_deltas = {h: counter_delta(tcp_before[h], tcp_counters(topology, h)) for h in run.host_names()}
-    link_counters = {i: eng.counters(topology, _link(run, i)) for i, eng in link_engines.items()}
+    link_counters = {i: eng.counters(topology, link_by_index(run, i)) for i, eng in link_engines.items()}
     if link_before is not None:
         link_counters = {i: link_counter_delta(link_before.get(i) or {}, c) for i, c in link_counters.items()}
     _fill_record(record, run, agents, tcp_deltas, link_counters, cpu_stats)
@@ -480,7 +479,7 @@ def _stop_services(handles, record) -> None:
     record["service_started_by"] = record["run_id"]
 
 
-def _teardown_shielded(topology) -> None:
+def teardown_shielded(topology) -> None:
     """Tear down even if an interrupt arrives in the middle of it.
 
     The CLI raises ``Interrupted`` at the first Ctrl-C or SIGTERM only (a second one asks for haste instead:
@@ -502,7 +501,7 @@ def _teardown_run(topology, ledger) -> None:
     """Tear down what ``execute_run`` made, however far it got: the environment, or only the ledger when the
     environment was never made (its objects, if any, as `roughnet clean` removes them)."""
     if topology is not None:
-        _teardown_shielded(topology)
+        teardown_shielded(topology)
     elif ledger is not None:
         try:
             topo.clean_ledger(ledger.path)
@@ -630,48 +629,6 @@ def _fill_sync_record(record, run: Run, agents, tcp_deltas, link_counters, cpu_s
     record["status"] = "ok"
 
 
-def run_sweep(
-    sweep: Sweep,
-    store,
-    pf: Preflight,
-    resume: bool = False,
-    on_start: Callable[[Run], None] | None = None,
-    on_done: Callable[[Run, dict[str, Any]], None] | None = None,
-    retry_failed: bool = False,
-    retry_invalid: bool = False,
-    only: frozenset[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Run every run of ``sweep`` (only the missing ones with ``resume``; those and the runs stored as
-    failed with ``retry_failed``, and also the ok runs judged invalid with ``retry_invalid``; of those,
-    only the run ids in ``only`` when given), storing each record as it ends (a new record replaces
-    the old).
-
-    Consecutive runs whose services all ask ``reuse = true`` and whose environments are equal
-    share one topology and one set of services (``run.reuse``, ``run.group``); every other run
-    gets its own.
-    """
-    from .group import run_group
-    from .reuse import reuse_groups
-
-    store.begin_sweep(sweep)
-    todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid, only)
-    records = []
-    for shared, group in reuse_groups(todo, pf.engines):
-        if shared:
-            records.extend(run_group(group, pf, store, on_start=on_start, on_done=on_done))
-            continue
-        run = group[0]
-        if on_start:
-            on_start(run)
-        artifacts = store.run_dir(sweep.sweep_id, run.run_id)
-        record = execute_run(run, pf, artifacts)
-        store_record(store, record)
-        records.append(record)
-        if on_done:
-            on_done(run, record)
-    return records
-
-
 def store_record(store, record: dict[str, Any]) -> None:
     """Store a finished run's record.  Ctrl-C or SIGTERM meanwhile (the CLI raises ``Interrupted`` once) does not
     lose it: the store is asked again, and then the interrupt goes on.  (The store writes the record to the
@@ -698,19 +655,3 @@ def query_interrupted(e: BaseException) -> bool:
     from ..results.store import signal_inside
 
     return isinstance(e, (RuntimeError, duckdb.Error)) and signal_inside(e)
-
-
-def pending_runs(sweep: Sweep, store, resume: bool, retry_failed: bool = False,
-                 retry_invalid: bool = False, only: frozenset[str] | None = None) -> list[Run]:
-    """The runs to do: all; with ``resume`` those not stored yet; with ``retry_failed`` also those stored as
-    failed; with ``retry_invalid`` also those stored as failed or judged invalid. With ``only`` (run ids,
-    ``select.select_only``) just those of them."""
-    if retry_invalid:
-        done = store.completed_run_ids(sweep.sweep_id, include_failed=False, include_invalid=False)
-    elif retry_failed:
-        done = store.completed_run_ids(sweep.sweep_id, include_failed=False)
-    elif resume:
-        done = store.completed_run_ids(sweep.sweep_id)
-    else:
-        done = set()
-    return [r for r in sweep.runs if r.run_id not in done and (only is None or r.run_id in only)]
