@@ -1,18 +1,23 @@
 """The link engine interface and the lookup from an engine name to an engine.
 
-Owns ``LinkEngine`` (what the runner calls) and ``engine_for``.  ``wire`` lives
-in ``links/wire.py`` (the userspace emulator's Python side, another part): it is
-imported when asked for and must define ``WireEngine`` with the same methods.
+Owns ``LinkEngine`` (what the runner calls), what each engine says of its loss generator and the table of
+engines that backends bring (``register_engine``); ``links.engines.engine_for`` looks a name up.  This machine's engines (kernel, netem, wire) live in this package; a backend's own
+engines (ns3's simulated channels, Kubernetes' ``pod-wire`` and ``cluster``) are registered by the backend's
+module when it is imported (``backends.ns3.env``, ``backends.kubernetes.podwire``), which the backend lookup
+(``backends.backend_for``) does before any run: this package imports no backend.  ``wire`` lives in
+``links/wire.py`` (the userspace emulator's Python side): it is imported when asked for and must define
+``WireEngine`` with the same methods.  Imports no engine.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import LinkError
 from ..runspec import Link
-from ..topo.build import Topology
+
+if TYPE_CHECKING:
+    from ..topo.build import Topology
 
 
 class LinkEngine(Protocol):
@@ -44,48 +49,12 @@ def loss_randomness(engine: str) -> dict[str, Any]:
     return {"loss_reproducible": reproducible, "loss_random": how}
 
 
-class ClusterNetwork:
-    """The ``cluster`` engine: the Kubernetes backend's links without impairments, as the cluster's own
-    network carries them.  It applies nothing and counts nothing; an impaired link gets ``pod-wire``
-    (backends.kubernetes.podwire) or is refused at preflight.
-    """
-
-    name = "cluster"
-
-    def apply(self, topo: Any, link: Link) -> None:
-        return None
-
-    def counters(self, topo: Any, link: Link) -> dict[str, Any]:
-        return {"engine": self.name}
+#: Engines a backend brings: name -> a function that makes one (``register_engine``).
+BACKEND_ENGINES: dict[str, Callable[[], LinkEngine]] = {}
 
 
-def engine_for(name: str) -> LinkEngine:
-    if name == "ns3":  # the ns3 backend's channels, built with its simulation
-        from ..backends.ns3.env import Ns3LinkEngine
-
-        return Ns3LinkEngine()
-    if name == "cluster":
-        return ClusterNetwork()
-    if name == "pod-wire":  # the kubernetes backend's wire inside pods
-        from ..backends.kubernetes.podwire import PodWireEngine
-
-        return PodWireEngine()
-    if name == "kernel":
-        from .kernel import KernelEngine
-
-        return KernelEngine()
-    if name == "netem":
-        from .netem import NetemEngine
-
-        return NetemEngine()
-    if name == "wire":
-        try:
-            mod = importlib.import_module("roughnet.links.wire")
-        except ImportError as e:
-            raise LinkError(f"engine \"wire\" has no Python side yet (roughnet.links.wire: {e}); "
-                            f"expected it once roughnet-wire lands") from e
-        cls = getattr(mod, "WireEngine", None)
-        if cls is None:
-            raise LinkError("roughnet.links.wire defines no WireEngine; expected a class with apply() and counters()")
-        return cls()
-    raise LinkError(f"unknown link engine {name!r}; expected kernel, netem, wire or cluster (auto is resolved by choose_engines)")
+def register_engine(name: str, make: Callable[[], LinkEngine]) -> None:
+    """A backend's engine ``name`` (made by ``make()``), for ``engine_for``; called by the backend's module at import."""
+    if name in ("kernel", "netem", "wire", "auto"):
+        raise ValueError(f"link engine {name!r} is this machine's own; a backend cannot replace it")
+    BACKEND_ENGINES[name] = make

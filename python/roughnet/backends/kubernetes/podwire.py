@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import LinkError, PreflightError
+from ...links.base import register_engine
 from ...links.wire import counters_from_stats, link_config
 from ...runspec import Link, Run
 from .kubectl import Kubectl
@@ -247,3 +248,21 @@ class PodWireEngine:
 
     def counters(self, topo: Any, link: Link) -> dict[str, Any]:
         return topo.wire_counters(link)
+
+
+class ClusterNetwork:
+    """The ``cluster`` engine: links without impairments, as the cluster's own network carries them.  It applies
+    nothing and counts nothing; an impaired link gets ``pod-wire`` or is refused at preflight.
+    """
+
+    name = "cluster"
+
+    def apply(self, topo: Any, link: Link) -> None:
+        return None
+
+    def counters(self, topo: Any, link: Link) -> dict[str, Any]:
+        return {"engine": self.name}
+
+
+register_engine(PodWireEngine.name, PodWireEngine)
+register_engine(ClusterNetwork.name, ClusterNetwork)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import TopologyError
+from ...links.base import register_engine
 from ...topo import naming
 from . import results, sim
 
@@ -54,6 +55,9 @@ class Ns3LinkEngine:
 
     def counters(self, topo: Any, link: Any) -> dict[str, Any]:
         return topo.link_counters(link)
+
+
+register_engine(Ns3LinkEngine.name, Ns3LinkEngine)
 
 
 class Ns3Environment:
