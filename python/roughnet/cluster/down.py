@@ -221,9 +221,10 @@ def teardown(entries: list[dict[str, Any]], ledger_path: Path | None, ledger_dir
     return removed
 
 
-def clean_cluster_ledger(path: Path, entries: list[dict[str, Any]] | None = None, dry_run: bool = False) -> list[str]:
+def clean_ledger(path: Path, entries: list[dict[str, Any]] | None = None, dry_run: bool = False) -> list[str]:
     """`roughnet clean` of a dead cluster ledger (a `cluster up` or `down` killed half way, or a cluster whose
-    processes all died): the same teardown as `cluster down`. topo.clean calls this for cluster ledgers."""
+    processes all died): the same teardown as `cluster down`.  topo.clean calls this for the ledgers whose
+    ``ledger_cleaner`` names this module (cluster.ledger writes it: topo imports no cluster module)."""
     path = Path(path)
     entries = read_ledger(path) if entries is None else entries
     if dry_run:

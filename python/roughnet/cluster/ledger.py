@@ -79,7 +79,7 @@ class ClusterLedger(Ledger):
                 f"`roughnet cluster down --name {name}` first")
         led = cls(token(name), f"cluster-{name}", root)
         led.name = name
-        led.add(KIND_CLUSTER, name=name, **info)
+        led.add(KIND_CLUSTER, name=name, ledger_cleaner="roughnet.cluster.down", **info)  # topo.clean's way here
         return led
 
     @classmethod

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import RoughnetError, TopologyError
-from .ledger import (DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, directory_lock, owner_alive, process_alive,
+from ..errors import TopologyError
+from .ledgerfile import (DEFAULT_LEDGER_DIR, LEDGER_SUFFIX, directory_lock, ledger_cleaner, owner_alive, process_alive,
                      process_start_time, read_ledger, remove_other)
 from .naming import NS_PREFIX
 from .system import delete_ns, end_processes, list_namespaces, ns_exists, pids_in_namespaces, proc_state
@@ -72,8 +72,9 @@ def _ledger_leftovers(path: Path, entries: list[dict]) -> list[Leftover]:
     run_id = owner.get("run_id")
     out: list[Leftover] = []
     for e in entries:
-        if e.get("kind") in ("path", "container") or e.get("cleaner"):
-            out.append(Leftover(str(e.get("kind")), str(e.get("path") or e.get("id") or e), str(path), run_id))
+        if e.get("kind") in ("path", "container") or e.get("cleaner"):  # "what": how its maker describes it
+            out.append(Leftover(str(e.get("kind")), str(e.get("path") or e.get("id") or e.get("what") or e),
+                                str(path), run_id))
     for e in entries:
         if e.get("kind") == "process" and process_alive(int(e.get("pid", -1)), e.get("start_time")):
             out.append(Leftover("process", f"{e['pid']} ({e.get('argv0', '?')}) in {e.get('ns', '?')}",
@@ -82,9 +83,6 @@ def _ledger_leftovers(path: Path, entries: list[dict]) -> list[Leftover]:
         name = e.get("name")
         if e.get("kind") == "netns" and isinstance(name, str) and name.startswith(NS_PREFIX) and ns_exists(name):
             out.append(Leftover("netns", name, str(path), run_id))
-        if e.get("kind") == "k8s-pods":  # the kubernetes backend's pods, by the run's label (backends.kubernetes)
-            out.append(Leftover("k8s-pods", f"{e.get('namespace')}/{e.get('selector')} on {e.get('kubeconfig')}",
-                                str(path), run_id))
     out.append(Leftover("ledger", path.name, str(path), run_id))
     return out
 
@@ -122,10 +120,12 @@ def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
     """Remove every object of one ledger (whose owner the caller found dead); returns descriptions."""
     path = Path(path)
     entries = read_ledger(path)
-    if any(e.get("kind") == "cluster" for e in entries):  # a local cluster's: its own teardown (roughnet.cluster)
-        from ..cluster.down import clean_cluster_ledger
-
-        return clean_cluster_ledger(path, entries, dry_run=dry_run)
+    own = ledger_cleaner(entries)  # a local cluster's ledger: its own teardown (roughnet.cluster.down)
+    if own is not None:
+        return own.clean_ledger(path, entries, dry_run=dry_run)
+    if any(e.get("kind") == "cluster" for e in entries):  # written before ledgers named their cleaner
+        raise TopologyError(f"ledger {path} is a local cluster's written by an older roughnet (it names no "
+                            f"ledger_cleaner); left alone: take it down with `roughnet cluster down`")
     leftovers = _ledger_leftovers(path, entries)
     if dry_run:
         return [str(x) for x in leftovers]
@@ -148,12 +148,6 @@ def clean_ledger(path: Path, dry_run: bool = False) -> list[str]:
     other, other_errors = remove_other(entries)  # containers, working folders, /etc/netns files
     removed += other
     failures += other_errors
-    for e in entries:
-        if e.get("kind") == "k8s-pods":
-            try:
-                removed += _delete_pods(e)
-            except RoughnetError as err:
-                failures.append(str(err))
     for ns in reversed(namespaces):
         if ns in stuck:  # deleting it now would only hide the processes still in it
             continue
@@ -225,20 +219,6 @@ def _comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip() or "?"
     except OSError:
         return "?"
-
-
-def _delete_pods(entry: dict) -> list[str]:
-    """Delete the pods a dead Kubernetes run made: exactly those labelled with its token; their descriptions."""
-    from ..backends.kubernetes.env import RUN_LABEL, delete_run_pods
-    from ..backends.kubernetes.kubectl import Kubectl
-
-    selector = str(entry.get("selector", ""))
-    label, _, token = selector.partition("=")
-    if label != RUN_LABEL or not token:
-        raise TopologyError(f"ledger entry {entry} has no {RUN_LABEL}=<token> selector; its pods were left alone")
-    kubectl = Kubectl.from_dict(entry)
-    return [f"pod {kubectl.namespace}/{name.removeprefix('pod/')} (label {selector})"
-            for name in delete_run_pods(kubectl, token)]
 
 
 def _owner_run_id(entries: list[dict]) -> str:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..errors import RoughnetError, TopologyError
-from .ledger import process_alive
+from .ledgerfile import process_alive
 
 log = logging.getLogger(__name__)
 

@@ -144,8 +144,9 @@ class PodEnvironment:
     def build(self) -> None:
         """Create every host's pod (the ledger names them first) and wait until all are Ready."""
         t0 = time.monotonic()
+        k = self.kubectl.to_dict()
         self.ledger.add("k8s-pods", selector=f"{RUN_LABEL}={self.token}", pods=sorted(self.pods.values()),
-                        **self.kubectl.to_dict())
+                        cleaner=__name__, what=f"{k['namespace']}/{RUN_LABEL}={self.token} on {k['kubeconfig']}", **k)
         if self._load_images is not None and self.app_refs:
             self._load_images()
         for host in self._hosts:
@@ -415,6 +416,18 @@ def delete_run_pods(kubectl: Kubectl, token: str) -> list[str]:
     if left:
         raise KubeError(f"pods of run {token} still there after deleting them: {', '.join(left)}")
     return names
+
+
+def clean_entry(entry: dict[str, Any]) -> str | None:
+    """`roughnet clean` of a dead Kubernetes run's ``k8s-pods`` ledger entry (topo.ledger.run_cleaner): exactly the
+    pods labelled with its token deleted; their description, or None when none was left."""
+    selector = str(entry.get("selector", ""))
+    label, _, token = selector.partition("=")
+    if label != RUN_LABEL or not token:
+        raise TopologyError(f"ledger entry {entry} has no {RUN_LABEL}=<token> selector; its pods were left alone")
+    kubectl = Kubectl.from_dict(entry)
+    names = [name.removeprefix("pod/") for name in delete_run_pods(kubectl, token)]
+    return f"pods {kubectl.namespace}/{', '.join(names)} (label {selector})" if names else None
 
 
 def _why_waiting(pod: dict[str, Any] | None) -> str:
