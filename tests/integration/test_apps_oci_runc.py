@@ -63,7 +63,7 @@ def work(tmp_path_factory):
     yield d
     # containers of failed tests
     for cid in _runc_list(d / "runc"):
-        oci.kill_container(cid, d / "runc")
+        ocibundle.kill_container(cid, d / "runc")
 
 
 def _runc_list(root: Path) -> list[str]:
@@ -75,7 +75,7 @@ def _runc_list(root: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def shell_image(work):
-    path = oci.build_test_image(work / "shell.tar", name="roughnet.local/shell:1", entrypoint=["/bin/sh", "-c"],
+    path = ocibundle.build_test_image(work / "shell.tar", name="roughnet.local/shell:1", entrypoint=["/bin/sh", "-c"],
                                 cmd=['echo "$GREETING from $(pwd) as $(id -u)"; echo to-stderr >&2; exit 3'],
                                 env={"GREETING": "hello"}, working_dir="/srv")
     image = oci.load_image(path)
@@ -93,20 +93,20 @@ class Box:
         args = dict(args=None, entrypoint=None, env={}, cwd=None, uid=None, gid=None, hosts=HOSTS,
                     resolv="options timeout:1 attempts:1\n", hostname="cam")
         args.update(kw)
-        oci.prepare_bundle(image, rootfs, self.bundle, netns=netns, **args)
+        ocibundle.prepare_bundle(image, rootfs, self.bundle, netns=netns, **args)
         self.out, self.err = self.bundle / "stdout", self.bundle / "stderr"
 
     def start(self) -> subprocess.Popen:
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.t0 = time.monotonic()
-            self.proc = subprocess.Popen(oci.run_argv(self.bundle, self.id, self.root), stdin=subprocess.DEVNULL,
+            self.proc = subprocess.Popen(ocibundle.run_argv(self.bundle, self.id, self.root), stdin=subprocess.DEVNULL,
                                          stdout=out, stderr=err)
         return self.proc
 
     def wait_running(self, timeout: float = 10.0) -> float:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if oci.container_state(self.id, self.root) == "running":
+            if ocibundle.container_state(self.id, self.root) == "running":
                 return time.monotonic() - self.t0
             assert self.proc.poll() is None, self.err.read_text()
             time.sleep(0.005)
@@ -119,9 +119,9 @@ class Box:
 
     def close(self) -> None:
         if getattr(self, "proc", None) is not None and self.proc.poll() is None:
-            oci.kill_container(self.id, self.root, bundle=self.bundle)
+            ocibundle.kill_container(self.id, self.root, bundle=self.bundle)
             self.proc.wait(timeout=10)
-        oci.remove_bundle(self.bundle)
+        ocibundle.remove_bundle(self.bundle)
 
 
 @pytest.fixture
@@ -191,7 +191,7 @@ def test_signals_reach_the_program_and_the_status_comes_back(nets, shell_image, 
     _wait_for(lambda: "ready" in box.out.read_text())
     box.proc.send_signal(sig)
     assert box.proc.wait(timeout=10) == 42 and box.out.read_text() == "ready\ncaught\n"
-    assert oci.container_state(box.id, box.root) is None  # runc run removed it on exit
+    assert ocibundle.container_state(box.id, box.root) is None  # runc run removed it on exit
     if ocibundle.find_init() is None:
         pytest.skip("tini-static not installed (apt-get install tini): no init for a handler-less program")
     # a program without a handler, behind the init (tini-static): it dies of the signal, 128+n comes back
@@ -210,8 +210,8 @@ def test_without_init_a_handlerless_pid1_ignores_sigterm(nets, shell_image, boxe
     box.wait_running()
     box.proc.send_signal(signal.SIGTERM)
     time.sleep(1.0)
-    assert box.proc.poll() is None and oci.container_state(box.id, box.root) == "running"
-    oci.kill_container(box.id, box.root, bundle=box.bundle)
+    assert box.proc.poll() is None and ocibundle.container_state(box.id, box.root) == "running"
+    ocibundle.kill_container(box.id, box.root, bundle=box.bundle)
     assert box.proc.wait(timeout=10) == 128 + signal.SIGKILL
 
 
@@ -225,7 +225,7 @@ def _wait_for(cond, timeout: float = 10.0) -> None:
 @pytest.mark.skipif(not os.path.exists("/usr/bin/iperf3"), reason="iperf3 is not installed")
 def test_iperf3_server_in_the_image_serves_a_client_in_the_other_namespace(nets, work, boxes):
     a, b, _ = nets
-    path = oci.build_test_image(work / "iperf3.tar", name="roughnet.local/iperf3:1", entrypoint=["/usr/bin/iperf3"],
+    path = ocibundle.build_test_image(work / "iperf3.tar", name="roughnet.local/iperf3:1", entrypoint=["/usr/bin/iperf3"],
                                 cmd=["-s"], binaries=["/usr/bin/iperf3"])
     image = oci.load_image(path)
     cache = work / "cache-iperf3"
@@ -266,13 +266,13 @@ def test_kill_container_after_runc_was_sigkilled_leaves_nothing(nets, shell_imag
     pid = state["pid"]
     box.proc.kill()  # as if roughnet and its runc were SIGKILLed
     box.proc.wait(timeout=10)
-    assert oci.container_state(box.id, box.root) == "running" and os.path.exists(f"/proc/{pid}")
-    oci.kill_container(box.id, box.root, bundle=box.bundle)
-    assert oci.container_state(box.id, box.root) is None and box.id not in _runc_list(box.root)
+    assert ocibundle.container_state(box.id, box.root) == "running" and os.path.exists(f"/proc/{pid}")
+    ocibundle.kill_container(box.id, box.root, bundle=box.bundle)
+    assert ocibundle.container_state(box.id, box.root) is None and box.id not in _runc_list(box.root)
     assert str(box.bundle) not in Path("/proc/self/mounts").read_text()
     _wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=5)
     assert not any(str(box.bundle) in _cmdline(p) for p in os.listdir("/proc") if p.isdigit())
-    oci.kill_container(box.id, box.root, bundle=box.bundle)  # already gone: quiet
+    ocibundle.kill_container(box.id, box.root, bundle=box.bundle)  # already gone: quiet
 
 
 def _cmdline(pid: str) -> str:

@@ -292,7 +292,7 @@ def _bundle(tmp_path: Path, image: oci.Image | None = None, **kw) -> dict:
                 hosts="198.18.0.1 a\n", resolv="options timeout:1\n", init=False)
     args.update(kw)
     b = tmp_path / f"bundle{len(list(tmp_path.glob('bundle*')))}"
-    oci.prepare_bundle(im, rootfs, b, **args)
+    ocibundle.prepare_bundle(im, rootfs, b, **args)
     return json.loads((b / "config.json").read_text()) | {"_bundle": b}
 
 
@@ -378,11 +378,11 @@ def test_bundle_init_and_run_argv(tmp_path):
     c = _bundle(tmp_path, im, init=False)
     assert c["process"]["args"] == ["/bin/app"]
     if shutil.which("runc") or os.path.exists("/usr/sbin/runc"):
-        argv = oci.run_argv(c["_bundle"], "rn-x-1", Path("/run/x"))
+        argv = ocibundle.run_argv(c["_bundle"], "rn-x-1", Path("/run/x"))
         assert argv[-6:] == ["--root", "/run/x", "run", "--bundle", str(c["_bundle"]), "rn-x-1"]
         assert argv[3] == str(c["_bundle"] / ocibundle.WRAPPER)
     with pytest.raises(ImageError):
-        oci.run_argv(c["_bundle"], "bad id/")
+        ocibundle.run_argv(c["_bundle"], "bad id/")
     with pytest.raises(ImageError, match="network namespace"):
         _bundle(tmp_path, im, netns="../x")
 
@@ -390,19 +390,19 @@ def test_bundle_init_and_run_argv(tmp_path):
 def test_remove_bundle_refuses_a_foreign_folder(tmp_path):
     (tmp_path / "keep").mkdir()
     with pytest.raises(ImageError, match="not a runtime bundle"):
-        oci.remove_bundle(tmp_path / "keep")
+        ocibundle.remove_bundle(tmp_path / "keep")
     c = _bundle(tmp_path)
-    oci.remove_bundle(c["_bundle"])
+    ocibundle.remove_bundle(c["_bundle"])
     assert not c["_bundle"].exists()
-    oci.remove_bundle(c["_bundle"])  # already gone: quiet
+    ocibundle.remove_bundle(c["_bundle"])  # already gone: quiet
 
 
 @pytest.mark.skipif(not Path("/bin/busybox").is_file(), reason="needs busybox-static (/bin/busybox)")
 def test_build_test_image_is_reproducible(tmp_path):
     kw = dict(name="roughnet.local/t:1", entrypoint=["/bin/sh", "-c"], cmd=["echo hi"], env={"A": "1"},
               working_dir="/w")
-    a = oci.build_test_image(tmp_path / "a.tar", **kw)
-    b = oci.build_test_image(tmp_path / "b.tar", **kw)
+    a = ocibundle.build_test_image(tmp_path / "a.tar", **kw)
+    b = ocibundle.build_test_image(tmp_path / "b.tar", **kw)
     assert a.read_bytes() == b.read_bytes()
     im = oci.load_image(a)
     assert im.entrypoint == ["/bin/sh", "-c"] and im.cmd == ["echo hi"] and "A=1" in im.env and im.working_dir == "/w"

@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import PreflightError
 from ..topo.ledger import process_start_time
 from . import oci, ocibundle
+from .etc import RESOLV_CONF, hosts_file
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,6 @@ def start(app, ledger, out, err) -> Container:
     unpack_s = time.monotonic() - t
     cid = f"rn-{app.token}-{spec.name}-{app.restarts}"
     bundle = app.workdir.parent / f"{spec.name}.bundle{app.restarts}"
-    from .launch import RESOLV_CONF, hosts_file
-
     ocibundle.prepare_bundle(
         image, rootfs, bundle, netns=app.ns,
         args=list(spec.args) if spec.args is not None else None,

@@ -13,9 +13,8 @@ This module owns the image side of ``[[process]] image = "..."``:
   whiteouts and refusing entries that would land outside the root filesystem.
 
 Running an unpacked image (the runtime bundle, runc, cleanup) and the small test image built here
-(``build_test_image``) are :mod:`roughnet.apps.ocibundle`; its functions (``prepare_bundle``, ``run_argv``,
-``container_state``, ``kill_container``, ``remove_bundle``, ``runc_path``, ``build_test_image``) are
-importable from here too. Library code: logs, raises :class:`ImageError`
+(``build_test_image``) are :mod:`roughnet.apps.ocibundle`, which imports this module (never the reverse).
+Library code: logs, raises :class:`ImageError`
 (exit code 2: bad input), never prints.
 """
 
@@ -636,17 +635,3 @@ def _unpack_into(image: Image, tmp: Path) -> None:
     meta = {"source": str(image.source), "ref": image.ref, "format": image.format, "digest": image.digest,
             "layers": [layer.diff_id for layer in image.layers]}
     (tmp / "image.json").write_text(json.dumps(meta, indent=1) + "\n")
-
-
-# ---- the runtime side and the test image live in ocibundle; importable from here --------------------
-
-_BUNDLE_API = {"prepare_bundle", "run_argv", "container_state", "kill_container", "remove_bundle", "runc_path",
-               "find_init", "build_test_image", "RUNC_ROOT", "CAPABILITIES"}
-
-
-def __getattr__(name: str):
-    if name in _BUNDLE_API:
-        from . import ocibundle
-
-        return getattr(ocibundle, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..runspec import Run
-from .launch import AppProcess, write_etc
+from .etc import write_etc
+from .launch import AppProcess
 
 log = logging.getLogger(__name__)
 
