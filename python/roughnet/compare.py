@@ -12,17 +12,18 @@ at the stated confidence, whether a worsening goes beyond the user's threshold (
 regression, exit code 1 of the CLI), and the JSON document.  The sides may come from
 two results folders written by different versions of roughnet and of the protocols:
 only the stored parameters and metrics are read (their versions are reported).
-The plot is ``report.compare_plot``; the command is ``compare_cli``.
+The plot is ``report.compare_plot``; the command is ``cli.compare``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from roughnet import __version__, stats
-from roughnet.errors import RoughnetError
+from roughnet.errors import ResultsError, RoughnetError
 from roughnet.report import fmt, points, shaping
 from roughnet.results.schema import METRIC_BY_NAME
 
@@ -377,3 +378,34 @@ def params_text(params: dict[str, Any]) -> str:
 def metric_title(column: str, runs: list[dict[str, Any]]) -> str:
     patterns = list(dict.fromkeys(r.get("pattern") for r in runs if r.get("pattern")))
     return points.title_of(column, patterns)
+
+
+# ---- one side read from a results folder, and a metric's title: for the CLI and sidebyside ----
+
+def open_results(root: Path):
+    """A read-only store of ``root``; an older format is upgraded once first (a backup is kept)."""
+    from .results import Store
+    from .results.store import READER_WAIT_S, NeedsUpgrade
+
+    if not (root / "results.duckdb").exists():
+        raise ResultsError(f"no results database at {root / 'results.duckdb'}; expected a folder written by "
+                           "`roughnet run` (--results / --results-b or $ROUGHNET_RESULTS)")
+    try:
+        return Store(root, create=False, read_only=True, lock_wait_s=READER_WAIT_S)
+    except NeedsUpgrade:
+        Store(root, create=False, lock_wait_s=READER_WAIT_S).close()
+        return Store(root, create=False, read_only=True, lock_wait_s=READER_WAIT_S)
+
+
+def read_side(store, name: str, ref: str, where: list[str]):
+    try:
+        sweep_id = store.resolve_sweep(ref)
+    except ResultsError as e:
+        raise ResultsError(f"side {name}: {e}") from None
+    sel = parse_where(where, f"--where-{name.lower()}")
+    runs = select(name, sweep_id, store.runs(sweep_id), sel)
+    return Side(name, str(store.root), sweep_id, sel, runs)
+
+
+def column_title(result, column: str) -> str:
+    return metric_title(column, result.a.runs + result.b.runs)

@@ -1,7 +1,7 @@
 """The highest sustainable load: a bracketing search over one swept key, with repeats at the boundary.
 
 Owns the search and what "sustainable" means, not the running of runs (the caller hands
-in a ``probe`` that runs a load and returns its judged runs; ``search_cli`` runs them
+in a ``probe`` that runs a load and returns its judged runs; ``cli.search`` runs them
 with the ordinary runner and store):
 
 - ``search``: climb from the lowest load by a factor (one run a load) until a run

@@ -41,19 +41,18 @@ def results_of(root: Path, backend: str) -> Path:
 
 def compare_backends(root: Path, sweep_id: str, first: str, other: str) -> tuple[Any, Path]:
     """``other``'s runs of ``sweep_id`` against ``first``'s: the Comparison and the folder its files went to."""
-    from .compare import compare, metric_columns
-    from .compare_cli import _open, _side, _title
+    from .compare import column_title, compare, metric_columns, open_results, read_side
     from .report.compare_plot import compare_png
     from .report import build_report
     from .report.sidebyside import index_html, section, values_png
 
-    stores = [_open(results_of(root, first)), _open(results_of(root, other))]
+    stores = [open_results(results_of(root, first)), open_results(results_of(root, other))]
     try:
-        side_a = _side(stores[0], "A", sweep_id, [])
-        side_b = _side(stores[1], "B", sweep_id, [])
+        side_a = read_side(stores[0], "A", sweep_id, [])
+        side_b = read_side(stores[1], "B", sweep_id, [])
         columns = metric_columns([], side_a.runs, side_b.runs)
         result = compare(side_a, side_b, columns)
-        plain = {c: _title(result, c) for c in columns}
+        plain = {c: column_title(result, c) for c in columns}
         both = values_png(result, plain, (first, other))
         # each backend's normal report gets the side by side too (one plot, one table per metric)
         for store in stores:
@@ -65,7 +64,7 @@ def compare_backends(root: Path, sweep_id: str, first: str, other: str) -> tuple
     folder.mkdir(parents=True, exist_ok=True)
     doc = result.to_dict() | {"backends": {"A": first, "B": other}}
     (folder / "compare.json").write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
-    titles = {c: f"{_title(result, c)}: {other} vs {first}" for c in columns}
+    titles = {c: f"{column_title(result, c)}: {other} vs {first}" for c in columns}
     (folder / "compare.png").write_bytes(compare_png(result, titles))
     (folder / "sidebyside.png").write_bytes(both)
     (folder / "index.html").write_text(index_html(result, plain, (first, other), "sidebyside.png"), encoding="utf-8")

@@ -19,7 +19,7 @@ from cli_run import needs, run_all_ok
 from test_seed_scenarios import shrink
 from typer.testing import CliRunner
 
-from roughnet.compare_cli import register
+from roughnet.cli.compare import register
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)"),
@@ -75,7 +75,7 @@ def test_load_search_small_finds_the_link_capacity(tmp_path):
     path = shrink("load-search", {"workload.duration": 'duration = "1 s"', "sweep.protocol": 'protocol = ["udp"]'},
                   tmp_path)
     res = tmp_path / "res"
-    cli = "from roughnet.cli import app; from roughnet.compare_cli import register; register(app); app()"
+    cli = "from roughnet.cli import main; main()"
     out = subprocess.run([sys.executable, "-c", cli, "search", str(path), "--key", "load", "--from", "300 msg/s",
                           "--to", "5000 msg/s", "--precision", "0.1", "--repeats", "2", "--results", str(res)],
                          capture_output=True, text=True, timeout=900)

@@ -15,7 +15,7 @@ from synthruns import PointSpec, SweepSpec, store_sweep
 from typer.testing import CliRunner
 
 from roughnet import compare as cmp
-from roughnet.compare_cli import register
+from roughnet.cli.compare import register
 from roughnet.results import Store, schema
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -188,7 +188,7 @@ def test_own_leftovers_lists_what_this_process_left(tmp_path):
 @pytest.fixture
 def cli_handlers(monkeypatch):
     """The CLI's handlers installed for one test, the previous ones restored after it."""
-    from roughnet import cli
+    from roughnet.cli import common as cli
 
     monkeypatch.setattr(system, "_hurry", threading.Event())
     old = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
@@ -292,7 +292,7 @@ def test_clean_of_one_run_refuses_a_live_one_and_leaves_the_others(tmp_path):
 def test_after_an_interrupt_the_cli_lists_what_the_teardown_left_and_names_clean(tmp_path, monkeypatch, capfd):
     import importlib
 
-    from roughnet import cli
+    from roughnet.cli import common as cli
 
     clean_mod = importlib.import_module("roughnet.topo.clean")  # (roughnet.topo.clean is also the function)
     real = clean_mod.own_leftovers

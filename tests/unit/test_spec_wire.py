@@ -439,7 +439,7 @@ def test_wire_threads_on_a_shared_segment_is_refused() -> None:
 
 
 def test_show_says_when_a_link_has_a_wire_thread_per_direction() -> None:
-    from roughnet.cli import _describe_link
+    from roughnet.cli.run import _describe_link
 
     assert "thread" not in _describe_link(link_of('delay = "5 ms"'))
     assert _describe_link(link_of('delay = "5 ms"\nwire_threads = 2')) == "a-b: 5 ms, a wire thread per direction"

@@ -8,7 +8,7 @@ regression beyond the thresholds, 1 at least one, 2 bad input (unknown sweep,
 metric or selection, no common point; the message names it).
 
 Wired into the CLI by ``register(app)`` (called from ``roughnet.cli``), which also adds
-``roughnet search`` (``search_cli``).
+``roughnet search`` (``cli.search``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .errors import ResultsError, RoughnetError
+from ..compare import column_title, open_results, read_side
+from ..errors import ResultsError, RoughnetError
 
 _VERDICT_STYLE = {"worse": "red", "better": "green", "no detectable difference": "dim", "too few runs": "yellow",
                   "higher": "cyan", "lower": "cyan"}  # fmt: skip
@@ -34,36 +35,9 @@ def _root(results: Optional[Path]) -> Path:
     return results if results is not None else Path(os.environ.get("ROUGHNET_RESULTS", "roughnet-results"))
 
 
-def _open(root: Path):
-    """A read-only store of ``root``; an older format is upgraded once first (a backup is kept)."""
-    from .results import Store
-    from .results.store import READER_WAIT_S, NeedsUpgrade
-
-    if not (root / "results.duckdb").exists():
-        raise ResultsError(f"no results database at {root / 'results.duckdb'}; expected a folder written by "
-                           "`roughnet run` (--results / --results-b or $ROUGHNET_RESULTS)")
-    try:
-        return Store(root, create=False, read_only=True, lock_wait_s=READER_WAIT_S)
-    except NeedsUpgrade:
-        Store(root, create=False, lock_wait_s=READER_WAIT_S).close()
-        return Store(root, create=False, read_only=True, lock_wait_s=READER_WAIT_S)
-
-
-def _side(store, name: str, ref: str, where: list[str]):
-    from .compare import Side, parse_where, select
-
-    try:
-        sweep_id = store.resolve_sweep(ref)
-    except ResultsError as e:
-        raise ResultsError(f"side {name}: {e}") from None
-    sel = parse_where(where, f"--where-{name.lower()}")
-    runs = select(name, sweep_id, store.runs(sweep_id), sel)
-    return Side(name, str(store.root), sweep_id, sel, runs)
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``compare`` (and ``search``, ``search_cli``) to the roughnet CLI."""
-    from .search_cli import register as register_search
+    """Add ``compare`` (and ``search``, ``cli.search``) to the roughnet CLI."""
+    from .search import register as register_search
 
     register_search(app)
 
@@ -104,18 +78,18 @@ def register(app: typer.Typer) -> None:
         err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
         stores = []
         try:
-            from .compare import compare, metric_columns
+            from ..compare import compare, metric_columns
 
             root_a = _root(results)
             root_b = results_b if results_b is not None else root_a
-            store_a = _open(root_a)
+            store_a = open_results(root_a)
             stores.append(store_a)
             store_b = store_a
             if root_b.resolve() != root_a.resolve():
-                store_b = _open(root_b)
+                store_b = open_results(root_b)
                 stores.append(store_b)
-            side_a = _side(store_a, "A", a, where_a)
-            side_b = _side(store_b, "B", b, where_b)
+            side_a = read_side(store_a, "A", a, where_a)
+            side_b = read_side(store_b, "B", b, where_b)
             columns = metric_columns(metric, side_a.runs, side_b.runs)
             result = compare(side_a, side_b, columns, confidence, fail_if_worse, fail_if_worse_pp, tuple(ignore))
         except ResultsError as e:  # unknown sweep or folder: bad input
@@ -132,9 +106,9 @@ def register(app: typer.Typer) -> None:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "compare.json").write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
-            from .report.compare_plot import compare_png
+            from ..report.compare_plot import compare_png
 
-            titles = {c: _title(result, c) for c in columns}
+            titles = {c: column_title(result, c) for c in columns}
             (folder / "compare.png").write_bytes(compare_png(result, titles))
             if json_out is not None and not to_stdout:
                 json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -150,15 +124,9 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(result.exit_code)
 
 
-def _title(result, column: str) -> str:
-    from .compare import metric_title
-
-    return metric_title(column, result.a.runs + result.b.runs)
-
-
 def _print(console: Console, result) -> None:
-    from .compare import change_text, params_text
-    from .report.points import interval_text
+    from ..compare import change_text, params_text
+    from ..report.points import interval_text
 
     conf = f"{100 * result.confidence:g} %"
     t = Table(title=f"B {result.b.sweep_id} against A {result.a.sweep_id} ({conf} intervals)")
@@ -170,7 +138,7 @@ def _print(console: Console, result) -> None:
             style = _VERDICT_STYLE.get(m.verdict, "")
             verdict = m.verdict + (f" (regression{': ' + m.beyond if m.beyond else ''})" if m.regression else "")
             t.add_row(params_text(p.params) if i == 0 else "", f"{p.a_runs}/{p.b_runs}" if i == 0 else "",
-                      _title(result, m.column), interval_text(m.column, m.a), interval_text(m.column, m.b),
+                      column_title(result, m.column), interval_text(m.column, m.a), interval_text(m.column, m.b),
                       change_text(m), f"[{style}]{escape(verdict)}[/]" if style else escape(verdict),
                       end_section=i == len(p.metrics) - 1)
     console.print(t)
@@ -190,5 +158,5 @@ def _print(console: Console, result) -> None:
         f"({result.fail_pct:g} %, {result.fail_pp:g} percentage points)"
     console.print(("[red]" if regressions else "[green]") + escape(line) + "[/]", highlight=False)
     for p, m in regressions:
-        console.print(f"  regression: {params_text(p.params)}: {_title(result, m.column)} {change_text(m)}",
+        console.print(f"  regression: {params_text(p.params)}: {column_title(result, m.column)} {change_text(m)}",
                       highlight=False)

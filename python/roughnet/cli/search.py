@@ -8,7 +8,7 @@ swept keys, the table it prints, ``search.json`` and the exit code: 0 a boundary
 the highest load) found, 1 not even the lowest load sustained, 2 bad input or a machine
 that cannot run the scenario, 130 interrupted.
 
-Wired into the CLI by ``register(app)`` (``compare_cli.register`` calls it).
+Wired into the CLI by ``register(app)`` (``cli.compare.register`` calls it).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .errors import RoughnetError
+from ..errors import RoughnetError
 
 
 def _root(results: Optional[Path]) -> Path:
@@ -32,7 +32,7 @@ def _root(results: Optional[Path]) -> Path:
 
 
 def _fraction(text: str, what: str) -> float:
-    from .units import parse_fraction
+    from ..units import parse_fraction
 
     try:
         return float(parse_fraction(text))
@@ -41,7 +41,7 @@ def _fraction(text: str, what: str) -> float:
 
 
 def _duration_us(text: str, what: str) -> float:
-    from .units import parse_duration_ns
+    from ..units import parse_duration_ns
 
     try:
         return float(parse_duration_ns(text)) / 1000.0
@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         load is not sustained, 2 bad input, 130 interrupted."""
         console = Console(width=None if sys.stdout.isatty() else 200)
         err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
-        from . import search as srch
+        from .. import search as srch
 
         try:
             crit = srch.Criteria(
@@ -147,7 +147,7 @@ def _label(v: Any) -> str:
 
 
 def _interrupted() -> type[BaseException]:
-    from .run import Interrupted
+    from ..run import Interrupted
 
     return Interrupted
 
@@ -155,22 +155,22 @@ def _interrupted() -> type[BaseException]:
 def _install_signal_handlers() -> None:
     """As `roughnet run`'s: the first Ctrl-C or SIGTERM raises ``Interrupted``, the second asks for a quick
     teardown (cli._install_signal_handlers)."""
-    from .cli import _install_signal_handlers as install
+    from .common import _install_signal_handlers as install
 
     install()
 
 
 def _writer(results: Optional[Path]):
-    from .results import Store
-    from .results.store import READER_WAIT_S
+    from ..results import Store
+    from ..results.store import READER_WAIT_S
 
     return Store(_root(results), create=True, hold=False, lock_wait_s=READER_WAIT_S)
 
 
 def _prober(file: Path, key: str, kind: str, repeats: int, fixed: dict[str, Any], crit, store, console):
     """probe(load, n): run the load's missing runs of repeat < n, then judge its stored runs."""
-    from . import search as srch
-    from .run import preflight, run_sweep
+    from .. import search as srch
+    from ..run import preflight, run_sweep
 
     checked: dict[str, Any] = {}  # sweep id -> its preflight
 
@@ -199,7 +199,7 @@ def _prober(file: Path, key: str, kind: str, repeats: int, fixed: dict[str, Any]
 
 
 def _print(console: Console, res, key: str, title: str) -> None:
-    from .report import fmt
+    from ..report import fmt
 
     t = Table(title=f"{key} for {title}: {res.stop}")
     for col in ("load", "runs", "passed", "suspect", "latency p99", "msg loss", "throughput", "why not"):

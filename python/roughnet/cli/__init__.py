@@ -1,0 +1,24 @@
+"""The roughnet command line: the only code that prints.
+
+Each command is thin: it calls the library (spec, plan, run, results, report, topo, analysis) and renders
+what comes back with rich.  One module per group of verbs: ``run`` (validate, show, run), ``results``
+(results, import, report, export), ``compare`` and ``search`` (over stored runs), ``machine`` (clean, schema,
+doctor, calibrate, image, cluster, mobility); ``common`` holds what they share (the app, consoles, the store,
+exit codes: 0 success, 1 a failure while running, 2 bad input or a machine that cannot run the scenario,
+nothing created, 130 interrupted).
+"""
+
+from __future__ import annotations
+
+from . import machine, results, run  # noqa: F401 - each adds its commands to the app
+from .common import app
+from .compare import register as _register_compare
+
+_register_compare(app)  # roughnet compare, roughnet search
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,5 @@
+"""``python -m roughnet.cli``: the roughnet command."""
+
+from . import main
+
+main()
