@@ -1,0 +1,146 @@
+"""The structure of python/roughnet, read from its own imports (docs/architecture.md, "Layers").
+
+Every ``import`` of a roughnet module counts, at the top of a file or inside a function (a lazy import is
+still an arrow); only those under ``if TYPE_CHECKING:`` do not (they never run).  Checked: no import circle,
+no arrow from a lower layer to a backend, the local cluster or the CLI (a backend brings its link engines and
+its ledger cleaners by registering them: links.base.register_engine, a ledger entry's ``cleaner``), and the
+CLI imported by nothing outside it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "roughnet"
+
+#: Layers that must not know the backends, the local cluster or the CLI.
+LOWER = ("roughnet.errors", "roughnet.units", "roughnet.runspec", "roughnet.spec", "roughnet.topo", "roughnet.links",
+         "roughnet.services", "roughnet.results", "roughnet.capture")
+UPPER = ("roughnet.backends", "roughnet.cluster", "roughnet.cli")
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = ["roughnet", *path.relative_to(PACKAGE).with_suffix("").parts]
+        is_pkg = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
+    return out
+
+
+def _under_type_checking(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return skip
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the roughnet modules it imports (``from x import name`` counts as x.name when that is a module)."""
+    mods = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_pkg) in mods.items():
+        tree = ast.parse(path.read_text(), str(path))
+        skip = _under_type_checking(tree)
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for a in node.names:
+                    deps.add(f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target)
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _in(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_checker_finds_a_circle_and_an_upward_arrow() -> None:
+    """The checks below on a made-up graph: a circle of three, and a lower layer importing a backend."""
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "roughnet.links.x": {"roughnet.backends.y"},
+         "roughnet.backends.y": set()}
+    assert circles(g) == [["a", "b", "c"]]
+    assert _in("roughnet.links.x", LOWER) and _in("roughnet.backends.y", UPPER)
+
+
+def test_the_graph_sees_lazy_imports_and_skips_type_checking_ones() -> None:
+    g = import_graph()
+    assert "roughnet.links.kernel" in g["roughnet.links.engines"]  # imported inside engine_for
+    assert "roughnet.topo.build" not in g["roughnet.links.base"]  # under `if TYPE_CHECKING:` only
+    assert len(g) > 100
+
+
+def test_no_import_circle() -> None:
+    found = circles(import_graph())
+    assert found == [], "import circles (each a set of modules that reach each other):\n" + "\n".join(
+        " <-> ".join(c) for c in found)
+
+
+def test_no_lower_layer_imports_a_backend_the_cluster_or_the_cli() -> None:
+    g = import_graph()
+    upward = sorted(f"{m} -> {d}" for m, deps in g.items() if _in(m, LOWER) for d in deps if _in(d, UPPER))
+    assert upward == [], "lower layers importing backends, the cluster or the CLI:\n" + "\n".join(upward)
+
+
+def test_only_the_cli_imports_the_cli() -> None:
+    g = import_graph()
+    outside = sorted(f"{m} -> {d}" for m, deps in g.items() if not _in(m, ("roughnet.cli",))
+                     for d in deps if _in(d, ("roughnet.cli",)))
+    assert outside == [], "\n".join(outside)
