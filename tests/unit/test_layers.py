@@ -4,7 +4,7 @@ Every ``import`` of a roughnet module counts, at the top of a file or inside a f
 still an arrow); only those under ``if TYPE_CHECKING:`` do not (they never run).  Checked: no import circle,
 no arrow from a lower layer to a backend, the local cluster or the CLI (a backend brings its link engines and
 its ledger cleaners by registering them: links.base.register_engine, a ledger entry's ``cleaner``), and the
-CLI imported by nothing outside it.
+CLI imported by nothing outside it; and no file over 1000 lines.
 """
 
 from __future__ import annotations
@@ -144,3 +144,13 @@ def test_only_the_cli_imports_the_cli() -> None:
     outside = sorted(f"{m} -> {d}" for m, deps in g.items() if not _in(m, ("roughnet.cli",))
                      for d in deps if _in(d, ("roughnet.cli",)))
     assert outside == [], "\n".join(outside)
+
+
+#: Longest source file (lines): a longer one is two things in one file.
+MAX_LINES = 1000
+
+
+def test_no_python_file_over_1000_lines() -> None:
+    long = sorted(f"{p.relative_to(PACKAGE.parent)}: {n}" for p in PACKAGE.rglob("*.py")
+                  if (n := len(p.read_text().splitlines())) > MAX_LINES)
+    assert long == [], "split these:\n" + "\n".join(long)

@@ -20,14 +20,11 @@ Layout on disk (docs/results-format.md)::
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import fcntl
 import json
 import logging
-import math
 import os
-import platform
 import re
 import shutil
 import stat
@@ -36,11 +33,30 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from roughnet import __version__
 from roughnet.errors import ResultsError
 from roughnet.results import migrate, schema
+from roughnet.results.rows import (  # noqa: F401 - signal_inside: the runner's, importable from here
+    HISTOGRAM_TYPES,
+    RUN_ID_RE,
+    SWEEP_ID_RE,
+    arrow_insert,
+    as_utc,
+    base_type,
+    check_id,
+    from_json,
+    ident,
+    iso_text,
+    machine_info,
+    metrics_dict,
+    now_utc,
+    receiver_types,
+    signal_inside,
+    split_metrics,
+    timeline_rows,
+    to_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,279 +72,6 @@ RUNS_DIR = "runs"
 RECORD_FILE = "record.json"
 #: Largest scenario file copied into the sweeps table.
 MAX_SCENARIO_TEXT = 1_000_000
-
-_SWEEP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-def _check_id(value: Any, what: str, pattern: re.Pattern[str]) -> str:
-    if not isinstance(value, str) or not pattern.match(value):
-        raise ResultsError(
-            f"{what} is {value!r}; expected letters, digits, '.', '_' or '-' "
-            f"(pattern {pattern.pattern})"
-        )
-    return value
-
-
-def _json(value: Any) -> str | None:
-    if value is None:
-        return None
-    return json.dumps(value, default=str, ensure_ascii=False)
-
-
-def _unjson(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def _utc(value: Any, what: str) -> dt.datetime | None:
-    """An ISO 8601 string (or datetime) as a naive UTC datetime."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value)
-        except ValueError:
-            raise ResultsError(
-                f"{what} is {value!r}; expected an ISO 8601 time such as "
-                "'2026-11-22T10:00:00+00:00'"
-            ) from None
-    if not isinstance(value, dt.datetime):
-        raise ResultsError(f"{what} is {value!r}; expected an ISO 8601 time string")
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.UTC).replace(tzinfo=None)
-    return value
-
-
-def _iso(value: dt.datetime | None) -> str | None:
-    return None if value is None else value.replace(tzinfo=dt.UTC).isoformat()
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
-def _metric_value(name: str, sql_type: str, value: Any, where: str) -> bool | int | float | None:
-    if value is None:
-        return None
-    if sql_type == "BOOLEAN":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, (int, float)) and value in (0, 1):
-            return bool(value)
-        raise ResultsError(f"{where}.{name} is {value!r}; expected true, false or null")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        try:
-            value = float(value)  # numpy scalars, numeric strings
-        except (TypeError, ValueError):
-            raise ResultsError(
-                f"{where}.{name} is {value!r}; expected a number or null"
-            ) from None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if sql_type == "BIGINT":
-        if isinstance(value, float) and not value.is_integer():
-            raise ResultsError(f"{where}.{name} is {value!r}; expected a whole number")
-        return int(value)
-    return float(value)
-
-
-def signal_inside(e: BaseException) -> bool:
-    """Whether DuckDB failed because a signal interrupted it: the CLI's handler raised its Interrupted inside
-    DuckDB's own signal check ("Query interrupted") or inside a Python callback DuckDB was running, e.g.
-    while it read a registered Arrow table ("... failed: Interrupted: SIGTERM"; found by test_self_chaos)."""
-    text = str(e)
-    return "query interrupted" in text.lower() or "Interrupted: SIGINT" in text or "Interrupted: SIGTERM" in text
-
-
-def _split_metrics(metrics: Any, where: str) -> tuple[list[int | float | None], str | None]:
-    """Metric column values in ``schema.METRICS`` order, plus unknown keys as JSON."""
-    if metrics is None:
-        metrics = {}
-    if not isinstance(metrics, dict):
-        raise ResultsError(f"{where} is {type(metrics).__name__}; expected an object of metrics")
-    values = [
-        _metric_value(m.name, m.sql_type, metrics.get(m.name), where) for m in schema.METRICS
-    ]
-    extra = {k: v for k, v in metrics.items() if k not in schema.METRIC_BY_NAME}
-    return values, (_json(extra) if extra else None)
-
-
-def _metrics_dict(row: dict[str, Any]) -> dict[str, Any]:
-    metrics = {name: row.pop(name) for name in schema.METRIC_NAMES}
-    extra = _unjson(row.pop("metrics_extra"))
-    if extra:
-        metrics.update(extra)
-    return metrics
-
-
-_ARROW_TYPES = {"VARCHAR": pa.string(), "JSON": pa.string(), "DOUBLE": pa.float64(), "BIGINT": pa.int64(),
-                "INTEGER": pa.int32(), "BOOLEAN": pa.bool_()}
-
-
-def receiver_types() -> list[tuple[str, str]]:
-    """(column, SQL type) of ``receivers`` in schema.receiver_columns() order (its CREATE TABLE; read when called:
-    tests write older formats by changing schema.METRICS)."""
-    return [("sweep_id", "VARCHAR"), ("run_id", "VARCHAR"), ("host", "VARCHAR"), ("metrics_extra", "JSON"),
-            *((m.name, m.sql_type) for m in schema.METRICS)]
-
-
-#: (column, SQL type) of ``histograms`` (its CREATE TABLE).
-HISTOGRAM_TYPES = [("sweep_id", "VARCHAR"), ("run_id", "VARCHAR"), ("host", "VARCHAR"), ("kind", "VARCHAR"),
-                   ("count", "BIGINT"), ("hdr", "VARCHAR")]
-
-
-def _base_type(sql_type: str) -> str:
-    return sql_type.split()[0]
-
-
-def _cell(name: str, sql_type: str, value: Any, where: str) -> Any:
-    """A record value as a timeline table's column type; ResultsError naming the key when it does not fit."""
-    base = _base_type(sql_type)
-    if value is None:
-        if "NOT NULL" in sql_type:
-            raise ResultsError(f"{where}.{name} is missing; expected a value")
-        return None
-    if base == "JSON":
-        return _json(value)
-    if base == "VARCHAR":
-        if isinstance(value, str):
-            if "NOT NULL" in sql_type and not value:
-                raise ResultsError(f"{where}.{name} is empty; expected a name")
-            return value
-        return _json(value) if isinstance(value, (dict, list)) else str(value)
-    return _metric_value(name, "BIGINT" if base == "INTEGER" else base, value, where)
-
-
-def _timeline_items(record: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
-    items = record.get(key)
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        raise ResultsError(f"{where}: {key} is {type(items).__name__}; expected a list of objects")
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise ResultsError(f"{where}: {key}[{i}] is {item!r}; expected an object")
-    return items
-
-
-def _timeline_rows(record: dict[str, Any], table: str, sweep_id: str, run_id: str, where: str) -> list[list[Any]]:
-    """Rows of one timeline table (``schema.timeline_columns`` order) from the record's list of that name."""
-    cols = schema.timeline_columns(table)
-    metric_names = set(schema.METRIC_NAMES)
-    converters = [(n, _converter(n, t)) for n, t in cols]
-    all_names = {n for n, _ in cols}
-    not_metrics = {n for n, _ in cols if n not in metric_names}
-    rows = []
-    for i, item in enumerate(_timeline_items(record, table, where)):
-        at = f"{where}: {table}[{i}]"
-        values: dict[str, Any] = {"sweep_id": sweep_id, "run_id": run_id, "position": i}
-        if table in ("workloads", "flows"):
-            metrics = item.get("metrics")
-            if metrics is None:
-                metrics = {}
-            if not isinstance(metrics, dict):
-                raise ResultsError(f"{at}.metrics is {type(metrics).__name__}; expected an object of metrics")
-            metrics = dict(metrics)
-            if table == "flows":
-                values["end_reason"] = _cell("end_reason", "VARCHAR", metrics.pop("end_reason", item.get("end_reason")),
-                                             f"{at}.metrics")
-            metric_values, extra = _split_metrics(metrics, f"{at}.metrics")
-            values.update(zip(schema.METRIC_NAMES, metric_values, strict=True))
-            values["metrics_extra"] = extra
-            if table == "workloads":
-                validity = item.get("validity")
-                if validity is not None and validity not in schema.VALIDITIES:
-                    raise ResultsError(f"{at}.validity is {validity!r}; expected one of {schema.VALIDITIES} or null")
-                reasons = item.get("validity_reasons") or []
-                if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
-                    raise ResultsError(f"{at}.validity_reasons is {reasons!r}; expected a list of strings")
-                for key in ("senders", "receivers"):
-                    hosts = item.get(key)
-                    if hosts is not None and not isinstance(hosts, list):
-                        raise ResultsError(f"{at}.{key} is {hosts!r}; expected a list of host names")
-                values["validity_reasons"] = _json(reasons)
-            fixed = not_metrics
-        else:
-            fixed = all_names
-            extra = {k: v for k, v in item.items() if k not in fixed}
-            values["extra"] = _json(extra) if extra else None
-        row = []
-        for name, conv in converters:
-            if name in values:
-                row.append(values[name])
-            elif name in fixed:
-                row.append(conv(item.get(name), at))
-        rows.append(row)
-    return rows
-
-
-def _converter(name: str, sql_type: str) -> Any:
-    """``_cell`` for one column, with the common case (a value already of the column's type) first: a 100-car
-    run's record has some 10 million cells (series and distances)."""
-    base = _base_type(sql_type)
-    nullable = "NOT NULL" not in sql_type
-
-    def slow(v: Any, at: str) -> Any:
-        return None if v is None and nullable else _cell(name, sql_type, v, at)
-
-    if base == "DOUBLE":
-        def conv(v: Any, at: str) -> Any:
-            if type(v) is float:
-                return v if math.isfinite(v) else None
-            return slow(v, at)
-    elif base in ("BIGINT", "INTEGER"):
-        def conv(v: Any, at: str) -> Any:
-            return v if type(v) is int else slow(v, at)
-    elif base == "VARCHAR":
-        def conv(v: Any, at: str) -> Any:
-            return v if type(v) is str and v else slow(v, at)
-    else:
-        conv = slow
-    return conv
-
-
-def _arrow_insert(table: str, rows: list[list[Any]], cols: list[tuple[str, str]] | None = None) -> Any:
-    """A transaction step inserting ``rows`` into ``table`` through an Arrow table (executemany costs ~0.4 ms a row;
-    a run's series has thousands, a 100-car run 9,900 receivers and 19,800 histograms). ``cols``: (name, SQL type)
-    in the rows' order, a timeline table's own by default."""
-    cols = schema.timeline_columns(table) if cols is None else cols
-    fields = [pa.field(n, _ARROW_TYPES[_base_type(t)]) for n, t in cols]
-    data = pa.Table.from_arrays([pa.array([r[i] for r in rows], type=f.type) for i, f in enumerate(fields)],
-                                schema=pa.schema(fields))
-    names = ", ".join(_ident(n) for n, _ in cols)
-    view = f"_roughnet_insert_{table}"
-
-    def step(con: duckdb.DuckDBPyConnection) -> None:
-        con.register(view, data)
-        try:
-            con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {view}")
-        except BaseException:
-            # The failed insert aborted the transaction, and DuckDB then refuses unregister too ("Current
-            # transaction is aborted"): that error must not replace the insert's own (an interrupt is told
-            # apart by its text, signal_inside; found by test_self_chaos). The view goes with the next
-            # register of its name.
-            try:
-                con.unregister(view)
-            except duckdb.Error:
-                pass
-            raise
-        con.unregister(view)
-
-    return step
-
-
-def machine_info() -> dict[str, Any]:
-    """What this machine is, stored with each sweep (reports show it)."""
-    return {
-        "hostname": platform.node(),
-        "system": platform.system(),
-        "kernel": platform.release(),
-        "arch": platform.machine(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "roughnet": __version__,
-    }
-
 
 class NeedsUpgrade(ResultsError):
     """A read-only open of a file in an older format (opening it for writing upgrades it)."""
@@ -536,7 +279,7 @@ class Store:
 
     def begin_sweep(self, sweep: Any) -> None:
         """Insert or refresh the sweeps row of a ``runspec.Sweep`` (keeps created_at)."""
-        sweep_id = _check_id(sweep.sweep_id, "sweep id", _SWEEP_ID_RE)
+        sweep_id = check_id(sweep.sweep_id, "sweep id", SWEEP_ID_RE)
         text = None
         try:
             src = Path(sweep.source)
@@ -547,7 +290,7 @@ class Store:
         row = self.con.execute(
             "SELECT created_at FROM sweeps WHERE sweep_id = ?", [sweep_id]
         ).fetchone()
-        now = _now()
+        now = now_utc()
         created = row[0] if row else now
         self._transaction(
             [
@@ -559,9 +302,9 @@ class Store:
                         sweep.scenario,
                         str(sweep.source),
                         getattr(sweep, "description", "") or "",
-                        _json(dict(sweep.axes)),
-                        _json(dict(getattr(sweep, "report", {}) or {})),
-                        _json(machine_info()),
+                        to_json(dict(sweep.axes)),
+                        to_json(dict(getattr(sweep, "report", {}) or {})),
+                        to_json(machine_info()),
                         len(sweep.runs),
                         text,
                         created,
@@ -583,8 +326,8 @@ class Store:
         """
         if not isinstance(record, dict):
             raise ResultsError(f"run record is {type(record).__name__}; expected a dict")
-        sweep_id = _check_id(record.get("sweep_id"), "record.sweep_id", _SWEEP_ID_RE)
-        run_id = _check_id(record.get("run_id"), "record.run_id", _RUN_ID_RE)
+        sweep_id = check_id(record.get("sweep_id"), "record.sweep_id", SWEEP_ID_RE)
+        run_id = check_id(record.get("run_id"), "record.run_id", RUN_ID_RE)
         where = f"run {sweep_id}/{run_id}"
         status = record.get("status")
         if status not in schema.STATUSES:
@@ -608,22 +351,22 @@ class Store:
             "status": status,
             "failure_reason": record.get("failure_reason"),
             "stderr_tail": record.get("stderr_tail"),
-            "started_at": _utc(record.get("started_at"), f"{where}: started_at"),
+            "started_at": as_utc(record.get("started_at"), f"{where}: started_at"),
             "duration_s": record.get("duration_s"),
             "engine": record.get("engine"),
             "pattern": record.get("pattern"),
             "protocol": record.get("protocol"),
             "validity": validity,
         }
-        jsons = {name: _json(record.get(name)) for name in schema.RUN_JSON}
-        jsons["validity_reasons"] = _json(reasons)
-        metric_values, extra = _split_metrics(record.get("metrics"), f"{where}: metrics")
+        jsons = {name: to_json(record.get(name)) for name in schema.RUN_JSON}
+        jsons["validity_reasons"] = to_json(reasons)
+        metric_values, extra = split_metrics(record.get("metrics"), f"{where}: metrics")
         run_row = (
             [scalars[n] for n, _ in schema.RUN_SCALARS]
             + [jsons[n] for n in schema.RUN_JSON]
-            + [extra, _now()]
+            + [extra, now_utc()]
             + metric_values
-            + ([record.get("backend") or "namespace", _json(record.get("backend_info"))]
+            + ([record.get("backend") or "namespace", to_json(record.get("backend_info"))]
                if schema.FORMAT_VERSION >= schema.BACKEND_SINCE else [])
         )
 
@@ -632,7 +375,7 @@ class Store:
             host = rec.get("host") if isinstance(rec, dict) else None
             if not isinstance(host, str) or not host:
                 raise ResultsError(f"{where}: receivers[{i}].host is {host!r}; expected a host name")
-            values, rextra = _split_metrics(rec.get("metrics"), f"{where}: receivers[{i}].metrics")
+            values, rextra = split_metrics(rec.get("metrics"), f"{where}: receivers[{i}].metrics")
             receiver_rows.append([sweep_id, run_id, host, rextra, *values])
 
         hist_rows = []
@@ -656,10 +399,10 @@ class Store:
         timeline: list[Any] = []
         if schema.FORMAT_VERSION >= schema.TIMELINE_SINCE:  # (tests write older formats with this code)
             for table in schema.TIMELINE_TABLES:
-                trows = _timeline_rows(record, table, sweep_id, run_id, where)
+                trows = timeline_rows(record, table, sweep_id, run_id, where)
                 timeline.append((f"DELETE FROM {table} WHERE sweep_id = ? AND run_id = ?", key, False))
                 if trows:
-                    timeline.append(_arrow_insert(table, trows))
+                    timeline.append(arrow_insert(table, trows))
         cols = schema.run_columns()
         # The record goes to its folder first (atomically): a commit that fails, or a database that is lost,
         # does not lose the run; `roughnet import` (``import_records``) stores it later.
@@ -687,8 +430,8 @@ class Store:
                     run_row,
                     False,
                 ),
-                *([_arrow_insert("receivers", receiver_rows, receiver_types())] if receiver_rows else []),
-                *([_arrow_insert("histograms", hist_rows, HISTOGRAM_TYPES)] if hist_rows else []),
+                *([arrow_insert("receivers", receiver_rows, receiver_types())] if receiver_rows else []),
+                *([arrow_insert("histograms", hist_rows, HISTOGRAM_TYPES)] if hist_rows else []),
             ]
         )
 
@@ -749,25 +492,25 @@ class Store:
     def _sweep_from_records(self, sweep_id: str, records: list[tuple[Path, dict[str, Any]]]) -> None:
         """A sweeps row for imported records whose sweep this database does not have: scenario and axes
         (every parameter's values) from the records, the scenario file unknown."""
-        _check_id(sweep_id, "record.sweep_id", _SWEEP_ID_RE)
+        check_id(sweep_id, "record.sweep_id", SWEEP_ID_RE)
         axes: dict[str, list[Any]] = {}
         for _, rec in records:
             for k, v in (rec.get("params") or {}).items():
                 if v not in axes.setdefault(k, []):
                     axes[k].append(v)
-        now = _now()
+        now = now_utc()
         folder = records[0][0].parent.parent
         self._transaction([(
             "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [sweep_id, records[0][1].get("scenario"), f"(imported from {folder})", "", _json(axes), _json({}),
-             _json(machine_info()), len(records), None, now, now],
+            [sweep_id, records[0][1].get("scenario"), f"(imported from {folder})", "", to_json(axes), to_json({}),
+             to_json(machine_info()), len(records), None, now, now],
             False,
         )])
 
     def run_dir(self, sweep_id: str, run_id: str) -> Path:
         """``<root>/runs/<sweep_id>/<run_id>/``, created if missing."""
-        _check_id(sweep_id, "sweep id", _SWEEP_ID_RE)
-        _check_id(run_id, "run id", _RUN_ID_RE)
+        check_id(sweep_id, "sweep id", SWEEP_ID_RE)
+        check_id(run_id, "run id", RUN_ID_RE)
         folder = self.root / RUNS_DIR / sweep_id / run_id
         folder.mkdir(parents=True, exist_ok=True)
         return folder
@@ -806,9 +549,9 @@ class Store:
         )
         for row in rows:
             for key in ("axes", "report", "machine"):
-                row[key] = _unjson(row[key]) or {}
-            row["created_at"] = _iso(row["created_at"])
-            row["updated_at"] = _iso(row["updated_at"])
+                row[key] = from_json(row[key]) or {}
+            row["created_at"] = iso_text(row["created_at"])
+            row["updated_at"] = iso_text(row["updated_at"])
         return rows
 
     def sweep(self, sweep_id: str) -> dict[str, Any]:
@@ -856,19 +599,19 @@ class Store:
             run_id = rec.pop("run_id")
             rec.pop("sweep_id")
             receivers.setdefault(run_id, []).append(
-                {"host": rec.pop("host"), "metrics": _metrics_dict(rec)}
+                {"host": rec.pop("host"), "metrics": metrics_dict(rec)}
             )
         out = []
         for row in rows:
             row["index"] = row.pop("run_index")
             for name in schema.RUN_JSON:
-                row[name] = _unjson(row[name])
+                row[name] = from_json(row[name])
             if "backend_info" in row:
-                row["backend_info"] = _unjson(row["backend_info"])
+                row["backend_info"] = from_json(row["backend_info"])
             row["validity_reasons"] = row["validity_reasons"] or []
-            row["started_at"] = _iso(row["started_at"])
-            row["recorded_at"] = _iso(row["recorded_at"])
-            row["metrics"] = _metrics_dict(row)
+            row["started_at"] = iso_text(row["started_at"])
+            row["recorded_at"] = iso_text(row["recorded_at"])
+            row["metrics"] = metrics_dict(row)
             row["receivers"] = receivers.get(row["run_id"], [])
             out.append(row)
         return out
@@ -888,7 +631,7 @@ class Store:
             return []
         cols = [n for n, _ in schema.timeline_columns(table)]
         order = "t.\"index\"" if table == "events" else "t.position"
-        sql = (f"SELECT {', '.join('t.' + _ident(c) for c in cols)} FROM {table} t "
+        sql = (f"SELECT {', '.join('t.' + ident(c) for c in cols)} FROM {table} t "
                "LEFT JOIN runs r ON r.sweep_id = t.sweep_id AND r.run_id = t.run_id WHERE t.sweep_id = ?")
         params: list[Any] = [sweep_id]
         if run_id is not None:
@@ -898,16 +641,16 @@ class Store:
         for row in rows:
             row.pop("position", None)
             if table in ("workloads", "flows"):
-                metrics = _metrics_dict(row)
+                metrics = metrics_dict(row)
                 if table == "flows":
                     metrics["end_reason"] = row.pop("end_reason")
                 else:
                     for key in ("senders", "receivers"):
-                        row[key] = _unjson(row[key])
-                    row["validity_reasons"] = _unjson(row["validity_reasons"]) or []
+                        row[key] = from_json(row[key])
+                    row["validity_reasons"] = from_json(row["validity_reasons"]) or []
                 row["metrics"] = metrics
             else:
-                row.update(_unjson(row.pop("extra")) or {})
+                row.update(from_json(row.pop("extra")) or {})
         return rows
 
     def workloads(self, sweep_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
@@ -996,7 +739,7 @@ class Store:
         for (params,) in self.con.execute(
             "SELECT params FROM runs WHERE sweep_id = ? ORDER BY run_index", [sweep_id]
         ).fetchall():
-            for k in _unjson(params) or {}:
+            for k in from_json(params) or {}:
                 if k not in names:
                     names.append(k)
         return names
@@ -1023,7 +766,7 @@ class Store:
         if table != "runs":
             order = 't."index"' if table == "events" else "t.position"
             cols = ", ".join(
-                f"CAST(t.{_ident(n)} AS VARCHAR) AS {_ident(n)}" if _base_type(ty) == "JSON" else f"t.{_ident(n)}"
+                f"CAST(t.{ident(n)} AS VARCHAR) AS {ident(n)}" if base_type(ty) == "JSON" else f"t.{ident(n)}"
                 for n, ty in schema.timeline_columns(table))
             query = (f"SELECT {cols} FROM {table} t LEFT JOIN runs r ON r.sweep_id = t.sweep_id AND r.run_id = t.run_id "
                      f"WHERE t.sweep_id = {_sql_str(sweep_id)} ORDER BY r.run_index, r.repeat, t.run_id, {order}")
@@ -1041,7 +784,7 @@ class Store:
                 col += "_"
             used.add(col)
             path = "$." + json.dumps(name)
-            select.append(f"json_extract_string(params, {_sql_str(path)}) AS {_ident(col)}")
+            select.append(f"json_extract_string(params, {_sql_str(path)}) AS {ident(col)}")
         select += [
             "repeat", "seed", "status", "failure_reason", "started_at", "duration_s",
             "engine", "backend", "pattern", "protocol", "validity",
@@ -1104,7 +847,3 @@ def _writer_lock_pid(root: Path) -> int | None:
 
 def _sql_str(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
