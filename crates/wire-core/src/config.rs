@@ -659,7 +659,7 @@ impl LinkConfig {
                 ));
             }
         }
-        crate::positions::validate(&self.positions)?;
+        validate_positions(&self.positions)?;
         if !self.positions.is_empty() && !self.distance_trace.is_empty() {
             return Err(ConfigError::invalid(
                 "positions",
@@ -668,5 +668,59 @@ impl LinkConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// Checks every port's trace (`positions`): at least one point, finite coordinates, non-decreasing times.
+fn validate_positions(positions: &[Vec<PositionPoint>]) -> Result<(), ConfigError> {
+    for (i, trace) in positions.iter().enumerate() {
+        if trace.is_empty() {
+            return Err(ConfigError::invalid(
+                &format!("positions[{i}]"),
+                "[]",
+                "at least one point {at_ns, x_m, y_m} (one point: a fixed position)",
+            ));
+        }
+        for (k, p) in trace.iter().enumerate() {
+            for (name, v) in [("x_m", p.x_m), ("y_m", p.y_m)] {
+                if !v.is_finite() {
+                    return Err(ConfigError::invalid(
+                        &format!("positions[{i}][{k}].{name}"),
+                        v,
+                        "a finite coordinate in metres",
+                    ));
+                }
+            }
+            if k > 0 && p.at_ns < trace[k - 1].at_ns {
+                return Err(ConfigError::invalid(
+                    &format!("positions[{i}][{k}].at_ns"),
+                    p.at_ns,
+                    "non-decreasing times",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod position_tests {
+    use super::*;
+
+    fn pt(at_ns: u64, x_m: f64, y_m: f64) -> PositionPoint {
+        PositionPoint { at_ns, x_m, y_m }
+    }
+
+    #[test]
+    fn invalid_positions_name_the_key() {
+        let e = validate_positions(&[vec![pt(0, 0.0, 0.0)], vec![]]).unwrap_err();
+        assert!(e.to_string().starts_with("positions[1] = []"), "{e}");
+        let e = validate_positions(&[vec![pt(0, f64::NAN, 0.0)]]).unwrap_err();
+        assert!(e.to_string().starts_with("positions[0][0].x_m"), "{e}");
+        let e = validate_positions(&[vec![pt(5, 0.0, 0.0), pt(4, 1.0, 0.0)]]).unwrap_err();
+        assert!(
+            e.to_string().starts_with("positions[0][1].at_ns = 4"),
+            "{e}"
+        );
     }
 }

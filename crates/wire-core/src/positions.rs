@@ -46,38 +46,6 @@ pub(crate) fn link_distance(cfg: &LinkConfig, rel_ns: u64) -> Option<f64> {
     }
 }
 
-/// Checks every port's trace: at least one point, finite coordinates, non-decreasing times.
-pub(crate) fn validate(positions: &[Vec<PositionPoint>]) -> Result<(), ConfigError> {
-    for (i, trace) in positions.iter().enumerate() {
-        if trace.is_empty() {
-            return Err(ConfigError::invalid(
-                &format!("positions[{i}]"),
-                "[]",
-                "at least one point {at_ns, x_m, y_m} (one point: a fixed position)",
-            ));
-        }
-        for (k, p) in trace.iter().enumerate() {
-            for (name, v) in [("x_m", p.x_m), ("y_m", p.y_m)] {
-                if !v.is_finite() {
-                    return Err(ConfigError::invalid(
-                        &format!("positions[{i}][{k}].{name}"),
-                        v,
-                        "a finite coordinate in metres",
-                    ));
-                }
-            }
-            if k > 0 && p.at_ns < trace[k - 1].at_ns {
-                return Err(ConfigError::invalid(
-                    &format!("positions[{i}][{k}].at_ns"),
-                    p.at_ns,
-                    "non-decreasing times",
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Checks that `cfg` has a position for each of `ports` ports, or none at all.
 pub(crate) fn check_count(cfg: &LinkConfig, ports: usize) -> Result<(), ConfigError> {
     let n = cfg.positions.len();
@@ -109,18 +77,5 @@ mod tests {
         let fixed = [pt(0, 0.0, 0.0)];
         assert_eq!(distance_between(&t, &fixed, 3_000), Some(50.0));
         assert_eq!(distance_between(&t, &fixed, 2_000), Some(25.0));
-    }
-
-    #[test]
-    fn invalid_positions_name_the_key() {
-        let e = validate(&[vec![pt(0, 0.0, 0.0)], vec![]]).unwrap_err();
-        assert!(e.to_string().starts_with("positions[1] = []"), "{e}");
-        let e = validate(&[vec![pt(0, f64::NAN, 0.0)]]).unwrap_err();
-        assert!(e.to_string().starts_with("positions[0][0].x_m"), "{e}");
-        let e = validate(&[vec![pt(5, 0.0, 0.0), pt(4, 1.0, 0.0)]]).unwrap_err();
-        assert!(
-            e.to_string().starts_with("positions[0][1].at_ns = 4"),
-            "{e}"
-        );
     }
 }

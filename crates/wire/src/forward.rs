@@ -11,7 +11,7 @@
 //! (`split`): each reads one side only and has its own `Emulator` of which it uses one direction, so
 //! nothing is locked per frame.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use crate::clock::{now_ns, realtime_offset_ns, stopping};
 use crate::control::{Command, ControlServer};
 use crate::core::Core;
 use crate::errors::WireError;
+use crate::handoff::{clear_wake, Part, Reply, SplitHandles};
 use crate::packet::{PacketSocket, RxBatch};
 use crate::report::{error_line, segment_stats_line, stats_line, DirectionIo, LoopStats, WireInfo};
 
@@ -88,16 +89,6 @@ pub struct Options {
     pub busy_poll_ns: u64,
     /// Set when this loop is one of a link's two direction threads (`split`).
     pub split: Option<SplitHandles>,
-}
-
-/// What a direction thread shares with the thread that owns the control socket (`split`).
-pub struct SplitHandles {
-    /// Control commands forwarded to this loop, each with where to send the answer.
-    pub requests: std::sync::mpsc::Receiver<crate::split::Request>,
-    /// An eventfd written when a request is waiting or the loop must look at `halt`.
-    pub wake: Arc<std::os::fd::OwnedFd>,
-    /// Stop without draining (the other direction failed).
-    pub halt: Arc<AtomicBool>,
 }
 
 pub struct Wire {
@@ -353,11 +344,11 @@ impl Wire {
     fn service_requests(&mut self) {
         loop {
             let Some(split) = &self.opts.split else { return };
-            crate::split::clear_wake(&split.wake);
+            clear_wake(&split.wake);
             let Ok(req) = split.requests.try_recv() else { return };
             let reply = match req.cmd {
-                Command::Stats => crate::split::Reply::Part(Box::new(self.part())),
-                cmd => crate::split::Reply::Answer(self.handle(cmd)),
+                Command::Stats => Reply::Part(Box::new(self.part())),
+                cmd => Reply::Answer(self.handle(cmd)),
             };
             // The control thread may have given up waiting: nothing to do then.
             let _ = req.reply.send(reply);
@@ -365,10 +356,10 @@ impl Wire {
     }
 
     /// This loop's share of a stats line (`split`): its core's stats, its I/O counters and loop figures.
-    pub fn part(&mut self) -> crate::split::Part {
+    pub fn part(&mut self) -> Part {
         self.refresh_kernel_drops();
         let slot = if self.opts.receive[0] { 0 } else { 1 };
-        crate::split::Part {
+        Part {
             core: self.core.stats_json(),
             io: self.io[slot].clone(),
             lp: self.lp.clone(),

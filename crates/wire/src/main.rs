@@ -8,6 +8,7 @@ mod control;
 mod core;
 mod errors;
 mod forward;
+mod handoff;
 mod packet;
 mod report;
 mod split;

@@ -11,7 +11,7 @@
 //! The `stats` line is the single loop's: `a_to_b` from the first thread, `b_to_a` from the second, the
 //! loop figures of both together.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -23,59 +23,15 @@ use crate::clock::{now_ns, stopping};
 use crate::control::{Command, ControlServer};
 use crate::core::Core;
 use crate::errors::WireError;
-use crate::forward::{Options, SplitHandles, Wire};
+use crate::forward::{Options, Wire};
+use crate::handoff::{eventfd, wake, Part, Reply, Request, SplitHandles};
 use crate::packet::PacketSocket;
-use crate::report::{error_line, stats_line, DirectionIo, LoopStats, WireInfo};
+use crate::report::{error_line, stats_line, LoopStats, WireInfo};
 
 /// How long the control thread sleeps between checks of the stop flag and of the threads.
 const CONTROL_POLL: Duration = Duration::from_millis(100);
 /// How long the control thread waits for a direction thread's answer to a command.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A control command for one direction thread, and where its answer goes.
-pub struct Request {
-    pub cmd: Command,
-    pub reply: Sender<Reply>,
-}
-
-pub enum Reply {
-    /// The answer to `set`, `up` or `down`.
-    Answer(Value),
-    /// The answer to `stats`: the thread's share.
-    Part(Box<Part>),
-}
-
-/// One direction thread's share of a stats line.
-pub struct Part {
-    pub core: Value,
-    pub io: DirectionIo,
-    pub lp: LoopStats,
-    pub up: [bool; 2],
-    pub stop: Option<Value>,
-}
-
-/// Empty a wake eventfd (non-blocking; nothing to read is fine).
-pub fn clear_wake(fd: &OwnedFd) {
-    let mut v = 0u64;
-    // SAFETY: reading 8 bytes into a live u64 from an eventfd we own.
-    unsafe { libc::read(fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
-}
-
-fn wake(fd: &OwnedFd) {
-    let v = 1u64;
-    // SAFETY: writing 8 bytes from a live u64 to an eventfd we own.
-    unsafe { libc::write(fd.as_raw_fd(), &v as *const u64 as *const libc::c_void, 8) };
-}
-
-fn eventfd() -> Result<OwnedFd, WireError> {
-    // SAFETY: plain syscall; the descriptor is owned right away.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(WireError::Io(format!("eventfd: {}", std::io::Error::last_os_error())));
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
 
 /// Block SIGTERM/SIGINT in the calling thread (and in the threads it spawns while blocked); returns the
 /// previous mask. The control thread keeps them, so that its ppoll is the one interrupted.
