@@ -8,7 +8,7 @@
 //! open-loop schedule, sequence accounting, HDR histograms); `clock`,
 //! `signals` and `output` are the process's edges (time, SIGTERM, stdout);
 //! `trace` writes the stream pattern's per-message trace files; `host` runs
-//! several flows in one process (`roughnet-agent host`), where `udp_group` serves the UDP stream
+//! several flows in one process (`roughnet-agent host`), where `host::udp_group` serves the UDP stream
 //! receivers that share one listen address with one socket and one thread.
 
 pub mod accounting;
@@ -23,7 +23,6 @@ pub mod patterns;
 pub mod schedule;
 pub mod signals;
 pub mod trace;
-pub mod udp_group;
 
 /// The agent's version, as `roughnet-agent version` prints it.
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -55,7 +55,7 @@ pub fn stop_requested() -> bool {
 }
 
 /// True once SIGTERM or SIGINT arrived (whatever thread asks; no flow's flag).  A thread that
-/// serves several flows (a host's shared UDP receiver, crate::udp_group) reads this and each
+/// serves several flows (a host's shared UDP receiver, crate::host::udp_group) reads this and each
 /// flow's flag itself.
 #[inline]
 pub fn signal_received() -> bool {

@@ -24,11 +24,11 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::{describe, report, Outcome};
 use crate::clock::now_ns;
 use crate::config::Config;
 use crate::drivers::udp::{Udp, MAX_DATAGRAM};
 use crate::drivers::DriverError;
-use crate::host::{describe, report, Outcome};
 use crate::output;
 use crate::patterns::stream::StreamRxState;
 use crate::patterns::{error_kind, next_deadline, EndReason, PatternError};
