@@ -5,12 +5,14 @@
 //! It owns no connection: each driver module opens its own client.  Through a
 //! broker there is no fan-out to do in the agent (one publication reaches every
 //! subscriber), so broker senders report one peer and requesters see every reply
-//! as coming from peer 0.
+//! as coming from peer 0: the four roles of an endpoint (`Sender`, `Receiver`,
+//! `Requester`, `Responder`) are the same for every broker protocol, written once
+//! here for any `BrokerEndpoint`.
 
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 
-use super::{options_error, DriverError};
+use super::{options_error, DriverError, Receiver, Requester, Responder, Sender};
 use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, Role};
 use crate::signals::stop_requested;
@@ -176,4 +178,103 @@ pub fn outage_results(
         crate::clock::round6((down_ns + ongoing) as f64 / 1e9).into(),
     );
     m
+}
+
+/// One endpoint of a broker protocol (mqtt, kafka, nats): what each driver does its own way.  The
+/// four roles follow from it (the impls below), the same for every broker protocol.
+pub trait BrokerEndpoint {
+    /// Publish a sender's message to the run's topic.
+    fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError>;
+    /// Publish a requester's request (default: as a sender's message).
+    fn request(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        self.publish(msg)
+    }
+    /// Answer the last request received (default: publish it on the endpoint's topic).
+    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        self.publish(msg)
+    }
+    /// The next message received into `buf` (its length), or None at `deadline_ns`.
+    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError>;
+    /// Send the end marker `end`, wait for what is still in flight as the protocol allows, disconnect.
+    fn close(&mut self, end: &[u8]) -> Result<(), DriverError>;
+    /// The broker's address, as a receiver reports it (`local_addr`).
+    fn broker(&self) -> String;
+    /// A sender's figures beyond the patterns' (acknowledgements, reconnects).
+    fn sender_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+    /// A receiver's figures beyond the patterns'.
+    fn receiver_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
+}
+
+impl<T: BrokerEndpoint> Sender for T {
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.publish(msg)?;
+        Ok(0)
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        self.close(end)
+    }
+
+    fn peers(&self) -> usize {
+        1
+    }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        self.sender_results()
+    }
+}
+
+impl<T: BrokerEndpoint> Receiver for T {
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        self.next(buf, deadline_ns)
+    }
+
+    fn local_addr(&self) -> String {
+        self.broker()
+    }
+
+    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        self.receiver_results()
+    }
+}
+
+impl<T: BrokerEndpoint> Requester for T {
+    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+        self.request(msg)?;
+        Ok(0)
+    }
+
+    fn recv(
+        &mut self,
+        buf: &mut [u8],
+        deadline_ns: u64,
+    ) -> Result<Option<(usize, usize)>, DriverError> {
+        Ok(self.next(buf, deadline_ns)?.map(|n| (n, 0)))
+    }
+
+    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        self.close(end)
+    }
+
+    fn peers(&self) -> usize {
+        1
+    }
+}
+
+impl<T: BrokerEndpoint> Responder for T {
+    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        self.next(buf, deadline_ns)
+    }
+
+    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        BrokerEndpoint::reply(self, msg)
+    }
+
+    fn local_addr(&self) -> String {
+        self.broker()
+    }
 }

@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::brokered::{self, check_send, copy_into, protocol_error, until};
+use super::brokered::{self, check_send, copy_into, protocol_error, until, BrokerEndpoint};
 use super::{Driver, DriverError, Receiver, Requester, Responder, Sender};
 use crate::clock::now_ns;
 use crate::config::{Config, ConfigError};
@@ -795,21 +795,24 @@ impl Drop for KafkaEndpoint {
     }
 }
 
-impl Sender for KafkaEndpoint {
-    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
-        self.produce(msg, None)?;
-        Ok(0)
+impl BrokerEndpoint for KafkaEndpoint {
+    fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        self.produce(msg, None)
     }
 
-    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        self.close(end)
+    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        KafkaEndpoint::next(self, buf, deadline_ns)
     }
 
-    fn peers(&self) -> usize {
-        1
+    fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        KafkaEndpoint::close(self, end)
     }
 
-    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+    fn broker(&self) -> String {
+        self.broker.clone()
+    }
+
+    fn sender_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         if let Some(p) = &self.producer {
             let a = p
@@ -832,59 +835,12 @@ impl Sender for KafkaEndpoint {
         }
         m
     }
-}
 
-impl Receiver for KafkaEndpoint {
-    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        self.next(buf, deadline_ns)
-    }
-
-    fn local_addr(&self) -> String {
-        self.broker.clone()
-    }
-
-    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+    fn receiver_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
         self.consumer
             .as_ref()
             .map(|c| c.consumer.context().down.results())
             .unwrap_or_default()
-    }
-}
-
-impl Requester for KafkaEndpoint {
-    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
-        self.produce(msg, None)?;
-        Ok(0)
-    }
-
-    fn recv(
-        &mut self,
-        buf: &mut [u8],
-        deadline_ns: u64,
-    ) -> Result<Option<(usize, usize)>, DriverError> {
-        Ok(self.next(buf, deadline_ns)?.map(|n| (n, 0)))
-    }
-
-    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        self.close(end)
-    }
-
-    fn peers(&self) -> usize {
-        1
-    }
-}
-
-impl Responder for KafkaEndpoint {
-    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        self.next(buf, deadline_ns)
-    }
-
-    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
-        self.produce(msg, None)
-    }
-
-    fn local_addr(&self) -> String {
-        self.broker.clone()
     }
 }
 

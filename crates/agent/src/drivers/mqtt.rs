@@ -46,7 +46,7 @@ use rumqttc::v5 as m5;
 mod host;
 pub use host::{host_plan, install_host_clients, HostClient};
 
-use super::brokered::{self, check_send, copy_into, protocol_error, until};
+use super::brokered::{self, check_send, copy_into, protocol_error, until, BrokerEndpoint};
 use super::{Driver, DriverError, Receiver, Requester, Responder, Sender};
 use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, MAX_MESSAGE_BYTES};
@@ -1167,73 +1167,29 @@ impl Drop for MqttEndpoint {
     }
 }
 
-impl Sender for MqttEndpoint {
-    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
-        self.publish(msg)?;
-        Ok(0)
+impl BrokerEndpoint for MqttEndpoint {
+    fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        MqttEndpoint::publish(self, msg)
     }
 
-    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        self.close(end)
+    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        MqttEndpoint::next(self, buf, deadline_ns)
     }
 
-    fn peers(&self) -> usize {
-        1
+    fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        MqttEndpoint::close(self, end)
     }
 
-    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
-        self.reconnect_results()
-    }
-}
-
-impl Receiver for MqttEndpoint {
-    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        self.next(buf, deadline_ns)
-    }
-
-    fn local_addr(&self) -> String {
+    fn broker(&self) -> String {
         self.broker.clone()
     }
 
-    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+    fn sender_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
         self.reconnect_results()
     }
-}
 
-impl Requester for MqttEndpoint {
-    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
-        self.publish(msg)?;
-        Ok(0)
-    }
-
-    fn recv(
-        &mut self,
-        buf: &mut [u8],
-        deadline_ns: u64,
-    ) -> Result<Option<(usize, usize)>, DriverError> {
-        Ok(self.next(buf, deadline_ns)?.map(|n| (n, 0)))
-    }
-
-    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        self.close(end)
-    }
-
-    fn peers(&self) -> usize {
-        1
-    }
-}
-
-impl Responder for MqttEndpoint {
-    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        self.next(buf, deadline_ns)
-    }
-
-    fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
-        self.publish(msg)
-    }
-
-    fn local_addr(&self) -> String {
-        self.broker.clone()
+    fn receiver_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        self.reconnect_results()
     }
 }
 

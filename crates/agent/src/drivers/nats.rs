@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::brokered::{self, check_send, copy_into, protocol_error, until};
+use super::brokered::{self, check_send, copy_into, protocol_error, until, BrokerEndpoint};
 use super::{Driver, DriverError, Receiver, Requester, Responder, Sender};
 use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, Pattern};
@@ -827,71 +827,17 @@ fn js_wait_for_stream(
     }
 }
 
-impl Sender for NatsEndpoint {
-    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
+impl BrokerEndpoint for NatsEndpoint {
+    fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
         if self.js.is_some() {
-            self.js_publish(msg)?;
-            return Ok(0);
+            return self.js_publish(msg);
         }
-        self.publish_to(&self.subject, None, msg)?;
-        Ok(0)
+        self.publish_to(&self.subject, None, msg)
     }
 
-    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        self.close(end)
-    }
-
-    fn peers(&self) -> usize {
-        1
-    }
-
-    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
-        let mut m = self.link.results();
-        m.extend(self.js_results());
-        m
-    }
-}
-
-impl Receiver for NatsEndpoint {
-    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        self.next(buf, deadline_ns)
-    }
-
-    fn local_addr(&self) -> String {
-        self.broker.clone()
-    }
-
-    fn extra_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
-        self.link.results()
-    }
-}
-
-impl Requester for NatsEndpoint {
-    fn send(&mut self, msg: &[u8]) -> Result<u32, DriverError> {
-        self.publish_to(&self.subject, self.inbox.as_ref(), msg)?;
-        Ok(0)
-    }
-
-    fn recv(
-        &mut self,
-        buf: &mut [u8],
-        deadline_ns: u64,
-    ) -> Result<Option<(usize, usize)>, DriverError> {
-        Ok(self.next(buf, deadline_ns)?.map(|n| (n, 0)))
-    }
-
-    fn finish(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        self.close(end)
-    }
-
-    fn peers(&self) -> usize {
-        1
-    }
-}
-
-impl Responder for NatsEndpoint {
-    fn recv(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        self.next(buf, deadline_ns)
+    /// A request names the requester's inbox as its reply subject.
+    fn request(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        self.publish_to(&self.subject, self.inbox.as_ref(), msg)
     }
 
     fn reply(&mut self, msg: &[u8]) -> Result<(), DriverError> {
@@ -905,8 +851,26 @@ impl Responder for NatsEndpoint {
         }
     }
 
-    fn local_addr(&self) -> String {
+    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
+        NatsEndpoint::next(self, buf, deadline_ns)
+    }
+
+    fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
+        NatsEndpoint::close(self, end)
+    }
+
+    fn broker(&self) -> String {
         self.broker.clone()
+    }
+
+    fn sender_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = self.link.results();
+        m.extend(self.js_results());
+        m
+    }
+
+    fn receiver_results(&mut self) -> serde_json::Map<String, serde_json::Value> {
+        self.link.results()
     }
 }
 
