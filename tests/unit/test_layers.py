@@ -1,15 +1,17 @@
-"""The structure of python/roughnet, read from its own imports (docs/architecture.md, "Layers").
+"""The structure of python/roughnet and of the crates, read from their own imports (docs/architecture.md, "Layers").
 
 Every ``import`` of a roughnet module counts, at the top of a file or inside a function (a lazy import is
 still an arrow); only those under ``if TYPE_CHECKING:`` do not (they never run).  Checked: no import circle,
 no arrow from a lower layer to a backend, the local cluster or the CLI (a backend brings its link engines and
 its ledger cleaners by registering them: links.base.register_engine, a ledger entry's ``cleaner``), and the
-CLI imported by nothing outside it; and no file over 1000 lines.
+CLI imported by nothing outside it; and no file over 1000 lines.  In the crates: no circle of modules
+(``crate::...`` and ``super::`` paths), no Rust file over 1000 lines.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "roughnet"
@@ -153,4 +155,56 @@ MAX_LINES = 1000
 def test_no_python_file_over_1000_lines() -> None:
     long = sorted(f"{p.relative_to(PACKAGE.parent)}: {n}" for p in PACKAGE.rglob("*.py")
                   if (n := len(p.read_text().splitlines())) > MAX_LINES)
+    assert long == [], "split these:\n" + "\n".join(long)
+
+
+# ---- the crates ----------------------------------------------------------------------------------------------
+
+CRATES = Path(__file__).resolve().parents[2] / "crates"
+
+
+def rust_graph(src: Path) -> dict[str, set[str]]:
+    """A crate's modules (``host``, ``drivers::mqtt::client``) -> the modules it names (``crate::a::b``,
+    ``use crate::{a, b}``, ``super::sibling``).  A module naming its own ancestors or descendants is its
+    own tree, not an arrow between modules; comments do not count."""
+    mods: dict[tuple[str, ...], list[Path]] = {}
+    for path in src.rglob("*.rs"):
+        parts = path.relative_to(src).with_suffix("").parts
+        if parts[-1] == "mod":
+            parts = parts[:-1]
+        if parts and parts not in (("lib",), ("main",)):
+            mods.setdefault(parts, []).append(path)
+
+    def related(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+        return a[: len(b)] == b or b[: len(a)] == a
+
+    graph: dict[str, set[str]] = {"::".join(m): set() for m in mods}
+    for m, paths in mods.items():
+        for path in paths:
+            text = re.sub(r"//.*", "", path.read_text())
+            named = [tuple(r.split("::")) for r in re.findall(r"crate::((?:\w+::)*\w+)", text)]
+            for inner in re.findall(r"use crate::\{([^}]*)\}", text):
+                named += [(n,) for n in re.findall(r"\b(\w+)\b", inner)]
+            named += [m[:-1] + (r,) for r in re.findall(r"\bsuper::(\w+)", text) if len(m) > 1]
+            for ref in named:
+                target = next((ref[:k] for k in range(len(ref), 0, -1) if ref[:k] in mods), None)
+                if target is not None and not related(m, target):
+                    graph["::".join(m)].add("::".join(target))
+    return graph
+
+
+def test_the_rust_reader_sees_a_crates_arrows() -> None:
+    g = rust_graph(CRATES / "agent" / "src")
+    assert "drivers::brokered" in g["drivers::mqtt"]  # use super::brokered::{...}
+    assert "host::udp_group" in g and "host" not in g["host::udp_group"]  # its parent: the same tree
+
+
+def test_no_module_circle_in_the_crates() -> None:
+    found = {c.name: circles(rust_graph(c / "src")) for c in sorted(CRATES.iterdir()) if (c / "src").is_dir()}
+    assert all(not v for v in found.values()), {k: v for k, v in found.items() if v}
+
+
+def test_no_rust_file_over_1000_lines() -> None:
+    long = sorted(f"{p.relative_to(CRATES.parent)}: {n}" for p in CRATES.rglob("*.rs")
+                  if "target" not in p.parts and (n := len(p.read_text().splitlines())) > MAX_LINES)
     assert long == [], "split these:\n" + "\n".join(long)

@@ -113,73 +113,6 @@ pub fn copy_into(buf: &mut [u8], src: &[u8]) -> Result<usize, DriverError> {
     Ok(src.len())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cfg(broker: Option<&str>) -> Config {
-        let mut v = serde_json::json!({"v":1,"role":"receiver","protocol":"mqtt","pattern":"stream",
-            "listen":"127.0.0.1:0","payload_bytes":64,"messages":10});
-        if let Some(b) = broker {
-            v["broker"] = b.into();
-        }
-        Config::parse(&v.to_string()).unwrap()
-    }
-
-    #[test]
-    fn broker_addresses_are_checked() {
-        assert_eq!(
-            broker_addr(&cfg(Some("198.18.0.1:1883")), "mqtt").unwrap(),
-            ("198.18.0.1".to_string(), 1883)
-        );
-        assert_eq!(
-            broker_addr(&cfg(Some("[::1]:4222")), "nats").unwrap().0,
-            "::1"
-        );
-        let e = broker_addr(&cfg(None), "kafka").unwrap_err().to_string();
-        assert!(e.contains("`broker` is required for protocol kafka"), "{e}");
-        let e = broker_addr(&cfg(Some("nohost")), "mqtt")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("`broker` = \"nohost\"") && e.contains("IP:PORT"),
-            "{e}"
-        );
-        assert!(broker_addr(&cfg(Some("h:0")), "mqtt").is_err());
-    }
-
-    #[test]
-    fn copy_refuses_what_does_not_fit() {
-        let mut b = [0u8; 4];
-        assert_eq!(copy_into(&mut b, b"abc").unwrap(), 3);
-        assert!(matches!(
-            copy_into(&mut b, b"abcde"),
-            Err(DriverError::TooLarge { size: 5, limit: 4 })
-        ));
-    }
-}
-
-/// The `reconnect` knob's result fields: `reconnects` and `disconnected_s`, the outage still under way
-/// (`down_since_ns`, 0 when connected) included.
-pub fn outage_results(
-    reconnects: u64,
-    down_ns: u64,
-    down_since_ns: u64,
-) -> serde_json::Map<String, serde_json::Value> {
-    let ongoing = if down_since_ns == 0 {
-        0
-    } else {
-        now_ns().saturating_sub(down_since_ns)
-    };
-    let mut m = serde_json::Map::new();
-    m.insert("reconnects".into(), reconnects.into());
-    m.insert(
-        "disconnected_s".into(),
-        crate::clock::round6((down_ns + ongoing) as f64 / 1e9).into(),
-    );
-    m
-}
-
 /// One endpoint of a broker protocol (mqtt, kafka, nats): what each driver does its own way.  The
 /// four roles follow from it (the impls below), the same for every broker protocol.
 pub trait BrokerEndpoint {
@@ -276,5 +209,72 @@ impl<T: BrokerEndpoint> Responder for T {
 
     fn local_addr(&self) -> String {
         self.broker()
+    }
+}
+
+/// The `reconnect` knob's result fields: `reconnects` and `disconnected_s`, the outage still under way
+/// (`down_since_ns`, 0 when connected) included.
+pub fn outage_results(
+    reconnects: u64,
+    down_ns: u64,
+    down_since_ns: u64,
+) -> serde_json::Map<String, serde_json::Value> {
+    let ongoing = if down_since_ns == 0 {
+        0
+    } else {
+        now_ns().saturating_sub(down_since_ns)
+    };
+    let mut m = serde_json::Map::new();
+    m.insert("reconnects".into(), reconnects.into());
+    m.insert(
+        "disconnected_s".into(),
+        crate::clock::round6((down_ns + ongoing) as f64 / 1e9).into(),
+    );
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(broker: Option<&str>) -> Config {
+        let mut v = serde_json::json!({"v":1,"role":"receiver","protocol":"mqtt","pattern":"stream",
+            "listen":"127.0.0.1:0","payload_bytes":64,"messages":10});
+        if let Some(b) = broker {
+            v["broker"] = b.into();
+        }
+        Config::parse(&v.to_string()).unwrap()
+    }
+
+    #[test]
+    fn broker_addresses_are_checked() {
+        assert_eq!(
+            broker_addr(&cfg(Some("198.18.0.1:1883")), "mqtt").unwrap(),
+            ("198.18.0.1".to_string(), 1883)
+        );
+        assert_eq!(
+            broker_addr(&cfg(Some("[::1]:4222")), "nats").unwrap().0,
+            "::1"
+        );
+        let e = broker_addr(&cfg(None), "kafka").unwrap_err().to_string();
+        assert!(e.contains("`broker` is required for protocol kafka"), "{e}");
+        let e = broker_addr(&cfg(Some("nohost")), "mqtt")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`broker` = \"nohost\"") && e.contains("IP:PORT"),
+            "{e}"
+        );
+        assert!(broker_addr(&cfg(Some("h:0")), "mqtt").is_err());
+    }
+
+    #[test]
+    fn copy_refuses_what_does_not_fit() {
+        let mut b = [0u8; 4];
+        assert_eq!(copy_into(&mut b, b"abc").unwrap(), 3);
+        assert!(matches!(
+            copy_into(&mut b, b"abcde"),
+            Err(DriverError::TooLarge { size: 5, limit: 4 })
+        ));
     }
 }

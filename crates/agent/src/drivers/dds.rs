@@ -39,7 +39,10 @@
 //! Debugging: with `ROUGHNET_DDS_TRACE=<dir>` in its environment the agent has
 //! Cyclone write its discovery/trace log to `<dir>/cdds-<pid>.log`.
 
+mod discovery;
 mod ffi;
+mod host;
+mod ros2;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -48,10 +51,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Deserialize;
 
 use self::ffi::{Domain, Qos, Reader, Writer};
-use super::{options_error, Driver, PlanError, DriverError, Receiver, Requester, Responder, Sender};
+use super::{
+    options_error, Driver, DriverError, PlanError, Receiver, Requester, Responder, Sender,
+};
 use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, Pattern, Role};
 use crate::signals::stop_requested;
+use discovery::flow_endpoints;
+pub use discovery::{cyclone_xml, discovery_port, FixedIndex};
+use host::registry;
+pub use host::{
+    host_node_name, host_plan, install_host_domains, DomainHandle, DomainKnobs, HostDomain,
+};
+use ros2::check_ros2_names;
+pub use ros2::{
+    node_name, ros2_topic, type_name, ROS2_DEFAULT_DEPTH, ROS2_NAME_MAX, UINT8_MULTI_ARRAY_HASH,
+};
 
 const KNOBS: [&str; 8] = [
     "request_reply",
@@ -149,86 +164,6 @@ pub struct Dds {
     participant_index: Option<u32>,
 }
 
-/// `roughnet/0123` -> `rt/roughnet/r0123` (ROS 2 names: tokens of [A-Za-z0-9_],
-/// not starting with a digit).
-pub fn ros2_topic(topic: &str) -> String {
-    let toks: Vec<String> = topic
-        .split('/')
-        .filter(|t| !t.is_empty())
-        .map(|t| {
-            let t: String = t
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .collect();
-            if t.starts_with(|c: char| c.is_ascii_digit()) {
-                format!("r{t}")
-            } else {
-                t
-            }
-        })
-        .collect();
-    format!("rt/{}", toks.join("/"))
-}
-
-/// `std_msgs/msg/UInt8MultiArray`'s type hash (REP 2011, the wheel's share/std_msgs/msg/UInt8MultiArray.json):
-/// ROS 2 (Kilted) endpoints carry it in their user_data as `typehash=<this>;`.
-pub const UINT8_MULTI_ARRAY_HASH: &str =
-    "RIHS01_5687e861b8d307a5e48b7515467ae7a5fc2daf805bd0ce6d8e9e604bade9f385";
-
-/// The ROS 2 node name the agent presents in ROS 2 mode (`roughnet_sender_4242`): its role and
-/// process id, so that agents on one domain never share a node name.
-pub fn node_name(role: Role, pid: u32) -> String {
-    format!("roughnet_{}_{pid}", role.as_str())
-}
-
-/// ROS 2's longest topic name (rmw: RMW_TOPIC_MAX_NAME_LENGTH, 255 - 8 for the `rt/` and `rq/`..`Reply`
-/// decorations).
-pub const ROS2_NAME_MAX: usize = 255 - 8;
-
-/// ROS 2 mode's default history depth: ROS's default QoS profile (keep last 10).
-pub const ROS2_DEFAULT_DEPTH: i32 = 10;
-
-/// ROS 2 mode: the run's topic gives legal ROS 2 names for every topic the driver creates (at least one
-/// name token, so never `rt//data`; no name longer than ROS allows), else a configuration error naming
-/// `topic`.
-fn check_ros2_names(topic: &str, cfg: &Config) -> Result<(), ConfigError> {
-    let base = ros2_topic(topic);
-    if base == "rt/" {
-        return Err(ConfigError::invalid(
-            "topic",
-            format!("{topic:?}"),
-            "a name with at least one letter, digit or underscore for protocol dds with ros2 = true",
-        ));
-    }
-    let longest_key = cfg
-        .peers
-        .iter()
-        .chain(cfg.listen.iter())
-        .map(|a| addr_key(a, true).len())
-        .max()
-        .unwrap_or(0);
-    // `/<base>/pong/<key>` is the longest (ROS names drop the `rt` prefix).
-    let longest = base.len() - 2 + "/pong/".len() + longest_key;
-    if longest > ROS2_NAME_MAX {
-        return Err(ConfigError::invalid(
-            "topic",
-            format!("{topic:?}"),
-            format!(
-                "a topic whose ROS 2 names stay within {ROS2_NAME_MAX} characters (the ponger's reply topic would have {longest}) for protocol dds with ros2 = true"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-pub fn type_name(ros2: bool) -> &'static str {
-    if ros2 {
-        "std_msgs::msg::dds_::UInt8MultiArray_"
-    } else {
-        "roughnet::Bytes"
-    }
-}
-
 /// A topic-name chunk naming an address (`198.18.0.2:5201` -> `198.18.0.2_5201`; ROS 2 mode, a legal
 /// ROS 2 name token: `a198_18_0_2_5201`, as roughnet's rclpy endpoint names it, python/roughnet/ros2).
 fn addr_key(a: &SocketAddr, ros2: bool) -> String {
@@ -247,303 +182,6 @@ fn addr_key(a: &SocketAddr, ros2: bool) -> String {
         format!("a{key}")
     } else {
         key
-    }
-}
-
-/// The local address the kernel would use towards `peer` (no packet is sent).
-fn local_ip_towards(peer: &SocketAddr) -> Option<IpAddr> {
-    let any = if peer.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
-    };
-    let s = UdpSocket::bind(any).ok()?;
-    s.connect(peer).ok()?;
-    s.local_addr().ok().map(|a| a.ip())
-}
-
-/// Cyclone DDS configuration (what CYCLONEDDS_URI would hold): the interfaces
-/// with the addresses `ifaces` (none: Cyclone picks one), unicast discovery to `peers` unless `multicast`,
-/// `General/MaxMessageSize` = `max_message` bytes when given, and a trace file
-/// when `trace` names one.  With `fixed` this participant takes that index and each
-/// peer is named with the discovery port of the same index (every agent of a flow has
-/// the flow's index): one announcement per peer instead of one per port an automatic
-/// index could have taken; and the peers are announced to for the agent's whole life.
-pub fn cyclone_xml(
-    ifaces: &[IpAddr],
-    peers: &[IpAddr],
-    multicast: bool,
-    max_message: Option<u32>,
-    trace: Option<&str>,
-    fixed: Option<FixedIndex>,
-) -> String {
-    let mut x = String::from("<CycloneDDS><Domain Id=\"any\"><General>");
-    if !ifaces.is_empty() {
-        x.push_str("<Interfaces>");
-        let mut seen = Vec::new();
-        for ip in ifaces {
-            if !seen.contains(ip) {
-                seen.push(*ip);
-                x.push_str(&format!("<NetworkInterface address=\"{ip}\"/>"));
-            }
-        }
-        x.push_str("</Interfaces>");
-    }
-    x.push_str(if multicast {
-        "<AllowMulticast>true</AllowMulticast>"
-    } else {
-        "<AllowMulticast>false</AllowMulticast>"
-    });
-    if let Some(n) = max_message {
-        x.push_str(&format!("<MaxMessageSize>{n}B</MaxMessageSize>"));
-    }
-    x.push_str("</General><Discovery>");
-    match fixed {
-        Some(f) => {
-            x.push_str(&format!("<ParticipantIndex>{}</ParticipantIndex>", f.index));
-            x.push_str(&format!("<InitialLocatorPruneDelay>{}s</InitialLocatorPruneDelay>", f.prune_s));
-        }
-        None => {
-            x.push_str("<ParticipantIndex>auto</ParticipantIndex>");
-            x.push_str("<MaxAutoParticipantIndex>64</MaxAutoParticipantIndex>");
-        }
-    }
-    x.push_str(&format!("<SPDPInterval>{SPDP_INTERVAL}</SPDPInterval>"));
-    if !multicast && !peers.is_empty() {
-        x.push_str("<Peers>");
-        let mut seen = Vec::new();
-        for p in peers {
-            if !seen.contains(p) {
-                seen.push(*p);
-                match fixed {
-                    Some(f) => {
-                        let port = discovery_port(f.domain, f.index);
-                        let a = match p {
-                            IpAddr::V4(v4) => format!("{v4}:{port}"),
-                            IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-                        };
-                        x.push_str(&format!("<Peer address=\"{a}\"/>"));
-                    }
-                    None => x.push_str(&format!("<Peer address=\"{p}\"/>")),
-                }
-            }
-        }
-        x.push_str("</Peers>");
-    }
-    x.push_str("</Discovery>");
-    if let Some(file) = trace {
-        x.push_str(&format!(
-            "<Tracing><Category>trace</Category><OutputFile>{file}</OutputFile></Tracing>"
-        ));
-    }
-    x.push_str("</Domain></CycloneDDS>");
-    x
-}
-
-/// A fixed participant index (DdsOptions::participant_index) in `domain`, and how long the configured peers
-/// are announced to before Cyclone gives up on them (`Discovery/InitialLocatorPruneDelay`, default
-/// 30 s): the agent's whole life.  With the default, in a moving fleet a pair that first came within
-/// range 30 s or more into the run never discovered each other (v2v-fleet: 28 of 156 flows got nothing
-/// over DDS that got something over UDP, every one of them first in range at 30 to 54 s; none of the
-/// pairs in range by 27 s).  With one port per peer the cost is one announcement per peer and second.
-#[derive(Debug, Clone, Copy)]
-pub struct FixedIndex {
-    pub index: u32,
-    pub domain: u32,
-    pub prune_s: u64,
-}
-
-/// The unicast discovery port of participant `index` in `domain` (DDSI's default port mapping:
-/// base 7400, domain gain 250, participant gain 2, offset d1 = 10).
-pub fn discovery_port(domain: u32, index: u32) -> u32 {
-    7400 + 250 * domain + 10 + 2 * index
-}
-
-/// The interface a flow's own domain uses (its `listen` address for a receiver or ponger, the local
-/// address towards its first peer for a sender or pinger; None: Cyclone picks one) and the peers it
-/// announces itself to (a sender's or pinger's).
-fn flow_endpoints(cfg: &Config) -> (Option<IpAddr>, Vec<IpAddr>) {
-    let (iface, peers) = match cfg.role {
-        Role::Receiver | Role::Ponger => (cfg.listen.map(|l| l.ip()), vec![]),
-        Role::Sender | Role::Pinger => (
-            cfg.peers.first().and_then(local_ip_towards),
-            cfg.peers.iter().map(|p| p.ip()).collect(),
-        ),
-    };
-    (iface.filter(|ip| !ip.is_unspecified()), peers)
-}
-
-/// The ROS 2 node name of a host agent's shared participant (`roughnet_host_4242`).
-pub fn host_node_name(pid: u32) -> String {
-    format!("roughnet_host_{pid}")
-}
-
-/// What configures a domain and its one participant rather than one endpoint: the flows of a host
-/// agent that share a participant must agree on these (`host_plan`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DomainKnobs {
-    pub domain_id: u32,
-    /// `Discovery`/`General/AllowMulticast`.
-    pub multicast: bool,
-    /// The data type, the participant's user_data and its ROS 2 node.
-    pub ros2: bool,
-    /// `General/MaxMessageSize`.
-    pub batch: Option<u32>,
-    /// `Discovery/ParticipantIndex` (and the peers' discovery ports).
-    pub participant_index: Option<u32>,
-}
-
-impl DomainKnobs {
-    /// (key, this value, the other's) for each knob that differs.
-    fn differences(&self, other: &DomainKnobs) -> Vec<(&'static str, String, String)> {
-        let batch = |b: Option<u32>| b.unwrap_or(0).to_string();
-        let index = |i: Option<u32>| i.map_or_else(|| "auto".to_string(), |i| i.to_string());
-        let mut d = Vec::new();
-        let mut diff = |key, a: String, b: String| {
-            if a != b {
-                d.push((key, a, b));
-            }
-        };
-        diff("domain_id", self.domain_id.to_string(), other.domain_id.to_string());
-        diff("multicast", self.multicast.to_string(), other.multicast.to_string());
-        diff("ros2", self.ros2.to_string(), other.ros2.to_string());
-        diff("batch", batch(self.batch), batch(other.batch));
-        diff("participant_index", index(self.participant_index), index(other.participant_index));
-        d
-    }
-}
-
-/// Host mode: the one domain (and participant) every DDS flow of the process with this domain id
-/// shares.  Its configuration is every flow's: the interfaces of all of them (each as its own domain
-/// would have taken it, in flow order), the peers of all of them, announced to for the longest
-/// flow's life.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HostDomain {
-    pub knobs: DomainKnobs,
-    /// The flows sharing it, in the host object's order.
-    pub flows: Vec<u32>,
-    pub ifaces: Vec<IpAddr>,
-    pub peers: Vec<IpAddr>,
-    /// `Discovery/InitialLocatorPruneDelay` with a fixed index (FixedIndex::prune_s).
-    pub prune_s: u64,
-}
-
-/// Host mode: the shared domains of the DDS flows among `flows` ((id, start offset, configuration);
-/// the others are skipped), one per domain id.  Err: two flows of one domain id whose domain knobs
-/// differ (one participant cannot be configured both ways), naming both flows and every key.
-pub fn host_plan(flows: &[(u32, Option<u64>, &Config)]) -> Result<Vec<HostDomain>, PlanError> {
-    let mut plans: Vec<HostDomain> = Vec::new();
-    for &(id, start_ns, cfg) in flows {
-        if cfg.protocol != "dds" {
-            continue;
-        }
-        let Ok(d) = Dds::from_config(cfg) else {
-            continue; // host::parse created every driver first: not reached
-        };
-        let knobs = d.knobs();
-        let (iface, peers) = flow_endpoints(cfg);
-        let life_s = (start_ns.unwrap_or(0) + cfg.timeout_ns).div_ceil(1_000_000_000);
-        match plans.iter_mut().find(|p| p.knobs.domain_id == knobs.domain_id) {
-            Some(p) => {
-                let diffs = p.knobs.differences(&knobs);
-                if !diffs.is_empty() {
-                    let what = diffs
-                        .iter()
-                        .map(|(k, a, b)| format!("{k} {a} and {b}"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    return Err(PlanError {
-                        flow: id,
-                        message: format!(
-                            "flows {} and {id}: dds options differ ({what}): one participant per host \
-                             needs the same domain knobs",
-                            p.flows[0]
-                        ),
-                    });
-                }
-                p.flows.push(id);
-                p.ifaces.extend(iface.filter(|ip| !p.ifaces.contains(ip)));
-                for ip in peers {
-                    if !p.peers.contains(&ip) {
-                        p.peers.push(ip);
-                    }
-                }
-                p.prune_s = p.prune_s.max(life_s + 30);
-            }
-            None => {
-                let mut uniq = Vec::new();
-                for ip in peers {
-                    if !uniq.contains(&ip) {
-                        uniq.push(ip);
-                    }
-                }
-                plans.push(HostDomain {
-                    knobs,
-                    flows: vec![id],
-                    ifaces: iface.into_iter().collect(),
-                    peers: uniq,
-                    prune_s: (life_s + 30).max(30),
-                })
-            }
-        }
-    }
-    Ok(plans)
-}
-
-/// A shared domain and, once a flow created it, the domain itself (while some flow holds it).
-struct Slot {
-    plan: HostDomain,
-    live: Option<Arc<Domain>>,
-}
-
-/// Host mode's shared domains (empty in `run` mode: every flow makes its own).
-static HOST_DOMAINS: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
-
-fn registry() -> MutexGuard<'static, Vec<Slot>> {
-    HOST_DOMAINS.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Host mode, before any flow starts: from now on the DDS flows of each planned domain id share one
-/// domain and participant, created by the first flow that opens an endpoint and deleted when the
-/// last flow holding it ends.
-pub fn install_host_domains(plans: Vec<HostDomain>) {
-    let mut reg = registry();
-    reg.clear();
-    reg.extend(plans.into_iter().map(|plan| Slot { plan, live: None }));
-}
-
-/// A flow's hold on its domain.  A shared one is deleted by the handle of the last flow holding it,
-/// under the registry's lock: a flow starting meanwhile waits and creates a new one (Cyclone has one
-/// domain per id in a process, so the old one must be gone first).
-pub struct DomainHandle {
-    dom: Option<Arc<Domain>>,
-    shared: bool,
-}
-
-impl std::ops::Deref for DomainHandle {
-    type Target = Domain;
-    fn deref(&self) -> &Domain {
-        self.dom.as_deref().expect("present until dropped")
-    }
-}
-
-impl Drop for DomainHandle {
-    fn drop(&mut self) {
-        if !self.shared {
-            return; // dropped with the field
-        }
-        let mut reg = registry();
-        let Some(d) = self.dom.take() else { return };
-        // Ours and the registry's: we are the last flow; delete it before the lock goes.
-        if Arc::strong_count(&d) == 2 {
-            for slot in reg.iter_mut() {
-                if slot.live.as_ref().is_some_and(|l| Arc::ptr_eq(l, &d)) {
-                    slot.live = None;
-                }
-            }
-        }
-        drop(d);
-        drop(reg);
     }
 }
 
@@ -577,9 +215,13 @@ impl Dds {
         let ros2 = o.ros2.unwrap_or(false);
         // ROS 2 mode takes ROS's default profile (rmw_qos_profile_default: keep last 10), as an rclpy node
         // (protocol ros2) does; plain DDS keeps all when reliable, the latest one when best effort.
-        let depth = o
-            .history_depth
-            .unwrap_or(if ros2 { ROS2_DEFAULT_DEPTH } else if reliable { 0 } else { 1 });
+        let depth = o.history_depth.unwrap_or(if ros2 {
+            ROS2_DEFAULT_DEPTH
+        } else if reliable {
+            0
+        } else {
+            1
+        });
         if depth < 0 {
             return Err(ConfigError::invalid(
                 "options.history_depth",
@@ -665,7 +307,10 @@ impl Dds {
     fn domain(&self, cfg: &Config) -> Result<DomainHandle, DriverError> {
         {
             let mut reg = registry();
-            if let Some(slot) = reg.iter_mut().find(|s| s.plan.knobs.domain_id == self.domain_id) {
+            if let Some(slot) = reg
+                .iter_mut()
+                .find(|s| s.plan.knobs.domain_id == self.domain_id)
+            {
                 if let Some(d) = &slot.live {
                     return Ok(DomainHandle {
                         dom: Some(d.clone()),
@@ -678,7 +323,12 @@ impl Dds {
                     flows = ?p.flows,
                     "creating the DDS participant this process's flows share"
                 );
-                let d = Arc::new(self.new_domain(&p.ifaces, &p.peers, p.prune_s, host_node_name(std::process::id()))?);
+                let d = Arc::new(self.new_domain(
+                    &p.ifaces,
+                    &p.peers,
+                    p.prune_s,
+                    host_node_name(std::process::id()),
+                )?);
                 slot.live = Some(d.clone());
                 return Ok(DomainHandle {
                     dom: Some(d),
@@ -716,7 +366,14 @@ impl Dds {
             domain: self.domain_id,
             prune_s,
         });
-        let xml = cyclone_xml(ifaces, peers, self.multicast, self.batch, trace.as_deref(), fixed);
+        let xml = cyclone_xml(
+            ifaces,
+            peers,
+            self.multicast,
+            self.batch,
+            trace.as_deref(),
+            fixed,
+        );
         tracing::debug!(%xml, domain = self.domain_id, "creating the Cyclone DDS domain");
         let node = self.ros2.then(|| ffi::RosNode {
             namespace: "/".into(),
@@ -1255,207 +912,4 @@ impl Responder for DdsResponder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ros2_names_are_valid_ros_names() {
-        assert_eq!(ros2_topic("roughnet/0123ab"), "rt/roughnet/r0123ab");
-        assert_eq!(ros2_topic("/a-b/c"), "rt/a_b/c");
-        assert_eq!(type_name(true), "std_msgs::msg::dds_::UInt8MultiArray_");
-        let a: SocketAddr = "127.0.0.1:5201".parse().unwrap();
-        assert_eq!(addr_key(&a, false), "127.0.0.1_5201");
-        assert_eq!(addr_key(&a, true), "a127_0_0_1_5201");
-    }
-
-    fn dds(options: serde_json::Value) -> Result<Dds, ConfigError> {
-        let v = serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
-            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"options":options});
-        Dds::from_config(&Config::parse(&v.to_string()).unwrap())
-    }
-
-    #[test]
-    fn ros2_mode_refuses_topics_without_a_legal_name() {
-        for bad in ["/", "//", &"a/".repeat(130)] {
-            let v = serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
-                "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"topic":bad,"options":{"ros2":true}});
-            let e = Dds::from_config(&Config::parse(&v.to_string()).unwrap())
-                .err()
-                .unwrap_or_else(|| panic!("{bad:?} accepted"))
-                .to_string();
-            assert!(e.contains("topic"), "{e}");
-        }
-        let v = serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
-            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"topic":"/a/","options":{"ros2":true}});
-        let d = Dds::from_config(&Config::parse(&v.to_string()).unwrap()).unwrap();
-        assert_eq!(d.topic("data"), "rt/a/data");
-        // An empty topic is no topic: the default name.
-        let v = serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
-            "peers":["127.0.0.1:9"],"payload_bytes":64,"messages":10,"topic":"","options":{"ros2":true}});
-        let d = Dds::from_config(&Config::parse(&v.to_string()).unwrap()).unwrap();
-        assert_eq!(d.topic("data"), "rt/roughnet/data");
-        assert_eq!(node_name(Role::Ponger, 42), "roughnet_ponger_42");
-    }
-
-    #[test]
-    fn batch_is_cyclones_max_message_size_or_off() {
-        let on = dds(serde_json::json!({"batch": 8192})).unwrap();
-        assert_eq!(on.batch, Some(8192));
-        assert!(on.qos.batching);
-        for off in [serde_json::json!({}), serde_json::json!({"batch": 0})] {
-            let d = dds(off).unwrap();
-            assert!(d.batch.is_none() && !d.qos.batching);
-        }
-        let v = serde_json::json!({"v":1,"role":"syncer","protocol":"dds","pattern":"sync",
-            "peers":["127.0.0.1:9"],"listen":"127.0.0.1:8","payload_bytes":240,"bundles":4,
-            "options":{"batch":8192}});
-        let e = Dds::from_config(&Config::parse(&v.to_string()).unwrap())
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("options.batch") && e.contains("sync"), "{e}");
-        for bad in [1343, 65508] {
-            let e = dds(serde_json::json!({ "batch": bad }))
-                .err()
-                .unwrap()
-                .to_string();
-            assert!(
-                e.contains("options.batch") && e.contains("1344") && e.contains("65507"),
-                "{e}"
-            );
-        }
-    }
-
-    #[test]
-    fn unicast_xml_lists_each_peer_once() {
-        let ip: IpAddr = "198.18.0.2".parse().unwrap();
-        let x = cyclone_xml(
-            &["198.18.0.1".parse().unwrap()],
-            &[ip, ip],
-            false,
-            None,
-            None,
-            None,
-        );
-        assert_eq!(
-            x.matches("<Peer address=\"198.18.0.2\"/>").count(),
-            1,
-            "{x}"
-        );
-        assert!(x.contains("NetworkInterface address=\"198.18.0.1\""));
-        assert!(x.contains("<AllowMulticast>false"));
-        assert!(x.contains("<SPDPInterval>1s</SPDPInterval>"), "{x}");
-        assert!(
-            !x.contains("MaxMessageSize") && !x.contains("Tracing"),
-            "{x}"
-        );
-        let m = cyclone_xml(&[], &[ip], true, Some(8192), Some("/tmp/t.log"), None);
-        assert!(
-            m.contains("<General>")
-                && m.contains("<MaxMessageSize>8192B</MaxMessageSize></General>"),
-            "{m}"
-        );
-        assert!(m.contains("<OutputFile>/tmp/t.log</OutputFile>"), "{m}");
-        assert!(
-            !m.contains("<Peers>") && m.contains("<AllowMulticast>true"),
-            "{m}"
-        );
-    }
-
-    #[test]
-    fn ros2_mode_keeps_the_last_ten_as_ros_does() {
-        assert_eq!(dds(serde_json::json!({"ros2": true})).unwrap().qos.depth, 10);
-        let be = dds(serde_json::json!({"ros2": true, "reliability": "best_effort"})).unwrap();
-        assert_eq!(be.qos.depth, 10);
-        let set = dds(serde_json::json!({"ros2": true, "history_depth": 0})).unwrap();
-        assert_eq!(set.qos.depth, 0);
-        assert_eq!(dds(serde_json::json!({})).unwrap().qos.depth, 0);
-        assert_eq!(dds(serde_json::json!({"reliability": "best_effort"})).unwrap().qos.depth, 1);
-    }
-
-    #[test]
-    fn fixed_index_names_one_port_per_peer() {
-        let ip: IpAddr = "198.18.0.2".parse().unwrap();
-        let f = |index, domain| Some(FixedIndex { index, domain, prune_s: 70 });
-        let x = cyclone_xml(&[], &[ip, ip], false, None, None, f(103, 0));
-        assert!(x.contains("<ParticipantIndex>103</ParticipantIndex>"), "{x}");
-        assert!(x.contains("<InitialLocatorPruneDelay>70s</InitialLocatorPruneDelay>"), "{x}");
-        assert!(!x.contains("MaxAutoParticipantIndex"), "{x}");
-        let auto = cyclone_xml(&[], &[ip], false, None, None, None);
-        assert!(auto.contains("<ParticipantIndex>auto") && !auto.contains("InitialLocatorPruneDelay"), "{auto}");
-        // 7400 + 10 + 2 x 103, once
-        assert_eq!(x.matches("<Peer address=\"198.18.0.2:7616\"/>").count(), 1, "{x}");
-        let y = cyclone_xml(&[], &[ip], false, None, None, f(0, 2));
-        assert!(y.contains("<Peer address=\"198.18.0.2:7910\"/>"), "{y}");
-        let v6: IpAddr = "fd00::2".parse().unwrap();
-        let z = cyclone_xml(&[], &[v6], false, None, None, f(1, 0));
-        assert!(z.contains("<Peer address=\"[fd00::2]:7412\"/>"), "{z}");
-    }
-
-    #[test]
-    fn a_host_plan_is_one_domain_per_id_with_every_flows_interfaces_and_peers() {
-        let c = |v: serde_json::Value| Config::parse(&v.to_string()).unwrap();
-        let rx = |listen: &str, o: serde_json::Value| {
-            c(serde_json::json!({"v":1,"role":"receiver","protocol":"dds","pattern":"stream",
-                "listen":listen,"payload_bytes":64,"messages":10,"timeout_ms":40_000,"options":o}))
-        };
-        let tx = |peers: &[&str], o: serde_json::Value| {
-            c(serde_json::json!({"v":1,"role":"sender","protocol":"dds","pattern":"stream",
-                "peers":peers,"payload_bytes":64,"messages":10,"timeout_ms":40_000,"options":o}))
-        };
-        let udp = c(serde_json::json!({"v":1,"role":"receiver","protocol":"udp","pattern":"stream",
-            "listen":"127.0.0.1:9","payload_bytes":64,"messages":10}));
-        let idx = serde_json::json!({"participant_index": 100});
-        let (r1, r2) = (rx("127.0.0.2:5000", idx.clone()), rx("127.0.0.3:5001", idx.clone()));
-        let (t1, t2) = (
-            tx(&["127.0.0.4:5000", "127.0.0.5:5000"], idx.clone()),
-            tx(&["127.0.0.5:5001"], idx.clone()),
-        );
-        let other = rx("0.0.0.0:5002", serde_json::json!({"domain_id": 3}));
-        let plans = host_plan(&[
-            (1, None, &r1),
-            (2, None, &udp),
-            (3, None, &r2),
-            (4, Some(100_000_000_000), &t1),
-            (5, Some(0), &t2),
-            (6, None, &other),
-        ])
-        .unwrap();
-        assert_eq!(plans.len(), 2, "{plans:?}");
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        assert_eq!(plans[0].flows, vec![1, 3, 4, 5]);
-        assert_eq!(plans[0].knobs.participant_index, Some(100));
-        // the receivers' listen addresses, then the senders' (loopback: 127.0.0.1 towards either peer)
-        assert_eq!(plans[0].ifaces, vec![ip("127.0.0.2"), ip("127.0.0.3"), ip("127.0.0.1")]);
-        assert_eq!(plans[0].peers, vec![ip("127.0.0.4"), ip("127.0.0.5")]);
-        assert_eq!(plans[0].prune_s, 100 + 40 + 30, "the longest flow's life, and 30 s");
-        assert_eq!(plans[1].flows, vec![6]);
-        assert_eq!(plans[1].knobs.domain_id, 3);
-        assert!(plans[1].ifaces.is_empty() && plans[1].peers.is_empty(), "{:?}", plans[1]);
-        let e = host_plan(&[
-            (1, None, &r1),
-            (9, None, &rx("127.0.0.2:6000", serde_json::json!({"participant_index": 101, "ros2": true}))),
-        ])
-        .unwrap_err();
-        assert_eq!(e.flow, 9);
-        assert_eq!(
-            e.message,
-            "flows 1 and 9: dds options differ (ros2 false and true, participant_index 100 and 101): \
-             one participant per host needs the same domain knobs"
-        );
-    }
-
-    #[test]
-    fn participant_index_must_give_a_port() {
-        assert_eq!(dds(serde_json::json!({"participant_index": 3})).unwrap().participant_index, Some(3));
-        // 7411 + 2 x 29062 = 65535 fits in domain 0; one more does not, and in domain 232 far less.
-        assert!(dds(serde_json::json!({"participant_index": 29062})).is_ok());
-        for bad in [serde_json::json!({"participant_index": 29063}),
-                    serde_json::json!({"participant_index": 100, "domain_id": 232})] {
-            let e = dds(bad).err().expect("refused").to_string();
-            assert!(e.contains("options.participant_index") && e.contains("65536"), "{e}");
-        }
-        let e = dds(serde_json::json!({"participant_index": 40000})).err().expect("refused").to_string();
-        assert!(e.contains("options.participant_index") && e.contains("65536"), "{e}");
-    }
-}
+mod tests;

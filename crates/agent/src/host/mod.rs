@@ -35,7 +35,6 @@ use serde_json::Value;
 
 use crate::clock::{now_ns, sleep_until_ns};
 
-use crate::drivers;
 use crate::output;
 use crate::patterns;
 use crate::signals::{self, stop_requested, POLL_SLICE_NS};
@@ -110,13 +109,13 @@ pub fn run(flows: Vec<Flow>, commands: impl BufRead + Send + 'static) -> usize {
     let groups = match shared_receivers(&flows).and_then(|g| {
         // Every DDS flow of one domain id shares the process's participant.
         #[cfg(feature = "dds")]
-        drivers::dds::install_host_domains(dds_plan(&flows)?);
+        crate::drivers::dds::install_host_domains(dds_plan(&flows)?);
         // Every zenoh flow shares the process's session.
         #[cfg(feature = "zenoh")]
-        drivers::zenoh::install_host_session(zenoh_plan(&flows)?);
+        crate::drivers::zenoh::install_host_session(zenoh_plan(&flows)?);
         // Every MQTT flow shares the process's client to its broker.
         #[cfg(feature = "mqtt")]
-        drivers::mqtt::install_host_clients(mqtt_plan(&flows)?);
+        crate::drivers::mqtt::install_host_clients(mqtt_plan(&flows)?);
         Ok(g)
     }) {
         Ok(g) => g,

@@ -24,10 +24,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{
-    broker_receive_maximum, client_v4, qos4, tls_transport, Counters, Event, Mqtt, MqttOptions,
-    CONNECT_RETRY, RETRY,
-};
+use super::client::{broker_receive_maximum, client_v4, qos4, tls_transport, Counters, Event};
+use super::{Mqtt, MqttOptions, CONNECT_RETRY, RETRY};
 use crate::clock::now_ns;
 use crate::config::{Config, Role};
 use crate::drivers::{brokered, DriverError, PlanError};
