@@ -14,7 +14,7 @@ import typer
 from synthruns import PointSpec, SweepSpec, store_sweep
 from typer.testing import CliRunner
 
-from roughnet import compare as cmp
+from roughnet.analysis import compare as cmp
 from roughnet.cli.compare import register
 from roughnet.results import Store, schema
 

@@ -115,7 +115,7 @@ def test_failed_and_invalid_runs_are_left_out_and_listed(stats):
 
 
 def test_interval_text_units():
-    from roughnet.stats import Estimate
+    from roughnet.analysis.stats import Estimate
 
     est = Estimate(5, 12_300.0, 10_100.0, 15_200.0, 0.95, "bootstrap", 2000.0, 9800.0, 16_000.0, ())
     assert points.interval_text("lat_p99_us", est) == "12.3 ms [10.1, 15.2]"

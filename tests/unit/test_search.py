@@ -1,4 +1,4 @@
-"""roughnet.search: the bracketing search against systems with a known capacity, judging runs,
+"""roughnet.analysis.search: the bracketing search against systems with a known capacity, judging runs,
 the scenario of one probe, loads as quantities."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from roughnet import search as srch
+from roughnet.analysis import search as srch
 from roughnet.errors import SpecError
 
 

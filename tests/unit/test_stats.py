@@ -1,4 +1,4 @@
-"""roughnet.stats on synthetic samples with known answers: interval coverage over many draws,
+"""roughnet.analysis.stats on synthetic samples with known answers: interval coverage over many draws,
 the bistability detector on mixtures and on one-group noise, the two-sample intervals."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from roughnet import stats
+from roughnet.analysis import stats
 
 DRAWS = 400
 

@@ -1,4 +1,4 @@
-"""``roughnet compare A B``: the terminal side of ``roughnet.compare``.
+"""``roughnet compare A B``: the terminal side of ``roughnet.analysis.compare``.
 
 Owns the command's options, opening the one or two results folders (read-only;
 an older format is upgraded once, as every reading command does), the table it
@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..compare import column_title, open_results, read_side
+from ..analysis.compare import column_title, open_results, read_side
 from ..errors import ResultsError, RoughnetError
 
 _VERDICT_STYLE = {"worse": "red", "better": "green", "no detectable difference": "dim", "too few runs": "yellow",
@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
         stores = []
         try:
-            from ..compare import compare, metric_columns
+            from ..analysis.compare import compare, metric_columns
 
             root_a = _root(results)
             root_b = results_b if results_b is not None else root_a
@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _print(console: Console, result) -> None:
-    from ..compare import change_text, params_text
+    from ..analysis.compare import change_text, params_text
     from ..report.points import interval_text
 
     conf = f"{100 * result.confidence:g} %"

@@ -133,7 +133,7 @@ def run(
         from ..plan import plan_sweep
         from ..run import Interrupted, pending_runs, preflight, run_sweep
         from ..select import select_only
-        from ..sidebyside import parse_backends
+        from ..analysis.sidebyside import parse_backends
         from ..spec.schedule import select_rows
 
         signals = _install_signal_handlers()
@@ -158,7 +158,7 @@ def _run(file, resume, retry_failed, retry_invalid, results, report, from_row, t
     from ..plan import plan_sweep
     from ..run import Interrupted, pending_runs, preflight, run_sweep
     from ..select import select_only
-    from ..sidebyside import parse_backends
+    from ..analysis.sidebyside import parse_backends
     from ..spec.schedule import select_rows
 
     try:
@@ -274,7 +274,7 @@ def _run_on_backends(names, file, resume, retry_failed, retry_invalid, results, 
     from ..plan import plan_sweep
     from ..run import preflight
     from ..select import select_only
-    from ..sidebyside import compare_backends, results_of
+    from ..analysis.sidebyside import compare_backends, results_of
     from ..spec.schedule import select_rows
 
     def kube(name):

@@ -1,4 +1,4 @@
-"""``roughnet search FILE --key KEY --from LOAD --to LOAD``: the terminal side of ``roughnet.search``.
+"""``roughnet search FILE --key KEY --from LOAD --to LOAD``: the terminal side of ``roughnet.analysis.search``.
 
 Owns the command's options, running each probe with the ordinary runner into the
 results store (each load is a sweep of its own, stored like any other: ``roughnet
@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         load is not sustained, 2 bad input, 130 interrupted."""
         console = Console(width=None if sys.stdout.isatty() else 200)
         err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
-        from .. import search as srch
+        from ..analysis import search as srch
 
         try:
             crit = srch.Criteria(
@@ -169,7 +169,7 @@ def _writer(results: Optional[Path]):
 
 def _prober(file: Path, key: str, kind: str, repeats: int, fixed: dict[str, Any], crit, store, console):
     """probe(load, n): run the load's missing runs of repeat < n, then judge its stored runs."""
-    from .. import search as srch
+    from ..analysis import search as srch
     from ..run import preflight, run_sweep
 
     checked: dict[str, Any] = {}  # sweep id -> its preflight

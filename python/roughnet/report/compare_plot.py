@@ -1,4 +1,4 @@
-"""The picture of a comparison (``roughnet.compare``): B against A per point, one panel per metric.
+"""The picture of a comparison (``roughnet.analysis.compare``): B against A per point, one panel per metric.
 
 Owns the look of ``compare.png``: a row of panels (one per metric) sharing the
 points as rows; in each, the change of B against A as a marker with its interval
@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from roughnet.report import plots
 
 if TYPE_CHECKING:
-    from roughnet.compare import Comparison, MetricComparison
+    from roughnet.analysis.compare import Comparison, MetricComparison
 
 COLOURS = {"worse": "#c0392b", "better": "#1e8449", "no detectable difference": "0.45", "higher": "#2c7fb8",
            "lower": "#2c7fb8", "too few runs": "0.6"}  # fmt: skip
@@ -126,7 +126,7 @@ def _side(side) -> str:
 
 
 def _threshold(comparison: Comparison, column: str, kind: str) -> float | None:
-    from roughnet.compare import BETTER
+    from roughnet.analysis.compare import BETTER
 
     better = BETTER.get(column)
     if better is None:

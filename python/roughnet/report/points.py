@@ -3,7 +3,7 @@
 Owns turning the stored runs of a sweep into one ``PointStats`` per parameter point:
 which runs count (status ok and not judged invalid; the others are listed with why),
 per metric the estimate over the runs with its interval and spread
-(``roughnet.stats``: bootstrap over runs for latency, throughput and the other
+(``roughnet.analysis.stats``: bootstrap over runs for latency, throughput and the other
 per-run numbers; binomial on messages for loss; binomial on runs for ``full_sync``),
 and the flags of a point: ``bistable`` (the runs split into two groups) and
 ``disagree`` (the runs differ more than their own intervals allow, by a heterogeneity
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
-from roughnet import stats
+from roughnet.analysis import stats
 from roughnet.report import fmt, shaping
 from roughnet.results.schema import METRIC_BY_NAME
 

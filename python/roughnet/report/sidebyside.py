@@ -4,7 +4,7 @@ Owns the look of ``sidebyside.png`` (one panel per metric, the points as rows, e
 its own marker with its interval, so emulated and simulated results sit in one plot) and of
 ``index.html`` (that picture and one table per metric: point, each backend's value, the difference), and
 of the same as a ``section`` of each backend's normal report.
-The numbers are ``roughnet.compare``'s (a Comparison of backend B against backend A); this module
+The numbers are ``roughnet.analysis.compare``'s (a Comparison of backend B against backend A); this module
 only draws and writes text.  Same Agg-only drawing as ``plots``.
 """
 
@@ -88,7 +88,7 @@ def section(comparison: Any, titles: dict[str, str], names: tuple[str, str], png
 
 
 def _body(comparison: Any, titles: dict[str, str], names: tuple[str, str], img: str, h: str) -> list[str]:
-    from roughnet.compare import change_text, params_text
+    from roughnet.analysis.compare import change_text, params_text
 
     e = html.escape
     a, b = (e(x) for x in names)

@@ -5,7 +5,7 @@ least two: else a SpecError naming the value, exit 2), where each backend's resu
 (``<results>/<backend>``: a store keeps one record per run id, and the runs are the same on every
 backend), and the comparison of every further backend against the first, written to
 ``<results>/reports/<sweep>--<first>-vs-<other>/``: ``compare.json`` and ``compare.png``
-(``roughnet.compare``: per point and metric both values and the difference; one panel per metric),
+(``roughnet.analysis.compare``: per point and metric both values and the difference; one panel per metric),
 ``sidebyside.png`` and ``index.html`` (``report.sidebyside``: both backends' values in one plot per
 metric, one table per metric with the difference); the same plot and tables go into each backend's normal
 report (``<results>/<backend>/reports/<sweep>/index.html``) as a section after its plots.
@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .backends import BACKENDS
-from .errors import SpecError
+from ..backends import BACKENDS
+from ..errors import SpecError
 
 
 def parse_backends(text: str) -> list[str]:
@@ -42,9 +42,9 @@ def results_of(root: Path, backend: str) -> Path:
 def compare_backends(root: Path, sweep_id: str, first: str, other: str) -> tuple[Any, Path]:
     """``other``'s runs of ``sweep_id`` against ``first``'s: the Comparison and the folder its files went to."""
     from .compare import column_title, compare, metric_columns, open_results, read_side
-    from .report.compare_plot import compare_png
-    from .report import build_report
-    from .report.sidebyside import index_html, section, values_png
+    from ..report.compare_plot import compare_png
+    from ..report import build_report
+    from ..report.sidebyside import index_html, section, values_png
 
     stores = [open_results(results_of(root, first)), open_results(results_of(root, other))]
     try:

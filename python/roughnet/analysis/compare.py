@@ -6,7 +6,7 @@ matching points across the sides by their parameters (values compared as parsed
 quantities, so "1%" and "1 %" match; keys named in ``ignore`` left out, which lets two
 protocols or two sweeps with different axes be compared), the direction of "better"
 of each metric (``BETTER``), the change of B against A with its interval
-(``roughnet.stats``: ratio of the means over runs with a bootstrap interval; a
+(``roughnet.analysis.stats``: ratio of the means over runs with a bootstrap interval; a
 difference in percentage points for proportions, Newcombe's interval), the verdict
 at the stated confidence, whether a worsening goes beyond the user's threshold (a
 regression, exit code 1 of the CLI), and the JSON document.  The sides may come from
@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roughnet import __version__, stats
+from roughnet import __version__
+from roughnet.analysis import stats
 from roughnet.errors import ResultsError, RoughnetError
 from roughnet.report import fmt, points, shaping
 from roughnet.results.schema import METRIC_BY_NAME
@@ -384,8 +385,8 @@ def metric_title(column: str, runs: list[dict[str, Any]]) -> str:
 
 def open_results(root: Path):
     """A read-only store of ``root``; an older format is upgraded once first (a backup is kept)."""
-    from .results import Store
-    from .results.store import READER_WAIT_S, NeedsUpgrade
+    from roughnet.results import Store
+    from roughnet.results.store import READER_WAIT_S, NeedsUpgrade
 
     if not (root / "results.duckdb").exists():
         raise ResultsError(f"no results database at {root / 'results.duckdb'}; expected a folder written by "
