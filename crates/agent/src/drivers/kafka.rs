@@ -654,6 +654,37 @@ impl KafkaEndpoint {
         }
         Ok(())
     }
+}
+
+impl Drop for KafkaEndpoint {
+    fn drop(&mut self) {
+        let lost = self.lost
+            || self
+                .producer
+                .as_ref()
+                .is_some_and(|p| p.producer.context().down.is_set())
+            || self
+                .consumer
+                .as_ref()
+                .is_some_and(|c| c.consumer.context().down.is_set());
+        if lost {
+            // Closing would wait for the vanished broker (leaving the group waits up
+            // to the session timeout, 45 s): the process ends right after, so let the
+            // clients go without a goodbye.
+            std::mem::forget(self.producer.take());
+            std::mem::forget(self.consumer.take());
+        } else if let Some(p) = &self.producer {
+            // After `close` the queue is empty; this only matters after an error.
+            p.producer
+                .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+        }
+    }
+}
+
+impl BrokerEndpoint for KafkaEndpoint {
+    fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
+        self.produce(msg, None)
+    }
 
     fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
         let c = self
@@ -767,45 +798,6 @@ impl KafkaEndpoint {
             );
         }
         Ok(())
-    }
-}
-
-impl Drop for KafkaEndpoint {
-    fn drop(&mut self) {
-        let lost = self.lost
-            || self
-                .producer
-                .as_ref()
-                .is_some_and(|p| p.producer.context().down.is_set())
-            || self
-                .consumer
-                .as_ref()
-                .is_some_and(|c| c.consumer.context().down.is_set());
-        if lost {
-            // Closing would wait for the vanished broker (leaving the group waits up
-            // to the session timeout, 45 s): the process ends right after, so let the
-            // clients go without a goodbye.
-            std::mem::forget(self.producer.take());
-            std::mem::forget(self.consumer.take());
-        } else if let Some(p) = &self.producer {
-            // After `close` the queue is empty; this only matters after an error.
-            p.producer
-                .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
-        }
-    }
-}
-
-impl BrokerEndpoint for KafkaEndpoint {
-    fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
-        self.produce(msg, None)
-    }
-
-    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        KafkaEndpoint::next(self, buf, deadline_ns)
-    }
-
-    fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        KafkaEndpoint::close(self, end)
     }
 
     fn broker(&self) -> String {

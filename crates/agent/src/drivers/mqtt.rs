@@ -522,6 +522,63 @@ impl MqttEndpoint {
         }
     }
 
+    /// With `reconnect`: `reconnects`, `disconnected_s`, `abandoned`.
+    fn reconnect_results(&self) -> serde_json::Map<String, serde_json::Value> {
+        if self.reconnect {
+            self.counters.reconnect_results()
+        } else {
+            serde_json::Map::new()
+        }
+    }
+
+    fn shutdown(&mut self) {
+        self.counters.closing.store(true, Ordering::Release);
+        // On the host's client: the flow's route goes, the last flow disconnects.
+        drop(self.hold.take());
+        if let Some(c) = &self.client {
+            c.disconnect();
+        }
+        if let Some(t) = self.thread.take() {
+            let limit = now_ns() + 1_000_000_000;
+            while !t.is_finished() && now_ns() < limit {
+                // The thread may be blocked handing us an event: make room.
+                let _ = self.events.try_recv();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Why waiting for the broker failed: worth retrying (not listening yet) or not.
+enum Retry {
+    Refused(String),
+    Fatal(DriverError),
+}
+
+impl Retry {
+    fn into_error(self, broker: &str, cfg: &Config) -> DriverError {
+        match self {
+            Retry::Fatal(e) => e,
+            Retry::Refused(m) => DriverError::GaveUp {
+                what: format!("connecting to the MQTT broker {broker} ({m})"),
+                timeout_ms: cfg.timeout_ns / 1_000_000,
+            },
+        }
+    }
+}
+
+impl Drop for MqttEndpoint {
+    fn drop(&mut self) {
+        if self.thread.is_some() || self.hold.is_some() {
+            self.shutdown();
+        }
+    }
+}
+
+impl BrokerEndpoint for MqttEndpoint {
     /// Queue one publication, waiting while rumqttc's request queue is full.
     fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
         loop {
@@ -596,75 +653,6 @@ impl MqttEndpoint {
         }
         self.shutdown();
         Ok(())
-    }
-
-    /// With `reconnect`: `reconnects`, `disconnected_s`, `abandoned`.
-    fn reconnect_results(&self) -> serde_json::Map<String, serde_json::Value> {
-        if self.reconnect {
-            self.counters.reconnect_results()
-        } else {
-            serde_json::Map::new()
-        }
-    }
-
-    fn shutdown(&mut self) {
-        self.counters.closing.store(true, Ordering::Release);
-        // On the host's client: the flow's route goes, the last flow disconnects.
-        drop(self.hold.take());
-        if let Some(c) = &self.client {
-            c.disconnect();
-        }
-        if let Some(t) = self.thread.take() {
-            let limit = now_ns() + 1_000_000_000;
-            while !t.is_finished() && now_ns() < limit {
-                // The thread may be blocked handing us an event: make room.
-                let _ = self.events.try_recv();
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            if t.is_finished() {
-                let _ = t.join();
-            }
-        }
-    }
-}
-
-/// Why waiting for the broker failed: worth retrying (not listening yet) or not.
-enum Retry {
-    Refused(String),
-    Fatal(DriverError),
-}
-
-impl Retry {
-    fn into_error(self, broker: &str, cfg: &Config) -> DriverError {
-        match self {
-            Retry::Fatal(e) => e,
-            Retry::Refused(m) => DriverError::GaveUp {
-                what: format!("connecting to the MQTT broker {broker} ({m})"),
-                timeout_ms: cfg.timeout_ns / 1_000_000,
-            },
-        }
-    }
-}
-
-impl Drop for MqttEndpoint {
-    fn drop(&mut self) {
-        if self.thread.is_some() || self.hold.is_some() {
-            self.shutdown();
-        }
-    }
-}
-
-impl BrokerEndpoint for MqttEndpoint {
-    fn publish(&mut self, msg: &[u8]) -> Result<(), DriverError> {
-        MqttEndpoint::publish(self, msg)
-    }
-
-    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        MqttEndpoint::next(self, buf, deadline_ns)
-    }
-
-    fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        MqttEndpoint::close(self, end)
     }
 
     fn broker(&self) -> String {

@@ -502,92 +502,6 @@ impl NatsEndpoint {
         };
         res.map_err(|e| protocol_error(&self.broker, e))
     }
-
-    /// Next message on the subscription, or `None` at the deadline.
-    fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        let sub = self
-            .sub
-            .as_mut()
-            .expect("receiving roles subscribe at open");
-        let msg = match sub.next().now_or_never() {
-            Some(m) => m,
-            None => {
-                let wait = until(deadline_ns);
-                if wait.is_zero() {
-                    return Ok(None);
-                }
-                match self
-                    .rt
-                    .block_on(async { tokio::time::timeout(wait, sub.next()).await })
-                {
-                    Ok(m) => m,
-                    Err(_) => {
-                        self.check_connected()?;
-                        return Ok(None);
-                    }
-                }
-            }
-        };
-        match msg {
-            Some(m) if self.js_ack => {
-                if m.status.is_some() && m.payload.is_empty() {
-                    return Ok(None); // a JetStream status message (none are asked for)
-                }
-                let n = copy_into(buf, &m.payload)?;
-                if let Some(reply) = m.reply {
-                    self.publish_to(&reply, None, b"")?;
-                }
-                Ok(Some(n))
-            }
-            Some(m) => {
-                if self.role == Role::Responder {
-                    self.last_reply = m.reply;
-                }
-                copy_into(buf, &m.payload).map(Some)
-            }
-            None => Err(protocol_error(
-                &self.broker,
-                "the subscription ended (connection closed)",
-            )),
-        }
-    }
-
-    /// Send the end marker, flush it to the server, close.
-    ///
-    /// Core NATS delivers at most once: a subscriber that falls behind (a slow
-    /// consumer) loses messages, the end marker included.  So the marker is sent
-    /// END_COPIES times, END_GAP apart, as over UDP; receivers count it once.
-    fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        if self.js.is_some() {
-            self.js_publish(end)?;
-            while self.js.as_ref().is_some_and(|j| !j.unacked.is_empty()) {
-                check_send(&self.cfg, "waiting for JetStream's PubAcks at the end")?;
-                self.js_service(SLICE)?;
-            }
-            return Ok(());
-        }
-        const END_COPIES: usize = 5;
-        const END_GAP: Duration = Duration::from_millis(10);
-        let reply = self.inbox.clone();
-        let subject = self.subject.clone();
-        for i in 0..END_COPIES {
-            if i > 0 {
-                std::thread::sleep(END_GAP);
-            }
-            self.publish_to(&subject, reply.as_ref(), end)?;
-        }
-        // Until the server has all of it (core NATS has no acknowledgements), as long as
-        // the run allows.
-        let limit = until(self.cfg.give_up_ns()).max(Duration::from_millis(1));
-        if self.server_round_trip(limit)? {
-            Ok(())
-        } else {
-            Err(protocol_error(
-                &self.broker,
-                "the server did not confirm the last messages before the timeout",
-            ))
-        }
-    }
 }
 
 impl NatsEndpoint {
@@ -851,12 +765,90 @@ impl BrokerEndpoint for NatsEndpoint {
         }
     }
 
+    /// Next message on the subscription, or `None` at the deadline.
     fn next(&mut self, buf: &mut [u8], deadline_ns: u64) -> Result<Option<usize>, DriverError> {
-        NatsEndpoint::next(self, buf, deadline_ns)
+        let sub = self
+            .sub
+            .as_mut()
+            .expect("receiving roles subscribe at open");
+        let msg = match sub.next().now_or_never() {
+            Some(m) => m,
+            None => {
+                let wait = until(deadline_ns);
+                if wait.is_zero() {
+                    return Ok(None);
+                }
+                match self
+                    .rt
+                    .block_on(async { tokio::time::timeout(wait, sub.next()).await })
+                {
+                    Ok(m) => m,
+                    Err(_) => {
+                        self.check_connected()?;
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        match msg {
+            Some(m) if self.js_ack => {
+                if m.status.is_some() && m.payload.is_empty() {
+                    return Ok(None); // a JetStream status message (none are asked for)
+                }
+                let n = copy_into(buf, &m.payload)?;
+                if let Some(reply) = m.reply {
+                    self.publish_to(&reply, None, b"")?;
+                }
+                Ok(Some(n))
+            }
+            Some(m) => {
+                if self.role == Role::Responder {
+                    self.last_reply = m.reply;
+                }
+                copy_into(buf, &m.payload).map(Some)
+            }
+            None => Err(protocol_error(
+                &self.broker,
+                "the subscription ended (connection closed)",
+            )),
+        }
     }
 
+    /// Send the end marker, flush it to the server, close.
+    ///
+    /// Core NATS delivers at most once: a subscriber that falls behind (a slow
+    /// consumer) loses messages, the end marker included.  So the marker is sent
+    /// END_COPIES times, END_GAP apart, as over UDP; receivers count it once.
     fn close(&mut self, end: &[u8]) -> Result<(), DriverError> {
-        NatsEndpoint::close(self, end)
+        if self.js.is_some() {
+            self.js_publish(end)?;
+            while self.js.as_ref().is_some_and(|j| !j.unacked.is_empty()) {
+                check_send(&self.cfg, "waiting for JetStream's PubAcks at the end")?;
+                self.js_service(SLICE)?;
+            }
+            return Ok(());
+        }
+        const END_COPIES: usize = 5;
+        const END_GAP: Duration = Duration::from_millis(10);
+        let reply = self.inbox.clone();
+        let subject = self.subject.clone();
+        for i in 0..END_COPIES {
+            if i > 0 {
+                std::thread::sleep(END_GAP);
+            }
+            self.publish_to(&subject, reply.as_ref(), end)?;
+        }
+        // Until the server has all of it (core NATS has no acknowledgements), as long as
+        // the run allows.
+        let limit = until(self.cfg.give_up_ns()).max(Duration::from_millis(1));
+        if self.server_round_trip(limit)? {
+            Ok(())
+        } else {
+            Err(protocol_error(
+                &self.broker,
+                "the server did not confirm the last messages before the timeout",
+            ))
+        }
     }
 
     fn broker(&self) -> String {
