@@ -54,10 +54,12 @@ class AgentCensus:
         self.folder = str(folder)
         self.seen: dict[int, list[str]] = {}
         self.threads: dict[int, set[str]] = {}  # pid -> every thread name seen in it
-        # With ``tcp_port``: pid -> the most established TCP connections to or from that port seen at once in the
-        # process's network namespace (/proc/PID/net/tcp: each agent has a namespace of its own).
+        # With ``tcp_port``: the established TCP connections to or from that port in each process's network
+        # namespace (/proc/PID/net/tcp: each agent has a namespace of its own), each with the number of samples
+        # it was seen in (``links`` and ``brief`` sort them).
         self.tcp_port = tcp_port
-        self.links: dict[int, int] = {}
+        self.samples: dict[int, int] = {}  # pid -> samples of its connections taken
+        self.conns: dict[int, dict[tuple[str, str], int]] = {}  # pid -> (local, remote) -> samples seen in
         self.most_at_once = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -83,9 +85,23 @@ class AgentCensus:
                         continue
                     self.threads.setdefault(int(d), set()).update(names)
                     if self.tcp_port is not None:
-                        n = established(int(d), self.tcp_port)
-                        self.links[int(d)] = max(self.links.get(int(d), 0), n)
+                        seen = self.conns.setdefault(int(d), {})
+                        self.samples[int(d)] = self.samples.get(int(d), 0) + 1
+                        for key in established(int(d), self.tcp_port):
+                            seen[key] = seen.get(key, 0) + 1
             self.most_at_once = max(self.most_at_once, now)
+
+    @property
+    def links(self) -> dict[int, int]:
+        """pid -> its connections that lasted: seen in at least a quarter of its samples (the whole run's links)."""
+        return {pid: sum(n >= max(3, self.samples[pid] // 4) for n in seen.values()) for pid, seen in self.conns.items()}
+
+    @property
+    def brief(self) -> dict[int, list[tuple[str, str]]]:
+        """pid -> its connections seen in fewer samples than that: TCP connections a stack opened and closed while
+        the run went (zenoh refusing a second open to a peer it already has a session with)."""
+        return {pid: [k for k, n in seen.items() if n < max(3, self.samples[pid] // 4)]
+                for pid, seen in self.conns.items() if any(n < max(3, self.samples[pid] // 4) for n in seen.values())}
 
     def __enter__(self) -> AgentCensus:
         self._thread.start()
@@ -96,18 +112,20 @@ class AgentCensus:
         self._thread.join()
 
 
-def established(pid: int, port: int) -> int:
-    """Established TCP connections (IPv4) with ``port`` at either end in the network namespace of ``pid``."""
+def established(pid: int, port: int) -> list[tuple[str, str]]:
+    """Established TCP connections (IPv4) with ``port`` at either end in the network namespace of ``pid``, as
+    (local, remote) address:port pairs in /proc's hex."""
     try:
         rows = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
     except OSError:
-        return 0
-    n = 0
+        return []
+    out = []
     for row in rows:
         f = row.split()
         ports = {int(f[1].split(":")[1], 16), int(f[2].split(":")[1], 16)}
-        n += f[3] == "01" and port in ports
-    return n
+        if f[3] == "01" and port in ports:
+            out.append((f[1], f[2]))
+    return out
 
 
 def run(tmp_path: Path, body: str, name: str = "s", tcp_port: int | None = None) -> tuple[dict, list[dict],
@@ -146,10 +164,17 @@ def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path,
             groups = {n for n in names if n.startswith("udp-group-")}
             assert len(groups) == 1 and len({n for n in names if n.startswith("flow-")}) <= 1, (pid, names)
     if protocol == "zenoh":  # one session per host: one link to each other host (per flow: a link per flow)
-        assert sorted(census.links.values()) == [len(HOSTS) - 1] * len(HOSTS), census.links
+        assert sorted(census.links.values()) == [len(HOSTS) - 1] * len(HOSTS), (census.links, census.conns)
+        # A connection that came and went while the links lasted (once in CI: a fourth one in one host at one
+        # instant) is a second open to a peer that already has its link, which zenoh refuses: to a peer address
+        # that one of the host's lasting links has too.
+        for pid, short in census.brief.items():
+            peers = {remote.split(":")[0] for (_, remote) in census.conns[pid] if (_, remote) not in short}
+            assert all(remote.split(":")[0] in peers for (_, remote) in short), (pid, short, census.conns[pid])
     if protocol == "mqtt":  # one client per host: one connection to the broker (per flow: 1 + 3 in each host);
         # the broker's host (h1) also sees the broker's ends: those of the other hosts' and of its own client
-        assert sorted(census.links.values()) == [1] * (len(HOSTS) - 1) + [len(HOSTS) + 1], census.links
+        assert sorted(census.links.values()) == [1] * (len(HOSTS) - 1) + [len(HOSTS) + 1], (census.links,
+                                                                                           census.conns)
     # a clean bridge at 20 msg/s: nothing is lost (reliable modes retransmit; UDP on a bridge in one machine
     # loses nothing at this rate, there is no queue to overflow), each pair counted on its own
     for f in flows:
