@@ -307,3 +307,27 @@ def test_after_an_interrupt_the_cli_lists_what_the_teardown_left_and_names_clean
     assert "/var/lib/roughnet/work/c9b2c3d4-not-there" in said and str(led.path) in said
     assert "`roughnet clean c9b2c3d4e5f6` removes it once this roughnet has exited" in said
     led.remove_file()
+
+
+def test_a_signal_inside_duckdb_is_the_interrupt_it_stands_for():
+    """Ctrl-C or SIGTERM landing inside one of the store's queries comes out of DuckDB as RuntimeError("Query
+    interrupted") or a duckdb.Error naming the Interrupted; `duckdb_interrupts` turns those (and only those) back
+    into Interrupted (test_self_chaos: a SIGTERM while the store created its tables, a SIGINT while the sweep
+    began, each exited 1 with a traceback)."""
+    import duckdb
+
+    from roughnet.run.runner import duckdb_interrupts
+
+    with pytest.raises(Interrupted, match="SIGINT"):
+        with duckdb_interrupts():
+            raise RuntimeError("Query interrupted")
+    with pytest.raises(Interrupted, match="SIGTERM"):
+        with duckdb_interrupts():
+            raise duckdb.InvalidInputException("Invalid Input Error: Python exception: Interrupted: SIGTERM")
+    with pytest.raises(RuntimeError, match="disk full"):  # anything else goes on as itself
+        with duckdb_interrupts():
+            raise RuntimeError("disk full")
+    con = duckdb.connect()
+    with pytest.raises(duckdb.CatalogException):
+        with duckdb_interrupts():
+            con.execute("SELECT * FROM no_such_table")

@@ -61,7 +61,10 @@ def _open_store(results: Optional[Path], create: bool):
     from ..results.store import READER_WAIT_S, NeedsUpgrade
 
     if create:  # `roughnet run`: holds the folder, opens the database only to write (readers get in between)
-        return Store(root, create=create, hold=False, lock_wait_s=READER_WAIT_S)
+        from ..run.runner import duckdb_interrupts
+
+        with duckdb_interrupts():  # Ctrl-C while DuckDB creates the tables (rolled back: the next run makes them)
+            return Store(root, create=create, hold=False, lock_wait_s=READER_WAIT_S)
     try:
         return Store(root, create=False, read_only=True, lock_wait_s=READER_WAIT_S)
     except NeedsUpgrade:

@@ -157,6 +157,7 @@ def _run(file, resume, retry_failed, retry_invalid, results, report, from_row, t
     from ..backends import backend_for
     from ..plan import plan_sweep
     from ..run import Interrupted, pending_runs, preflight, run_sweep
+    from ..run.runner import duckdb_interrupts
     from ..select import select_only
     from ..analysis.sidebyside import parse_backends
     from ..spec.schedule import select_rows
@@ -176,7 +177,8 @@ def _run(file, resume, retry_failed, retry_invalid, results, report, from_row, t
         store = _open_store(results, create=True)
     except RoughnetError as e:
         _fail(e)
-    todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid, chosen)
+    with duckdb_interrupts():  # a signal inside DuckDB's query: an interrupt before any run began
+        todo = pending_runs(sweep, store, resume, retry_failed, retry_invalid, chosen)
     _refuse_live_runs(todo, store)
     done_ids: set[str] = set()
     skipped = len(sweep.runs) - len(todo)
@@ -205,8 +207,9 @@ def _run(file, resume, retry_failed, retry_invalid, results, report, from_row, t
                     progress.console.print(f"[red]run {r.index} failed:[/] {escape(str(rec['failure_reason']))}", highlight=False)
                 progress.advance(task)
 
-            run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done, retry_failed=retry_failed,
-                      retry_invalid=retry_invalid, only=chosen)
+            with duckdb_interrupts():  # beginning the sweep, reading what is stored: a signal inside DuckDB
+                run_sweep(sweep, store, pf, resume=resume, on_start=on_start, on_done=on_done,
+                          retry_failed=retry_failed, retry_invalid=retry_invalid, only=chosen)
     except RoughnetError as e:  # the same run started elsewhere after _refuse_live_runs looked (RunBusyError:
         # nothing of it made), or the store failed (its message names the record file kept for `roughnet import`)
         store.close()

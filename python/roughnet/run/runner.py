@@ -18,6 +18,8 @@ import logging
 import os
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -655,3 +657,18 @@ def query_interrupted(e: BaseException) -> bool:
     from ..results.store import signal_inside
 
     return isinstance(e, (RuntimeError, duckdb.Error)) and signal_inside(e)
+
+
+@contextmanager
+def duckdb_interrupts() -> Iterator[None]:
+    """Inside: DuckDB's words for Ctrl-C or SIGTERM (``query_interrupted``) raised as the ``Interrupted`` they stand
+    for, so that a signal landing inside a query of the store (creating its tables, beginning a sweep, reading what
+    is stored) is handled as an interrupt, not as a failure (test_self_chaos found both)."""
+    import duckdb
+
+    try:
+        yield
+    except (RuntimeError, duckdb.Error) as e:
+        if not query_interrupted(e):
+            raise
+        raise Interrupted("SIGTERM" if "SIGTERM" in str(e) else "SIGINT") from e
