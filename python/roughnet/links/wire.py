@@ -397,6 +397,23 @@ def private_folder(folder: Path) -> Path:
                     "remove it and roughnet creates it)")
 
 
+def clean_entry(entry: dict[str, Any]) -> str | None:
+    """A ledgered control socket of a dead or torn-down wire (topo.ledger.run_cleaner): removed if it is still
+    there.  Only a socket named ``*.sock`` in a folder called ``wire`` (where ``control_path`` puts them)."""
+    path = Path(str(entry.get("path", "")))
+    if path.suffix != ".sock" or path.parent.name != "wire":
+        log.warning("ledger names wire socket %s, not one of roughnet's; left alone", path)
+        return None
+    try:
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            log.warning("ledger names wire socket %s, which is not a socket; left alone", path)
+            return None
+        path.unlink()
+    except FileNotFoundError:
+        return None
+    return f"wire socket {path}"
+
+
 def control_path(topo: Topology, link: Link) -> Path:
     """Where link ``link``'s control socket goes: next to the run's ledger, else ``PRIVATE_SOCKET_DIR``; its
     folder created private or checked (``private_folder``)."""
@@ -466,6 +483,9 @@ class WireEngine:
             where = ["--if-a", if_a, "--if-b", if_b]
             ifaces = f"{if_a} <-> {if_b}"
         ctl = control_path(topo, link)
+        # The wire removes its socket at exit, but not when it is killed: ledgered, teardown and `roughnet clean`
+        # remove it then (clean_entry below; test_self_chaos found one left after a SIGINT).
+        topo.ledger.add("wire-socket", path=str(ctl), cleaner=__name__)
         seed = self.seed_for(topo, link)
         argv = [str(self.binary), *where, "--config", "-", "--seed", str(seed), "--control", str(ctl),
                 "--threads", str(link.wire_threads), *self.extra_args]
