@@ -1,5 +1,5 @@
 """Interrupting roughnet anywhere leaves nothing behind and loses no finished run (issue 26; tests/integration/chaos.py
-says what one interrupt checks). 50 interrupts here, at seeded random instants of a run with a managed broker, the
+says what one interrupt checks). 30 interrupts here, at seeded random instants of a run with a managed broker, the
 wire and an event; bench/self_chaos.py runs more and prints the table docs/PERFORMANCE.md keeps."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from cli_run import needs
 
 pytestmark = pytest.mark.root
 
-INTERRUPTS = int(os.environ.get("ROUGHNET_CHAOS_N", "50"))
+INTERRUPTS = int(os.environ.get("ROUGHNET_CHAOS_N", "30"))
 
 
 @needs("mqtt")
