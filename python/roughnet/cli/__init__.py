@@ -10,7 +10,10 @@ nothing created, 130 interrupted).
 
 from __future__ import annotations
 
-from . import machine, results, run  # noqa: F401 - each adds its commands to the app
+# Each adds its commands to the app, in the order `roughnet --help` lists them.
+from . import run  # noqa: F401  # isort: skip
+from . import results  # noqa: F401  # isort: skip
+from . import machine  # noqa: F401  # isort: skip
 from .common import app
 from .compare import register as _register_compare
 

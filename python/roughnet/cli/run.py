@@ -18,7 +18,6 @@ from ..errors import RoughnetError
 
 from .common import (ResultsOpt, app, console, err, _fail, _install_signal_handlers, _open_store, _results_root, 
                      _say_left_behind)
-from .results import _print_summary
 
 @app.command()
 def validate(file: Path = typer.Argument(..., help="Scenario file (TOML).")) -> None:
@@ -232,6 +231,8 @@ def _run(file, resume, retry_failed, retry_invalid, results, report, from_row, t
         err.print(f"[yellow]interrupted ({e}); {done}, stored runs are kept. Continue with: {hint}[/]")
         store.close()
         raise typer.Exit(130)
+    from .results import _print_summary  # (imported here: its commands come after these in the help)
+
     try:
         _print_summary(store, sweep.sweep_id)
         if report:
