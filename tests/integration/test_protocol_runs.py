@@ -181,12 +181,13 @@ def test_mqtt_qos0_over_tcp_reports_no_loss_but_retransmits(tmp_path):
 def test_mqtt_qos2_window_above_the_brokers_limit_loses_nothing(tmp_path):
     # A 3.1.1 publisher asking for a window (100) far above mosquitto's max_inflight (5): the
     # broker would refuse the excess QoS 2 messages with a PUBREC that 3.1.1 cannot tell from
-    # success; the agent keeps its window at the broker's receive maximum, so nothing is lost.
+    # success; the agent keeps its window at the broker's receive maximum, so nothing is lost. 100 messages
+    # (the publisher is 95 ahead of the broker's limit at once; 200 took 21 s over the 10 % lossy link).
     svc = '\n[[service]]\nkind = "mosquitto"\nhost = "m"\nmax_inflight = 5\n'
     (r,) = run_scenario(tmp_path, stream("mqtt", "[workload.mqtt]\nqos = 2\ninflight = 100", services=svc,
-                                         messages=200))
+                                         messages=100))
     assert r["status"] == "ok", r["failure_reason"]
-    assert r["received"] == 200 and r["lost"] == 0, (r["received"], r["lost"])
+    assert r["received"] == 100 and r["lost"] == 0, (r["received"], r["lost"])
     assert r["link_drops"] and r["link_drops"] > 0
 
 
@@ -246,9 +247,10 @@ def test_kafka_producer_waits_for_acks_longer_than_a_fixed_flush(tmp_path):
 
 @needs("zenoh")
 def test_zenoh_reliable_sender_stays_until_its_receiver_has_everything(tmp_path):
-    """200 x 10 KB need about 41 s to cross a 400 kbit/s link; zenoh's blocking congestion control
-    holds the sender's puts, and after the last one its transmission queue and the TCP socket still
-    hold several seconds of them.
+    """100 x 10 KB need about 21 s to cross a 400 kbit/s link (sent in 1 s); zenoh's blocking congestion
+    control holds the sender's puts, and after the last one its transmission queue and the TCP socket still
+    hold several seconds of them. (It ran 200 of them, 41 s, until the CI time was counted: the
+    property needs only that the sender's last put returns seconds before the receiver has it.)
 
     The sender used to close its session 3 s after its end marker, or at once when its liveliness
     query (500 ms, queued behind that data) went unanswered; closing discarded what zenoh still
@@ -266,13 +268,13 @@ def test_zenoh_reliable_sender_stays_until_its_receiver_has_everything(tmp_path)
     So the closure is taken out of what this test measures: `wait_before_close = "60 s"`, twelve times
     zenoh's default and far beyond a retransmission stall here (longest put-to-arrival seen: 8.1, 9.1 s),
     and then nothing may be lost and no transport dropped (the closure itself is the next test's)."""
-    body = stream("zenoh", '[workload.zenoh]\nreliability = "reliable"\nwait_before_close = "60 s"', messages=200,
+    body = stream("zenoh", '[workload.zenoh]\nreliability = "reliable"\nwait_before_close = "60 s"', messages=100,
                   rate="100 msg/s", payload="10 KB", link='rate = "400 kbit/s"')
     (r,) = run_scenario(tmp_path, body)
     assert r["status"] == "ok", r["failure_reason"]
     extra = extra_of(r)
     assert extra["sender_transport_drops"] == 0, extra
-    assert r["received"] == 200 and r["lost"] == 0, (r["received"], r["validity_reasons"])
+    assert r["received"] == 100 and r["lost"] == 0, (r["received"], r["validity_reasons"])
     # the last ones arrived seconds after their put returned: the sender had to stay, and did,
     # longer than the old fixed 3 s
     assert r["lat_actual_max_us"] > 3e6, r["lat_actual_max_us"]

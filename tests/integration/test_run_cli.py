@@ -185,11 +185,11 @@ protocol = "tcp"
 from = "a"
 to = "b"
 payload = "${payload}"
-messages = 1500
+messages = 750
 rate = "500 msg/s"
 [sweep]
 payload = ["100 B", "200 B", "300 B", "400 B"]
-"""
+"""  # runs of 1.5 s: an interrupt 1 s after the first is stored lands in the second
 
 
 def _wait_for_rows(results: Path, count: int, proc: subprocess.Popen, timeout: float = 120) -> None:

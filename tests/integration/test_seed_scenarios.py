@@ -131,14 +131,16 @@ def test_v2v_loss_latency_does_not_fall_as_drop_rate_rises(tmp_path):
     path = shrink("v2v-loss", {
         "workload.messages": "messages = 150",
         "workload.warmup": "warmup = 10",
-        "sweep.loss": 'loss = ["0%", "10%", "25%"]',
+        # the trend's two ends (the 10 % point of the shipped sweep proved nothing the ends do not: reliable
+        # delivery over 10 % drop is test_protocol_runs' and test_capture_v2v's)
+        "sweep.loss": 'loss = ["0%", "25%"]',
         "sweep.payload": 'payload = ["10 KB"]',
         "scenario.timeout": 'timeout = "240 s"',
     }, tmp_path)
     results = tmp_path / "res"
     out = roughnet_run(path, results, timeout=1500, report=True, exit_codes=(0, 1))
     rows = fetch(results, RUNS)
-    assert len(rows) == 9
+    assert len(rows) == 6
     stalled = [r for r in rows if param(r, "loss") == "25%" and param(r, "protocol") in ("mqtt", "kafka")
                and stalled_by_tcp_backoff(r)]
     assert out.returncode == (1 if any(r["status"] == "failed" for r in stalled) else 0), out.stdout[-3000:]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from roughnet.plan import plan_sweep
 from roughnet.run.runner import Preflight, execute_run
 from roughnet.runspec import Direction, Link
 
-from test_wire_segment import RECV_SCRIPT, Wired, collect
+from test_wire_segment import Wired, collect
 
 WIRE = find_binary("roughnet-wire")
 AGENT = find_binary("roughnet-agent")
@@ -70,22 +69,6 @@ rate = "200 msg/s"
 """
 
 
-#: The segment tests' receiver, waiting 8 s (not 30) for a first datagram: the far host never gets one.
-RECV_SHORT = RECV_SCRIPT.replace("s.settimeout(30 if first else idle)", "s.settimeout(8 if first else idle)")
-assert RECV_SHORT != RECV_SCRIPT
-
-
-def receivers(w: Wired, hosts: list[str], port: int, group: str, idle_s: float) -> dict[str, subprocess.Popen]:
-    procs = {}
-    for h in hosts:
-        p = w.topo.popen(h, [sys.executable, "-c", RECV_SHORT, str(port), group, w.topo.address(h, h), str(idle_s)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        assert p.stdout is not None
-        assert p.stdout.readline().strip() == "ready", p.stderr.read() if p.stderr else ""
-        procs[h] = p
-    return procs
-
-
 def radio_segment() -> Link:
     positions = tuple(({"at_ns": 0, "x_m": x, "y_m": y},) for x, y in (PLACES[h] for h in HOSTS))
     d = Direction(loss_model=RADIO)
@@ -96,7 +79,8 @@ def radio_segment() -> Link:
 def test_a_broadcast_reaches_the_near_hosts_and_not_the_far_one():
     port, group, n = 7420, "239.255.0.3", 100
     with Wired(HOSTS, radio_segment()) as w:
-        procs = receivers(w, ["near", "mid", "far"], port, group, idle_s=1.5)
+        # 8 s (not 30) for a first datagram: the far host never gets one
+        procs = w.receivers(["near", "mid", "far"], port, group, idle_s=1.5, first_s=8.0)
         w.send("a", port, n, "198.18.0.255")
         got = collect(procs)
         st = w.stats()

@@ -72,6 +72,7 @@ print(json.dumps(rtts))
 RECV_SCRIPT = r"""
 import json, socket, struct, sys
 port, group, local, idle = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+first_s = float(sys.argv[5]) if len(sys.argv) > 5 else 30.0
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", port))
@@ -79,7 +80,7 @@ s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(group
 print("ready", flush=True)
 counts, first = {}, True
 while True:
-    s.settimeout(30 if first else idle)
+    s.settimeout(first_s if first else idle)
     try:
         data, _ = s.recvfrom(2048)
     except socket.timeout:
@@ -145,11 +146,13 @@ class Wired:
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
-    def receivers(self, hosts: list[str], port: int, group: str, idle_s: float) -> dict[str, subprocess.Popen]:
+    def receivers(self, hosts: list[str], port: int, group: str, idle_s: float,
+                  first_s: float = 30.0) -> dict[str, subprocess.Popen]:
+        """Receivers that end ``idle_s`` after their last datagram, or ``first_s`` after the start if none came."""
         procs = {}
         for h in hosts:
             p = self.topo.popen(h, [sys.executable, "-c", RECV_SCRIPT, str(port), group,
-                                    self.topo.address(h, h), str(idle_s)],
+                                    self.topo.address(h, h), str(idle_s), str(first_s)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             assert p.stdout is not None
             assert p.stdout.readline().strip() == "ready", p.stderr.read() if p.stderr else ""
@@ -247,11 +250,11 @@ def test_dds_with_multicast_discovery_delivers_to_both_subscribers(tmp_path):
 # ---- drain on stop (a two-host link) --------------------------------------------------------------------
 
 
-def _udp_burst_then_stop(delay_ms: int, n: int = 50) -> tuple[dict, dict]:
+def _udp_burst_then_stop(delay_ms: int, n: int = 50, first_s: float = 30.0) -> tuple[dict, dict]:
     port = 7410
     link = Link(index=0, hosts=("a", "b"), forward=Direction(delay_ns=delay_ms * MS))
     with Wired(("a", "b"), link) as w:
-        procs = w.receivers(["b"], port, "239.255.0.2", idle_s=1.0)
+        procs = w.receivers(["b"], port, "239.255.0.2", idle_s=1.0, first_s=first_s)
         w.send("a", port, n, w.topo.address("b", "a"))
         final = w.engine.stop(link)
         got = collect(procs)
@@ -271,7 +274,9 @@ def test_sigterm_delivers_frames_already_queued():
 
 def test_sigterm_does_not_wait_past_the_drain_limit():
     # 5 s of delay: nothing queued can leave within the 2 s limit, so the wire exits at once and says so.
-    final, got = _udp_burst_then_stop(5000)
+    # The receiver waits 8 s for a first datagram (not 30): the wire has exited when stop() returns (within
+    # the 2 s limit, after a send of well under a second), and nothing reaches b after that.
+    final, got = _udp_burst_then_stop(5000, first_s=8.0)
     stop = final["stop"]
     assert stop["held_at_signal"] >= 50 and stop["left_at_exit"] == stop["held_at_signal"], stop
     assert stop["drain_ms"] <= stop["drain_limit_ms"] == 2000, stop

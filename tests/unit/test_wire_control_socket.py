@@ -5,6 +5,7 @@ only; anything else stops the run with a LinkError naming the folder. No namespa
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,8 +30,17 @@ def test_the_socket_goes_next_to_the_ledger_in_a_private_folder(tmp_path: Path) 
 
 
 def test_a_long_ledger_path_falls_back_to_the_private_folder_not_tmp(tmp_path: Path, monkeypatch) -> None:
-    private = tmp_path / "run-roughnet" / "wire"
-    monkeypatch.setattr(wire, "PRIVATE_SOCKET_DIR", private)
+    # the stand-in for /run/roughnet: a short folder of its own (tmp_path is over 60 bytes under pytest-xdist,
+    # too long for a socket path of its own), removed at the end
+    short = Path(tempfile.mkdtemp(prefix="rnw-"))
+    monkeypatch.setattr(wire, "PRIVATE_SOCKET_DIR", short / "wire")
+    try:
+        _falls_back(tmp_path, short / "wire")
+    finally:
+        shutil.rmtree(short)
+
+
+def _falls_back(tmp_path: Path, private: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     path = wire.control_path(topo_with_ledger_in(deep), LINK)
     assert path == private / "abcd1234-l3.sock"
