@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -17,7 +19,20 @@ class Stop(BaseException):
     pass
 
 
-def test_an_interrupt_while_the_command_starts_ends_the_command_too(monkeypatch):
+@pytest.mark.parametrize("other_thread", [False, True], ids=["one-thread", "another-thread-takes-the-signal"])
+def test_an_interrupt_while_the_command_starts_ends_the_command_too(monkeypatch, other_thread):
+    """With another thread that does not block SIGTERM (roughnet's samplers, pytest-xdist's), the kernel hands
+    the signal to that thread and Python runs the handler on the main thread at once, whatever the main thread's
+    mask: the hold must not rest on the mask alone (CI under xdist, once: the command outlived the interrupt)."""
+    if other_thread:  # a thread that runs Python: the main thread is made to look at pending signals within ms
+        stop = threading.Event()
+
+        def spin() -> None:
+            while not stop.is_set():
+                pass
+
+        t = threading.Thread(target=spin, daemon=True)
+        t.start()
     started: list[subprocess.Popen] = []
     real = subprocess.Popen
 
@@ -25,6 +40,8 @@ def test_an_interrupt_while_the_command_starts_ends_the_command_too(monkeypatch)
         p = real(*args, **kwargs)
         started.append(p)
         os.kill(os.getpid(), signal.SIGTERM)  # Ctrl-C/SIGTERM just as the child has started
+        if other_thread:
+            time.sleep(0.05)  # still inside Popen(): the other thread takes the GIL, the main thread gets it back
         return p
 
     def handler(signum, frame):
@@ -37,8 +54,15 @@ def test_an_interrupt_while_the_command_starts_ends_the_command_too(monkeypatch)
             system.run_cmd(["sleep", "30"], "sleeping")
     finally:
         signal.signal(signal.SIGTERM, old)
+        if other_thread:
+            stop.set()
+            t.join()
     (p,) = started
-    assert p.returncode is not None, "the command outlived the interrupt"  # killed and waited for, not orphaned
+    outlived = p.returncode is None
+    if outlived:  # end it here, so that the failure is this test's alone (not ResourceWarnings in the next one)
+        p.kill()
+        p.communicate()
+    assert not outlived, "the command outlived the interrupt"  # killed and waited for, not orphaned
     assert signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, set())  # nothing stays held
 
 

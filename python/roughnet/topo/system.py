@@ -78,17 +78,28 @@ def _run_to_end(argv: list[str], input: str | None, timeout: float) -> subproces
     """subprocess.run, except that an interrupt cannot leave the command running on its own: Ctrl-C and SIGTERM
     are held while it starts (an exception raised inside Popen() after the fork, while it reads the exec result,
     leaves a child nobody waits for: an `ip netns add` that then makes a namespace after the teardown looked;
-    found by bench/self_chaos.py), then delivered once it is ours to kill and wait for."""
+    found by bench/self_chaos.py), then delivered once it is ours to kill and wait for.
+
+    Held twice: this thread's signal mask, and, on the main thread (where Python runs signal handlers), handlers
+    that only note the signal. The mask alone is not enough in a process with other threads (roughnet's samplers
+    and event thread, pytest-xdist's): the kernel hands a process-directed signal to a thread that does not block
+    it, and Python then runs the handler on the main thread at once, mask or not."""
+    pending: list[int] = []
+    saved = _hold_handlers(pending)
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     except BaseException:
+        _restore_handlers(saved)
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
         raise
     with proc:
         try:
+            _restore_handlers(saved)
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held signal's handler runs here, inside the try
+            for signum in dict.fromkeys(pending):  # and one the held handlers noted, delivered again now
+                signal.raise_signal(signum)
             out, err = proc.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
@@ -99,6 +110,22 @@ def _run_to_end(argv: list[str], input: str | None, timeout: float) -> subproces
             proc.wait()
             raise
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _hold_handlers(pending: list[int]) -> dict[int, object] | None:
+    """On the main thread: SIGINT's and SIGTERM's handlers replaced by one that notes the signal in ``pending``;
+    the handlers it replaced (None on another thread, where Python neither runs nor may set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    saved = {s: signal.getsignal(s) for s in _INTERRUPTS}
+    for s in _INTERRUPTS:
+        signal.signal(s, lambda signum, frame: pending.append(signum))
+    return saved
+
+
+def _restore_handlers(saved: dict[int, object] | None) -> None:
+    for s, handler in (saved or {}).items():
+        signal.signal(s, handler)  # type: ignore[arg-type]
 
 
 def ns_exec(ns: str, argv: Sequence[str]) -> list[str]:
