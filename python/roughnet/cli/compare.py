@@ -2,7 +2,8 @@
 
 Owns the command's options, opening the one or two results folders (read-only;
 an older format is upgraded once, as every reading command does), the table it
-prints, the files it writes (``compare.png`` and ``compare.json`` in ``--out``, the
+prints, the files it writes (``index.html``: the figure and both sweeps overlaid in the report's interactive
+plot; ``compare.png`` and ``compare.json`` in ``--out``, the
 JSON also where ``--json`` says) and the exit code a CI job gates on: 0 no
 regression beyond the thresholds, 1 at least one, 2 bad input (unknown sweep,
 metric or selection, no common point; the message names it).
@@ -56,7 +57,7 @@ def register(app: typer.Typer) -> None:
                                                "percentage points."),
         json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Also write the JSON "
                                                 "document to FILE ('-': print it instead of the table)."),
-        out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Folder for compare.png and compare.json "
+        out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", help="Folder for index.html, compare.png and compare.json "
                                            "(default <results>/reports/compare/<A>--<B>)."),
         results: Optional[Path] = typer.Option(None, "--results", metavar="DIR", help="Results folder of A (and of B unless "
                                                "--results-b; default $ROUGHNET_RESULTS or ./roughnet-results).",
@@ -92,6 +93,8 @@ def register(app: typer.Typer) -> None:
             side_b = read_side(store_b, "B", b, where_b)
             columns = metric_columns(metric, side_a.runs, side_b.runs)
             result = compare(side_a, side_b, columns, confidence, fail_if_worse, fail_if_worse_pp, tuple(ignore))
+            overlay = [(side.name, store.sweep(side.sweep_id), side.runs, _histograms(store, side), store.root)
+                       for side, store in ((side_a, store_a), (side_b, store_b))]
         except ResultsError as e:  # unknown sweep or folder: bad input
             err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
@@ -109,7 +112,12 @@ def register(app: typer.Typer) -> None:
             from ..report.compare_plot import compare_png
 
             titles = {c: column_title(result, c) for c in columns}
-            (folder / "compare.png").write_bytes(compare_png(result, titles))
+            png = compare_png(result, titles)
+            (folder / "compare.png").write_bytes(png)
+            from ..report.html import overlay_page
+
+            # the page: the figure, and both sweeps' runs overlaid in one interactive plot (series: the sweep)
+            overlay_page(f"{side_b.sweep_id} (B) against {side_a.sweep_id} (A)", overlay, folder, png)
             if json_out is not None and not to_stdout:
                 json_out.parent.mkdir(parents=True, exist_ok=True)
                 json_out.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
@@ -119,9 +127,15 @@ def register(app: typer.Typer) -> None:
         if to_stdout:
             print(json.dumps(doc, indent=1, default=str))
         _print(console, result)
-        console.print(f"wrote {folder / 'compare.png'} and {folder / 'compare.json'}"
+        console.print(f"wrote {folder / 'index.html'}, {folder / 'compare.png'} and {folder / 'compare.json'}"
                       + (f" and {json_out}" if json_out is not None and not to_stdout else ""), highlight=False)
         raise typer.Exit(result.exit_code)
+
+
+def _histograms(store, side) -> list:
+    """The latency histograms of the side's runs (its --where selection)."""
+    ids = {r.get("run_id") for r in side.runs}
+    return [h for h in store.histograms(side.sweep_id) if h.get("run_id") in ids]
 
 
 def _print(console: Console, result) -> None:

@@ -2,7 +2,8 @@
 
 Owns page layout: header (scenario, sweep id, description, date, machine,
 versions, engines, run counts), one figure per metric, the sync figures
-(``sync``), latency CDFs, ramp plots, a timeline section per run with a time series, events or several
+(``sync``), latency CDFs, ramp plots, the interactive "Explore" section (``explore``: the runs as JSON and a
+plotter inlined), a timeline section per run with a time series, events or several
 workloads (``report.timeline``: plot, workloads, events, recovery), the user's processes (``report.processes``), with repeats the points table (intervals, flags: ``points``), the list
 of failed and of suspect/invalid runs with reasons, the table of every run and the scenario file; ``points.json``
 beside the PNGs.  Images are embedded as base64 data URIs
@@ -18,10 +19,11 @@ import datetime as dt
 import html
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
-from roughnet.report import efficiency, fanout, fmt, packets, payload, plots, points, shaping, sync
+from roughnet.report import efficiency, explore, fanout, fmt, packets, payload, plots, points, shaping, sync
 from roughnet.report import processes as processes_report
 from roughnet.report import timeline as timeline_report
 from roughnet.report import fleet
@@ -248,6 +250,8 @@ def render(
         sections.append("<h2>Plots</h2>" + "".join(figures))
     elif runs and not timelines:
         sections.append("<p>No sweep axis to plot against; see the table below.</p>")
+    if runs:  # the same runs, interactive (hover, zoom, any axis); the PNGs above are its fallback
+        sections.append(explore.section(sweep, runs, histograms, roles, axes, _href(out_dir, run_dir)))
     sections.extend(extra or [])
     sections.append(timeline_report.section(runs, timelines or {}, list(axes), out_dir, _img))
     if processes:  # [[process]]: the user's own programs (table, TCP over time, app latency)
@@ -293,6 +297,18 @@ def render(
     return path
 
 
+def _href(out_dir: Path, run_dir: Any):
+    """A run's artifacts folder as a link relative to the report (None where the folder is not known)."""
+
+    def href(run: dict[str, Any]) -> str | None:
+        folder = run_dir(run) if run_dir is not None else None
+        if folder is None:
+            return None
+        return Path(os.path.relpath(Path(folder), out_dir)).as_posix() + "/"
+
+    return href
+
+
 def _remove_stale_pngs(out_dir: Path) -> None:
     """PNGs an earlier report wrote here under the names we use (only those)."""
     from roughnet.results.schema import METRIC_NAMES
@@ -316,3 +332,49 @@ def _single_run_metrics(run: dict[str, Any]) -> str:
         if metrics.get(m.name) is not None
     )
     return f"<h2>Metrics</h2><table><tbody>{rows}</tbody></table>"
+
+
+def overlay_page(title: str, sides: list[tuple[str, dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], Path]],
+                 out_dir: Path, png: bytes | None = None) -> Path:
+    """``out_dir/index.html``: two (or more) sweeps in one "Explore" section, for `roughnet compare`.
+
+    ``sides``: (label, sweep row, runs, histograms, results folder) per sweep. Every run gains the parameter
+    ``sweep`` (its side's label and sweep id), the section's first series, so the sweeps are overlaid point by
+    point; run ids are prefixed with the label (two folders can hold runs of the same id). ``png``: the
+    comparison's figure, shown above (and the page's picture without JavaScript)."""
+    runs: list[dict[str, Any]] = []
+    hists: list[dict[str, Any]] = []
+    folders: dict[str, Path] = {}
+    for label, sweep, side_runs, side_hists, root in sides:
+        name = f"{label}: {sweep['sweep_id']}"
+        for r in side_runs:
+            key = f"{label}:{r.get('run_id')}"
+            runs.append({**r, "run_id": key, "params": {"sweep": name, **(r.get("params") or {})}})
+            folders[key] = Path(root) / "runs" / str(sweep["sweep_id"]) / str(r.get("run_id"))
+        hists.extend({**h, "run_id": f"{label}:{h.get('run_id')}"} for h in side_hists)
+    axes = shaping.axis_values({}, runs)
+    others = [k for k, v in axes.items() if k != "sweep" and len(v) > 1]
+    roles = shaping.Roles(x=others[0] if others else "sweep", lines="sweep", panels=[])
+
+    def href(run: dict[str, Any]) -> str | None:
+        folder = folders.get(str(run.get("run_id")))
+        if folder is None or not folder.is_dir():
+            return None
+        return Path(os.path.relpath(folder, out_dir)).as_posix() + "/"
+
+    first = sides[0][1]
+    body = explore.section({"sweep_id": " vs ".join(s[1]["sweep_id"] for s in sides), "report": first.get("report") or {}},
+                   runs, hists, roles, axes, href)
+    figure = ""
+    if png is not None:
+        figure = (f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+                  f"<figcaption>{_e(title)}</figcaption></figure>")
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_e(title)} — roughnet compare</title><style>{CSS}</style></head><body>"
+            f"<h1>{_e(title)}</h1>{figure}{body}</body></html>\n")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "index.html"
+    tmp = out_dir / "index.html.tmp"
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)
+    return path
