@@ -23,7 +23,7 @@ from roughnet.report import live
 from roughnet.results import Store
 
 _spec = importlib.util.spec_from_file_location(
-    "results_fixture_records_watch", Path(__file__).parent / "fixtures" / "results" / "records.py")
+    "results_fixture_records_watch_snapshot", Path(__file__).parent / "fixtures" / "results" / "records.py")
 records_fixture = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(records_fixture)
 
