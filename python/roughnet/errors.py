@@ -50,3 +50,9 @@ class AgentError(RoughnetError):
 
 class ResultsError(RoughnetError):
     """The results database is unreadable, of an unknown format, or a sweep/run is missing."""
+
+
+class UnknownResults(ResultsError):
+    """A results folder without a database, or a sweep it does not hold, named by the user: bad input (exit 2)."""
+
+    exit_code = 2

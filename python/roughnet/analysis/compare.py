@@ -24,7 +24,7 @@ from typing import Any
 
 from roughnet import __version__
 from roughnet.analysis import stats
-from roughnet.errors import ResultsError, RoughnetError
+from roughnet.errors import ResultsError, RoughnetError, UnknownResults
 from roughnet.report import fmt, points, shaping
 from roughnet.results.schema import METRIC_BY_NAME
 
@@ -389,7 +389,7 @@ def open_results(root: Path):
     from roughnet.results.store import READER_WAIT_S, NeedsUpgrade
 
     if not (root / "results.duckdb").exists():
-        raise ResultsError(f"no results database at {root / 'results.duckdb'}; expected a folder written by "
+        raise UnknownResults(f"no results database at {root / 'results.duckdb'}; expected a folder written by "
                            "`roughnet run` (--results / --results-b or $ROUGHNET_RESULTS)")
     try:
         return Store(root, create=False, read_only=True, lock_wait_s=READER_WAIT_S)

@@ -55,9 +55,9 @@ def _open_store(results: Optional[Path], create: bool):
 
     root = _results_root(results)
     if not create and not (root / "results.duckdb").exists():
-        from ..errors import ResultsError
+        from ..errors import UnknownResults
 
-        raise ResultsError(f"no results database at {root / 'results.duckdb'}; run a scenario first or pass --results")
+        raise UnknownResults(f"no results database at {root / 'results.duckdb'}; run a scenario first or pass --results")
     from ..results.store import READER_WAIT_S, NeedsUpgrade
 
     if create:  # `roughnet run`: holds the folder, opens the database only to write (readers get in between)

@@ -35,7 +35,7 @@ from typing import Any
 import duckdb
 
 from roughnet import __version__
-from roughnet.errors import ResultsError
+from roughnet.errors import ResultsError, UnknownResults
 from roughnet.results import migrate, schema
 from roughnet.results.rows import (  # noqa: F401 - signal_inside: the runner's, importable from here
     HISTOGRAM_TYPES,
@@ -99,7 +99,7 @@ class Store:
         self._writer_lock: int | None = None
         if not self.path.exists():
             if not create or read_only:
-                raise ResultsError(
+                raise UnknownResults(
                     f"no results database at {self.path}; expected a folder written by "
                     "`roughnet run` (set it with --results or $ROUGHNET_RESULTS)"
                 )
@@ -558,7 +558,7 @@ class Store:
         """One sweeps row as in ``sweeps()`` plus ``scenario_text``; ResultsError if missing."""
         rows = self._sweep_rows(sweep_id)
         if not rows:
-            raise ResultsError(
+            raise UnknownResults(
                 f"no sweep {sweep_id!r} in {self.path}; expected one of {self._ids() or 'none stored'}"
             )
         return rows[0]
@@ -720,10 +720,10 @@ class Store:
         if len(prefixed) == 1:
             return prefixed[0]
         if not ids:
-            raise ResultsError(f"no sweep matches {ref!r}: {self.path} holds no sweeps yet")
+            raise UnknownResults(f"no sweep matches {ref!r}: {self.path} holds no sweeps yet")
         candidates = prefixed or ids
         what = "several sweeps start with" if prefixed else "no sweep matches"
-        raise ResultsError(
+        raise UnknownResults(
             f"{what} {ref!r}; expected a full sweep id, a unique prefix or a scenario name, "
             f"one of: {', '.join(candidates)}"
         )
