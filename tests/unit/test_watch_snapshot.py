@@ -172,3 +172,19 @@ def test_once_prints_the_screen_and_a_log_follows_to_the_end(folder):
     lines = out.output.splitlines()
     assert out.exit_code == 0 and sum(1 for x in lines if x.startswith("stored ")) == len(records) - 1, out.output
     assert lines[-1].startswith("no roughnet run writes") and "--resume" in lines[-1], out.output
+
+
+def test_a_log_prints_each_run_once_when_a_resumed_sweep_stores_one_out_of_plan_order():
+    from types import SimpleNamespace
+
+    from roughnet.cli.watch import _log_lines
+
+    def look(ids):
+        rows = [{"#": str(i), "run": f"run{i:08d}", "status": "ok"} for i in ids]
+        return SimpleNamespace(rows=rows, headers=["#", "run", "status"], planned=4, current=None)
+
+    seen: set[str] = set()
+    first, _ = _log_lines(look([0, 1, 3]), seen, None)
+    then, _ = _log_lines(look([0, 1, 2, 3]), seen, None)  # run 2, resumed, lands between stored ones
+    assert [x.split(":")[0] for x in first] == ["stored 1/4", "stored 2/4", "stored 3/4"]
+    assert then == ["stored 4/4: #2 run00000002  status=ok"]

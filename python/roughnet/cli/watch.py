@@ -98,16 +98,20 @@ def _end_line(s) -> str:
             f"(`roughnet run SCENARIO --resume --results {s.root}` runs the rest)")
 
 
-def _log_lines(s, seen_rows: int, seen_current: str | None) -> tuple[list[str], int, str | None]:
-    """Lines for a log: each newly stored run, and the run that started."""
+def _log_lines(s, seen: set[str], seen_current: str | None) -> tuple[list[str], str | None]:
+    """Lines for a log: each run stored since the last look (by run id: a resumed sweep stores runs out of plan
+    order), numbered in the order they were seen, and the run that started; ``seen`` gains the new run ids."""
     out = []
-    for n, row in enumerate(s.rows[seen_rows:], start=seen_rows + 1):
+    for row in s.rows:
+        if row["run"] in seen:
+            continue
+        seen.add(row["run"])
         cells = "  ".join(f"{h}={row[h]}" for h in s.headers if h not in ("#", "run"))
-        out.append(f"stored {n}/{s.planned}: #{row['#']} {row['run']}  {cells}")
+        out.append(f"stored {len(seen)}/{s.planned}: #{row['#']} {row['run']}  {cells}")
     cur = s.current.run_id if s.current else None
     if s.current is not None and cur != seen_current:
         out.append(f"running #{s.current.index} ({cur}): {_params(s.current.params)}")
-    return out, len(s.rows), cur if cur is not None else seen_current
+    return out, cur if cur is not None else seen_current
 
 
 @app.command()
@@ -195,7 +199,8 @@ def _follow_screen(live, root: Path, sweep_id: str, s, interval: float) -> None:
 
 def _follow_log(live, root: Path, sweep_id: str, s, interval: float) -> None:
     console.print(escape(_head(s)), highlight=False, soft_wrap=True)
-    lines, seen, current = _log_lines(s, 0, None)
+    seen: set[str] = set()
+    lines, current = _log_lines(s, seen, None)
     for line in lines:
         console.print(escape(line), highlight=False, soft_wrap=True)
     while not s.over:
@@ -204,7 +209,7 @@ def _follow_log(live, root: Path, sweep_id: str, s, interval: float) -> None:
             s = live.snapshot(root, sweep_id)
         except ResultsError:
             continue  # busy: the next look
-        lines, seen, current = _log_lines(s, seen, current)
+        lines, current = _log_lines(s, seen, current)
         for line in lines:
             console.print(escape(line), highlight=False, soft_wrap=True)
     console.print(escape(_end_line(s)), highlight=False, soft_wrap=True)
