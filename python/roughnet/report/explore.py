@@ -22,14 +22,12 @@ No plotting library: a few hundred lines of plain JavaScript drawing SVG.
 from __future__ import annotations
 
 import json
-import logging
 import math
 from pathlib import Path
 from typing import Any, Callable
 
 from roughnet.report import fmt, shaping
 
-log = logging.getLogger(__name__)
 
 __all__ = ["section", "data", "PERCENTILES"]
 
@@ -58,18 +56,8 @@ def _number(v: Any) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
-def _percentiles(hs: list[dict[str, Any]]) -> list[list[float]]:
-    merged = None
-    for h in hs:
-        try:
-            decoded = shaping._decode(h["hdr"])  # noqa: SLF001 - the report's own decoder
-        except Exception as e:  # noqa: BLE001 - a corrupt blob must not sink the report
-            log.warning("histogram of run %s unreadable: %s", h.get("run_id"), e)
-            continue
-        if merged is None:
-            merged = decoded
-        else:
-            merged.add(decoded)
+def _percentiles(hs: list[dict[str, Any]], run_id: Any) -> list[list[float]]:
+    merged = shaping.merge_histograms(hs, run_id)
     if merged is None or merged.get_total_count() <= 0:
         return []
     return [[q, merged.get_value_at_percentile(q) / 1000.0] for q in PERCENTILES]  # ns -> us
@@ -107,7 +95,7 @@ def data(sweep: dict[str, Any], runs: list[dict[str, Any]], histograms: list[dic
                                                                     else []),
             "m": metrics if r.get("status") == "ok" else {},
             "href": run_href(r),
-            "pct": _percentiles(by_run.get(str(r.get("run_id")), [])) if r.get("status") == "ok" else [],
+            "pct": _percentiles(by_run.get(str(r.get("run_id")), []), r.get("run_id")) if r.get("status") == "ok" else [],
         })
     preferred = [c for c in shaping.metrics_for(patterns, sweep.get("report")) if c in columns]
     order = preferred + sorted(c for c in columns if c not in preferred)

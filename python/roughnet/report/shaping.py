@@ -265,6 +265,23 @@ def _decode(hdr: str):  # -> HdrHistogram
     return HdrHistogram.decode(hdr)
 
 
+def merge_histograms(hs: list[dict[str, Any]], run_id: Any = None):  # -> HdrHistogram | None
+    """The stored histograms ``hs`` (one run's, receivers and kinds as chosen) added into one; an unreadable blob is
+    logged and left out (a corrupt blob must not sink the report); None when none is readable."""
+    merged = None
+    for h in hs:
+        try:
+            decoded = _decode(h["hdr"])
+        except Exception as e:  # noqa: BLE001
+            log.warning("histogram of run %s (%s) unreadable: %s", run_id, h.get("kind"), e)
+            continue
+        if merged is None:
+            merged = decoded
+        else:
+            merged.add(decoded)
+    return merged
+
+
 def cdf_points(histogram: Any) -> tuple[list[float], list[float]]:
     """(values in µs, cumulative fraction) at each recorded bucket of an HdrHistogram."""
     total = histogram.get_total_count()
@@ -299,17 +316,7 @@ def latency_cdfs(
         hs = [h for h in by_run.get(r.get("run_id"), []) if h["kind"] in ("latency_intended", "rtt_intended")]
         if not hs:
             continue
-        merged = None
-        for h in hs:
-            try:
-                decoded = _decode(h["hdr"])
-            except Exception as e:  # noqa: BLE001 - a corrupt blob must not sink the report
-                log.warning("histogram of run %s (%s) unreadable: %s", r.get("run_id"), h["kind"], e)
-                continue
-            if merged is None:
-                merged = decoded
-            else:
-                merged.add(decoded)
+        merged = merge_histograms(hs, r.get("run_id"))
         if merged is None:
             continue
         xs, ys = cdf_points(merged)
