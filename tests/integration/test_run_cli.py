@@ -234,22 +234,47 @@ def test_interrupted_sweep_leaves_nothing_and_resume_runs_only_missing(tmp_path,
             assert r["started_at"] == before_started[r["run_id"]]
 
 
+# one run of 20 s: a SIGKILL soon after its namespaces appear lands inside the run, not between
+# two runs of a sweep (whose teardown and setup leave moments with no namespaces at all)
+LONG_RUN = TWO_HOSTS.format(name="killed") + """
+[[link]]
+between = ["a", "b"]
+[workload]
+pattern = "stream"
+protocol = "tcp"
+from = "a"
+to = "b"
+payload = "100 B"
+messages = 10000
+rate = "500 msg/s"
+"""
+
+
 def test_sigkill_leaves_objects_that_clean_removes(tmp_path):
-    path = scenario(tmp_path, SWEEP)
+    path = scenario(tmp_path, LONG_RUN)
     res = tmp_path / "res"
     before = root_snapshot()
+    # the scenario's run tokens, read once (`roughnet show` takes a second, longer than the polling step)
+    shown = subprocess.run([*ROUGHNET, "show", str(path), "--json"], capture_output=True, text=True,
+                           check=True).stdout
+    tokens = {r["run_id"][:8] for r in json.loads(shown)}
+
+    def namespaces() -> set[str]:
+        return {n for n in rn_namespaces() if n.split("-")[1] in tokens}
+
     proc = subprocess.Popen([*ROUGHNET, "run", str(path), "--no-report", "--results", str(res)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
-    while not rn_namespaces(path) and time.monotonic() < deadline:
+    while not namespaces() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
     time.sleep(0.5)
+    assert proc.poll() is None, "the 20 s run ended before it could be killed"
     proc.kill()
     proc.wait()
-    assert rn_namespaces(path), "expected namespaces left behind by the killed run"
+    assert namespaces(), "expected namespaces left behind by the killed run"
     out = roughnet("clean", results=res)
     assert "removed" in out.stdout
-    assert not rn_namespaces(path)
+    assert not namespaces()
     assert root_snapshot() == before
     # stored runs stay readable
     if (res / "results.duckdb").exists():
