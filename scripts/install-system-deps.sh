@@ -7,7 +7,7 @@
 #                                   the network tools, the C toolchain cargo links with, python3-venv
 #                                   (issue 31: a fresh Debian 12 downloads 262 MB for the whole set)
 set -euo pipefail
-DEMO_PKGS=(iproute2 nftables ethtool iperf3 sockperf tcpdump procps python3-venv build-essential pkg-config)
+DEMO_PKGS=(iproute2 iputils-ping nftables ethtool iperf3 sockperf tcpdump procps python3-venv build-essential pkg-config)
 FULL_PKGS=(cmake libclang-dev libcurl4-openssl-dev libssl-dev libzmq3-dev libzstd-dev
            mosquitto mosquitto-clients nats-server cyclonedds-tools openjdk-17-jre-headless maven
            chromium)  # the tests open the HTML report in a headless browser (test_report_browser.py)

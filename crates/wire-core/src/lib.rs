@@ -32,7 +32,7 @@
 //!
 //! Additions to the agreed API (small, additive): [`Emulator::start`],
 //! [`Emulator::set_direction_up`], [`Emulator::next_change`], [`Emulator::config`],
-//! [`DeliveryTrace::from_mahimahi`], [`profile`] / [`PROFILES`]; the N-port [`Segment`] with
+//! [`DeliveryTrace::from_mahimahi`], [`profile`] / [`profile_names`]; the N-port [`Segment`] with
 //! [`forwarding`], [`parse_mac`] and [`DirectionStats::sum`].
 
 mod config;
@@ -61,7 +61,7 @@ pub use config::{
 };
 pub use direction::serialisation_ns;
 pub use loss::{ieee80211p_per, path_loss_db, per_from_ber, qpsk_ber, snr_db, table_loss};
-pub use profiles::{profile, PROFILES};
+pub use profiles::{parse_table as parse_profile_table, profile, profile_names, PROFILE_TABLE};
 pub use segment::{
     forwarding, parse_mac, Delivery, ForwardCounts, Mac, PortStats, Segment, SegmentStats,
     MAX_PORTS,

@@ -1,132 +1,94 @@
 //! Named link profiles (`ethernet-1g`, `wifi-good`, ...): ready-made `LinkConfig`s.
 //!
-//! Owns only the numbers; each carries its source in a comment, repeated with more detail in
-//! docs/wire-models.md. Side A is the "client" end (the host, the station, the handset, the
-//! ground terminal); `a_to_b` is the uplink where the two directions differ.
+//! Owns turning the profile table into `LinkConfig`s. The numbers and the source of each live in
+//! one table, `python/roughnet/spec/profiles.toml`, read here when the crate is compiled (so the
+//! wire's `--profile NAME`, the scenario format, `roughnet profiles` and the docs cannot
+//! disagree). Side A is the "client" end (the host, the station, the handset, the ground
+//! terminal); `a_to_b` is the uplink where the two directions differ; a profile's `both` table is
+//! one direction configuration for both ways.
 
-use crate::config::{
-    DirectionConfig, HalfDuplex, Ieee80211pParams, JitterDist, LinkConfig, LossModel,
-};
+use std::sync::OnceLock;
 
-/// Names accepted by [`profile`].
-pub const PROFILES: [&str; 7] = [
-    "ethernet-1g",
-    "wifi-good",
-    "wifi-noisy",
-    "lte",
-    "satellite-geo",
-    "hf-modem",
-    "v2v-80211p",
-];
+use crate::config::LinkConfig;
 
-const MS: u64 = 1_000_000;
+/// The profile table (TOML), compiled in.
+pub const PROFILE_TABLE: &str = include_str!("../../../python/roughnet/spec/profiles.toml");
 
-fn symmetric(d: DirectionConfig) -> LinkConfig {
-    LinkConfig {
-        a_to_b: d.clone(),
-        b_to_a: d,
-        ..Default::default()
-    }
+fn table() -> &'static [(String, LinkConfig)] {
+    static TABLE: OnceLock<Vec<(String, LinkConfig)>> = OnceLock::new();
+    TABLE.get_or_init(|| parse_table(PROFILE_TABLE).unwrap_or_else(|e| panic!("profiles.toml: {e}")))
 }
 
-/// The named profile, or None for an unknown name (see [`PROFILES`]).
-pub fn profile(name: &str) -> Option<LinkConfig> {
-    Some(match name {
-        "ethernet-1g" => symmetric(DirectionConfig {
-            rate_bps: Some(1_000_000_000),
-            // IEEE 802.3: preamble 7 + SFD 1 + FCS 4 + minimum inter-packet gap 12 bytes.
-            overhead_bytes: 24,
-            // 100 m of twisted pair (802.3 clause 40 segment length) at about 5 ns/m.
-            delay_ns: 500,
-            // Linux's default txqueuelen.
-            queue_packets: Some(1000),
-            ..Default::default()
-        }),
-        // Assumed (no measured source here): an 802.11ac station near its access point.
-        "wifi-good" => symmetric(DirectionConfig {
-            rate_bps: Some(200_000_000),
-            delay_ns: 2 * MS,
-            jitter_ns: MS,
-            jitter_dist: JitterDist::Paretonormal,
-            loss: LossModel::Bernoulli { p: 0.001 },
-            queue_packets: Some(1000),
-            ..Default::default()
-        }),
-        // Assumed: a distant or congested station; bursty loss (mean burst 1/r = 3.3 frames).
-        "wifi-noisy" => symmetric(DirectionConfig {
-            rate_bps: Some(20_000_000),
-            delay_ns: 5 * MS,
-            jitter_ns: 5 * MS,
-            jitter_dist: JitterDist::Paretonormal,
-            loss: LossModel::GilbertElliott {
-                p: 0.01,
-                r: 0.3,
-                h: 0.2,
-                k: 0.999,
-            },
-            queue_packets: Some(1000),
-            ..Default::default()
-        }),
-        // Huang et al., MobiSys 2012 (4GTest): downlink about 12.7 Mbit/s, uplink about
-        // 5.6 Mbit/s, RTT about 70 ms (as recalled, see docs/wire-models.md). Jitter assumed.
-        "lte" => LinkConfig {
-            a_to_b: DirectionConfig {
-                rate_bps: Some(6_000_000),
-                delay_ns: 35 * MS,
-                jitter_ns: 5 * MS,
-                jitter_dist: JitterDist::Normal,
-                queue_packets: Some(1000),
-                ..Default::default()
-            },
-            b_to_a: DirectionConfig {
-                rate_bps: Some(13_000_000),
-                delay_ns: 35 * MS,
-                jitter_ns: 5 * MS,
-                jitter_dist: JitterDist::Normal,
-                queue_packets: Some(1000),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-        // GEO at 35 786 km: 239-278 ms ground-satellite-ground; 25/3 Mbit/s: FCC 15-10 benchmark.
-        "satellite-geo" => LinkConfig {
-            a_to_b: DirectionConfig {
-                rate_bps: Some(3_000_000),
-                delay_ns: 280 * MS,
-                queue_packets: Some(1000),
-                ..Default::default()
-            },
-            b_to_a: DirectionConfig {
-                rate_bps: Some(25_000_000),
-                delay_ns: 280 * MS,
-                queue_packets: Some(1000),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-        // SEEDS S3: 1475 bit/s effective, 4 s one way, half duplex, about 255-byte packets
-        // (+ 14-byte Ethernet header here), overrun. Turnaround and buffer size assumed.
-        "hf-modem" => {
-            let mut l = symmetric(DirectionConfig {
-                rate_bps: Some(1475),
-                delay_ns: 4000 * MS,
-                ..Default::default()
-            });
-            l.half_duplex = Some(HalfDuplex {
-                turnaround_ns: 500 * MS,
-                max_frame_bytes: Some(255 + 14),
-                buffer_bytes: Some(4096),
-            });
-            l
+/// Parses a profile table: each `[[profile]]`'s `name` and `link` (with `both` expanded).
+pub fn parse_table(text: &str) -> Result<Vec<(String, LinkConfig)>, String> {
+    let doc: toml::Table = text.parse().map_err(|e| format!("{e}"))?;
+    let entries = doc
+        .get("profile")
+        .and_then(|v| v.as_array())
+        .ok_or("no [[profile]] entries")?;
+    let mut out = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let name = entry
+            .get("name")
+            .and_then(|v| v.as_str())
+            .ok_or(format!("profile {i}: no name"))?
+            .to_string();
+        let mut link = entry
+            .get("link")
+            .and_then(|v| v.as_table())
+            .cloned()
+            .ok_or(format!("profile {name}: no link table"))?;
+        if let Some(both) = link.remove("both") {
+            for side in ["a_to_b", "b_to_a"] {
+                if link.contains_key(side) {
+                    return Err(format!("profile {name}: `both` and `{side}` together"));
+                }
+                link.insert(side.to_string(), both.clone());
+            }
         }
-        // 802.11p at its 6 Mbit/s safety-message mode (SAE J2945/1); loss from distance and
-        // frame size (loss::ieee80211p_per), 100 m unless the link has a distance_trace.
-        "v2v-80211p" => symmetric(DirectionConfig {
-            rate_bps: Some(6_000_000),
-            loss: LossModel::Ieee80211p(Ieee80211pParams::default()),
-            queue_packets: Some(1000),
-            ..Default::default()
-        }),
-        _ => return None,
-    })
+        let cfg: LinkConfig = toml::Value::Table(link)
+            .try_into()
+            .map_err(|e| format!("profile {name}: {e}"))?;
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(format!("profile {name}: defined twice"));
+        }
+        out.push((name, cfg));
+    }
+    Ok(out)
+}
+
+/// The profiles' names, in the table's order.
+pub fn profile_names() -> Vec<&'static str> {
+    table().iter().map(|(n, _)| n.as_str()).collect()
+}
+
+/// The named profile, or None for an unknown name (see [`profile_names`]).
+pub fn profile(name: &str) -> Option<LinkConfig> {
+    table().iter().find(|(n, _)| n == name).map(|(_, c)| c.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_parses_and_both_means_both_ways() {
+        let names = profile_names();
+        assert!(names.contains(&"ethernet-1g"), "{names:?}");
+        let e = profile("ethernet-1g").unwrap();
+        assert_eq!(e.a_to_b, e.b_to_a);
+        assert_eq!(e.a_to_b.rate_bps, Some(1_000_000_000));
+        assert!(profile("token-ring").is_none());
+    }
+
+    #[test]
+    fn bad_tables_are_refused_with_the_profile_named() {
+        let both = "[[profile]]\nname = \"x\"\n[profile.link.both]\ndelay_ns = 1\n[profile.link.a_to_b]\ndelay_ns = 2\n";
+        assert!(parse_table(both).unwrap_err().contains("`both` and `a_to_b`"));
+        let unknown = "[[profile]]\nname = \"y\"\n[profile.link.both]\ndelay_ms = 1\n";
+        let err = parse_table(unknown).unwrap_err();
+        assert!(err.contains("profile y") && err.contains("delay_ms"), "{err}");
+        let twice = "[[profile]]\nname = \"z\"\nlink = {}\n[[profile]]\nname = \"z\"\nlink = {}\n";
+        assert!(parse_table(twice).unwrap_err().contains("twice"));
+    }
 }

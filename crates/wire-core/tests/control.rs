@@ -242,7 +242,7 @@ fn json_config_round_trip_and_strictness() {
 
 #[test]
 fn every_profile_is_valid_and_distinct() {
-    for name in PROFILES {
+    for name in profile_names() {
         let p = profile(name).unwrap_or_else(|| panic!("{name}"));
         Emulator::new(p.clone(), 1).unwrap_or_else(|e| panic!("{name}: {e}"));
     }

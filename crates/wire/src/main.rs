@@ -192,7 +192,7 @@ fn run(args: Args) -> Result<(), WireError> {
             let cfg = roughnet_wire_core::profile(name).ok_or_else(|| {
                 WireError::Config(format!(
                     "--profile {name:?} is unknown; expected one of {}",
-                    roughnet_wire_core::PROFILES.join(", ")
+                    roughnet_wire_core::profile_names().join(", ")
                 ))
             })?;
             (cfg, format!("--profile {name}"))
@@ -311,7 +311,7 @@ fn print_profile(argv: &[String]) -> Option<i32> {
             let msg = format!(
                 "--print-profile {:?}: unknown profile; expected one of {}",
                 argv[2],
-                roughnet_wire_core::PROFILES.join(", ")
+                roughnet_wire_core::profile_names().join(", ")
             );
             emit(&error_line("config", &msg));
             eprintln!("roughnet-wire: {msg}");

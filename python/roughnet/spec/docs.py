@@ -1,4 +1,4 @@
-"""Generates docs/scenario-reference.md from the scenario JSON Schema.
+"""Generates docs/scenario-reference.md from the scenario JSON Schema, and docs/profiles.md from the profile table.
 
 ``python -m roughnet.spec.docs`` rewrites the file; ``--check`` exits 1 when the
 committed file differs from what the schema gives (a unit test does the same).
@@ -145,14 +145,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the file is not current")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
-    text = render()
+    from . import profiles
+
+    pages = {args.output: render()}
+    if args.output == DEFAULT_OUTPUT:  # the profile table's page beside it (a test --output writes one file)
+        pages[profiles.DOCS_PATH] = profiles.render_markdown()
+    stale = [path for path, text in pages.items()
+             if not path.exists() or path.read_text(encoding="utf-8") != text]
     if args.check:
-        current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
-        if current != text:
-            sys.stderr.write(f"{args.output} is out of date; run: python -m roughnet.spec.docs\n")
-            return 1
-        return 0
-    args.output.write_text(text, encoding="utf-8")
+        for path in stale:
+            sys.stderr.write(f"{path} is out of date; run: python -m roughnet.spec.docs\n")
+        return 1 if stale else 0
+    for path, text in pages.items():
+        path.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -220,7 +220,7 @@ class LinkTable(DirectionTable):
     reverse: DirectionTable | None = Field(
         None, description="Overrides for the other direction (a shared segment: from the segment to every host).")
     profile: PROFILE.type() = _f(
-        "A named link profile of the wire engine (docs/wire-models.md): " + PROFILE.expected + ". The keys "
+        "A named link profile of the wire engine (docs/profiles.md: each number with its source): " + PROFILE.expected + ". The keys "
         "given on the link and its direction tables override the profile's values.", None)
     half_duplex: HalfDuplexTable | None = Field(
         None, description="Make the link a half-duplex shared medium (an inline table, see `half_duplex` below).")

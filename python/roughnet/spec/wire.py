@@ -4,8 +4,8 @@ This module owns the tables that describe what only the userspace emulator
 (``roughnet-wire``, crates/wire-core) can do beyond rate, delay, jitter and random
 loss: the ``loss_model`` inline tables (one model per ``model`` name, told apart
 like [[service]] by ``kind``), ``half_duplex``, the points of ``[[link.distance]]``,
-the names of the wire's link profiles (``PROFILES``, the same list as
-crates/wire-core/src/profiles.rs; a unit test compares them), the units these keys
+the names of the wire's link profiles (``PROFILES``, from spec/profiles.toml, the table
+roughnet-wire compiles in), the units these keys
 use beyond ``roughnet.units`` (metres, dB, dBm, Hz), and the conversion of each
 table into wire-core's JSON (config.rs: ``LossModel``, ``HalfDuplex``,
 ``DistancePoint``), in the units that JSON expects (fractions, ns, bytes, metres).
@@ -26,11 +26,11 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import Field
 
 from .. import units
-from . import kinds
+from . import kinds, profiles
 from .table import Table, field
 
-#: The named link profiles of roughnet-wire (crates/wire-core/src/profiles.rs, ``PROFILES``).
-PROFILES = ("ethernet-1g", "wifi-good", "wifi-noisy", "lte", "satellite-geo", "hf-modem", "v2v-80211p")
+#: The named link profiles (spec/profiles.toml, which roughnet-wire compiles in: one table).
+PROFILES = profiles.names()
 
 #: Jitter shapes of wire-core's ``JitterDist`` (netem's distribution tables).
 JITTER_DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
@@ -358,7 +358,7 @@ class HalfDuplexTable(Table):
 
     turnaround: kinds.duration().type() = field(
         "Time between the end of a frame in one direction and the start of one in the other: " + kinds.DURATION
-        + ". Each key left out keeps the link profile's value (hf-modem: 500 ms turnaround, 4 KiB buffer).",
+        + ". Each key left out keeps the link profile's value (docs/profiles.md).",
         "0 ms")
     frame_limit: kinds.bounded_size(ETHERNET_HEADER_BYTES + 1, U32_MAX, ("255 B", "1514 B")).type() = field(
         "Largest frame the medium carries (the whole Ethernet frame, its 14-byte header included); larger "

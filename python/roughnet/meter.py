@@ -1,0 +1,322 @@
+"""``roughnet profiles check``: a link profile measured by independent meters against the figures it cites.
+
+Owns the check of one profile: a two-host topology joined by roughnet-wire with the
+profile (host ``meta`` is side A, the client end; ``metb`` side B), ``ping`` for the
+round trip's percentiles and loss, ``iperf3`` (UDP, offered above the profile's rate)
+for the rates, each figure compared with what the profile's source cites
+(``spec/profiles.toml``, ``[[profile.meter]]``) within the tolerance written beside it.
+Neither meter is roughnet's: what they see is what any program on that link would see.
+``calibrate`` is the other check (configured against realised, through roughnet's agent).
+
+The probing is sized from the profile: pings no faster than a quarter of the slower
+direction's capacity (so the meter does not queue behind itself on an HF link), at most 5
+a second; iperf3 for 6 s, its first second (the queue filling, the first frame's delay)
+and its last (the sender stopping) left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import re
+import secrets
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import LinkError, RoughnetError
+from .run.runner import Interrupted
+from .runspec import Host, Link, Run, Workload
+from .spec import profiles as table
+
+log = logging.getLogger(__name__)
+
+A, B = "meta", "metb"
+#: ping's default 56-byte payload: 84-byte IPv4 packet, 98-byte Ethernet frame.
+PING_FRAME = 98
+#: iperf3's UDP datagrams: 1400 bytes of payload in a 1442-byte Ethernet frame (IPv4 20, UDP 8, Ethernet 14).
+IPERF_PAYLOAD = 1400
+IPERF_FRAME = IPERF_PAYLOAD + 42
+IPERF_SECONDS = 6
+IPERF_PORT = 5299
+_TIME = re.compile(r"icmp_seq=(\d+) .*time=([0-9.]+) ms")
+PING_FIGURES = ("rtt_p50_ms", "rtt_p90_ms", "rtt_p99_ms", "loss", "loss_oneway")
+
+
+class UnknownProfile(RoughnetError):
+    """A profile name the table does not have (exit 2: bad input)."""
+
+    exit_code = 2
+
+
+@dataclass
+class Reading:
+    profile: str
+    figure: str
+    cited: float
+    measured: float | None
+    tolerance: float
+    plus: float
+    unit: str
+    why: str
+    meter: str
+
+    @property
+    def ok(self) -> bool | None:
+        return None if self.measured is None else abs(self.measured - self.expected) <= self.tolerance
+
+    @property
+    def expected(self) -> float:
+        """The cited figure plus what the meter's own probes add (ping's frames serialised on a slow link)."""
+        return self.cited + self.plus
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "expected": self.expected, "ok": self.ok}
+
+
+def resolve(names: list[str], every: bool) -> list[table.Profile]:
+    """The profiles named (or all), in the table's order; an unknown name lists the known ones."""
+    if every:
+        return list(table.table())
+    if not names:
+        raise UnknownProfile("no profile named; expected NAME ... or --all (profiles: "
+                             + ", ".join(table.names()) + ")")
+    out = []
+    for n in names:
+        p = table.get(n)
+        if p is None:
+            raise UnknownProfile(f"unknown profile {n!r}; expected one of {', '.join(table.names())}")
+        out.append(p)
+    return out
+
+
+def ping_plan(p: table.Profile, count: int | None) -> tuple[int, float]:
+    """(count, interval s): at most 5 a second, each direction loaded at most a quarter (half duplex: both)."""
+    cfg = p.link_config()
+    rates = [d.get("rate_bps") for d in (cfg.get("a_to_b", {}), cfg.get("b_to_a", {})) if d.get("rate_bps")]
+    busy_s = PING_FRAME * 8 / min(rates) if rates else 0.0
+    if cfg.get("half_duplex") is not None:
+        busy_s = 2 * busy_s + 2 * cfg["half_duplex"].get("turnaround_ns", 0) / 1e9
+    interval = max(0.2, 4 * busy_s)
+    if count is None:
+        count = 300 if interval <= 0.2 else max(3, int(60 / interval))
+    return count, interval
+
+
+def percentile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    k = (len(s) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def parse_ping(text: str, count: int) -> dict[str, Any]:
+    rtts = {int(m.group(1)): float(m.group(2)) for m in _TIME.finditer(text)}
+    vals = list(rtts.values())
+    loss = 1 - len(vals) / count if count else None
+    out: dict[str, Any] = {"sent": count, "received": len(vals), "loss": loss,
+                           # both directions alike: one way is what survives one of the two crossings
+                           "loss_oneway": None if loss is None else 1 - math.sqrt(1 - loss)}
+    for q in (50, 90, 99):
+        out[f"rtt_p{q}_ms"] = percentile(vals, q / 100) if vals else None
+    return out
+
+
+def parse_iperf_server(text: str) -> float | None:
+    """Link rate realised (Mbit/s of Ethernet frames) from iperf3's server JSON, first and last second left out."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    ivs = [iv["sum"] for iv in doc.get("intervals", []) if iv.get("sum", {}).get("seconds", 0) > 0.5]
+    ivs = ivs[1:-1] if len(ivs) > 3 else ivs
+    if not ivs:
+        return None
+    bits = sum(iv["bits_per_second"] * iv["seconds"] for iv in ivs)
+    secs = sum(iv["seconds"] for iv in ivs)
+    return bits / secs * IPERF_FRAME / IPERF_PAYLOAD / 1e6
+
+
+def parse_iperf_sent(text: str) -> float | None:
+    """The rate iperf3's UDP client offered (Mbit/s of frames), from its JSON."""
+    try:
+        bps = json.loads(text)["end"]["sum"]["bits_per_second"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None
+    return bps * IPERF_FRAME / IPERF_PAYLOAD / 1e6
+
+
+class InstrumentLimit(Exception):
+    """The meter itself cannot reach the figure on this machine (a reading of None, with this reason)."""
+
+
+def _run(profile: str) -> Run:
+    lk = Link(index=0, hosts=(A, B), profile=profile, engine="wire")
+    wl = Workload(pattern="stream", protocol="udp", sender=A, receivers=(B,), payload_bytes=64)
+    rid = secrets.token_hex(6)
+    return Run(scenario="meter", sweep_id="meter-00000000", run_id=rid, index=0, params={}, seed=1, repeat=0,
+               hosts=(Host(A), Host(B)), links=(lk,), workload=wl)
+
+
+def _wait(proc: subprocess.Popen, deadline_s: float, stop: threading.Event | None) -> tuple[str, str]:
+    """``proc``'s output once it ends; killed at the deadline or when ``stop`` is set (then Interrupted)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            return proc.communicate(timeout=0.25)
+        except subprocess.TimeoutExpired:
+            if stop is not None and stop.is_set():
+                proc.kill()
+                proc.communicate()
+                raise Interrupted("stopped")
+            if time.monotonic() > end:
+                proc.kill()
+                proc.communicate()
+                raise LinkError(f"{proc.args[-1] if proc.args else 'a meter'} did not end within {deadline_s:.0f} s")
+
+
+def _ping(topo: Any, count: int, interval: float, max_rtt_s: float,
+          stop: threading.Event | None = None) -> tuple[dict[str, Any], str]:
+    dst = topo.address(B, A)
+    argv = ["ping", "-n", "-c", str(count), "-i", f"{interval:g}", "-W", f"{max(2.0, 3 * max_rtt_s):.0f}", dst]
+    proc = topo.popen(A, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = _wait(proc, count * interval + 6 * max_rtt_s + 30, stop)
+    if proc.returncode not in (0, 1):  # 1: some replies missing (loss is a figure, not a failure)
+        raise LinkError(f"ping exited {proc.returncode}: {(err or out)[-300:]}")
+    return parse_ping(out, count), " ".join(argv)
+
+
+def _iperf(topo: Any, src: str, dst: str, mbps: float, stop: threading.Event | None = None) -> tuple[float | None, str]:
+    addr = topo.address(dst, src)
+    srv = topo.popen(dst, ["iperf3", "-s", "-1", "-J", "-B", addr, "-p", str(IPERF_PORT)],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = ["iperf3", "-c", addr, "-p", str(IPERF_PORT), "-u", "-l", str(IPERF_PAYLOAD),
+            "-b", f"{1.2 * mbps * IPERF_PAYLOAD / IPERF_FRAME:.3f}M", "-t", str(IPERF_SECONDS), "-J"]
+    try:
+        time.sleep(0.3)
+        for _ in range(20):
+            cli = topo.popen(src, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cout, cerr = _wait(cli, IPERF_SECONDS + 60, stop)
+            if cli.returncode == 0 or "Connection refused" not in (cerr + cout) or srv.poll() is not None:
+                break
+            time.sleep(0.2)
+        if cli.returncode != 0:
+            raise LinkError(f"iperf3 client exited {cli.returncode}: {(cerr or cout)[-300:]}")
+        out, _ = _wait(srv, 30, stop)
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    how = " ".join(argv)
+    sent = parse_iperf_sent(cout)
+    if sent is not None and sent < 1.05 * mbps:
+        # The sender could not offer more than the link carries: the meter's limit on this machine, not the link's.
+        raise InstrumentLimit(f"{how}: iperf3 sent only {sent:.1f} Mbit/s of frames, under the {mbps:g} Mbit/s "
+                              "to be measured (this machine's limit for iperf3 through the userspace wire)")
+    return parse_iperf_server(out), how
+
+
+RATE_FIGURES = ("up_mbps", "down_mbps")
+
+
+def check(p: table.Profile, count: int | None = None, stop: threading.Event | None = None,
+          figures: set[str] | None = None) -> list[Reading]:
+    """Measure ``p``'s meter figures (or those of them in ``figures``) over a wire link with the profile; one
+    Reading per figure measured.  ``stop`` ends the meters early (Interrupted)."""
+    from .links.wire import WireEngine
+    from .topo import Ledger, Topology
+
+    if not p.meter:
+        return []
+    run = _run(p.name)
+    engine = WireEngine()
+    topo = Topology(run, Ledger(run.run_id[:8], run.run_id), engines={0: "wire"})
+    cfg = p.link_config()
+    rtt_s = sum(d.get("delay_ns", 0) + 3 * d.get("jitter_ns", 0) for d in (cfg.get("a_to_b", {}),
+                                                                          cfg.get("b_to_a", {}))) / 1e9
+    wanted = [m for m in p.meter if figures is None or m.figure in figures]
+    figures = {m.figure for m in wanted}
+    if not figures:
+        return []
+    got: dict[str, tuple[float | None, str]] = {}
+    try:
+        topo.build()
+        engine.apply(topo, run.links[0])
+        if figures & set(PING_FIGURES):
+            n, interval = ping_plan(p, count)
+            res, how = _ping(topo, n, interval, rtt_s + 1, stop)
+            for f in PING_FIGURES:
+                got[f] = (res[f], f"{how} ({res['received']} of {res['sent']} replies)")
+        for f, (src, dst) in (("up_mbps", (A, B)), ("down_mbps", (B, A))):
+            if f in figures:
+                cited = next(m.cited for m in p.meter if m.figure == f)
+                try:
+                    got[f] = _iperf(topo, src, dst, cited, stop)
+                except InstrumentLimit as e:
+                    got[f] = (None, f"not measurable here: {e}")
+    finally:
+        from .run.runner import teardown_shielded
+
+        teardown_shielded(topo)
+    return [Reading(p.name, m.figure, m.cited, None if (v := got.get(m.figure, (None, ""))[0]) is None else round(v, 4),
+                    m.tolerance, m.plus, m.unit, m.why, got.get(m.figure, (None, "not measured"))[1]) for m in wanted]
+
+
+def check_many(profiles: list[table.Profile], count: int | None = None, parallel: bool = True,
+               progress: Callable[[str, str], None] | None = None) -> list[Reading]:
+    """Every profile checked; readings in the order given, each profile's in its table's order.
+
+    Side by side (``parallel``): first every profile's pings at once, each in its own namespaces and
+    wire (pings are light and mostly wait), then the iperf3 rates one profile at a time on a fresh
+    link, alone on the machine (a rate measured beside other wires would measure the CPU they share).
+    Ctrl-C stops every meter and tears every link down, then the interrupt goes on."""
+    say = progress or (lambda name, what: None)
+    todo = [p for p in profiles if p.meter]
+    got: dict[tuple[str, str], Reading] = {}
+    if not parallel:
+        for p in todo:
+            say(p.name, "started")
+            got.update({(r.profile, r.figure): r for r in check(p, count)})
+            say(p.name, "done")
+        return [got[(p.name, m.figure)] for p in todo for m in p.meter]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    pings = [p for p in todo if any(m.figure in PING_FIGURES for m in p.meter)]
+
+    def one(p: table.Profile) -> None:
+        try:
+            for r in check(p, count, stop, set(PING_FIGURES)):
+                got[(r.profile, r.figure)] = r
+            say(p.name, "pings done")
+        except BaseException as e:  # noqa: BLE001 (re-raised on the main thread below)
+            errors.append(e)
+            stop.set()
+
+    threads = [threading.Thread(target=one, args=(p,), name=f"meter-{p.name}") for p in pings]
+    try:
+        for p in pings:
+            say(p.name, "pinging")
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)
+        real = [e for e in errors if not isinstance(e, Interrupted)]
+        if real:
+            raise real[0]
+        for p in todo:
+            if any(m.figure in RATE_FIGURES for m in p.meter):
+                say(p.name, "iperf3")
+                for r in check(p, count, stop, set(RATE_FIGURES)):
+                    got[(r.profile, r.figure)] = r
+    except BaseException:
+        stop.set()  # Ctrl-C: every meter is killed, every topology torn down, then the interrupt goes on
+        for t in threads:
+            t.join()
+        raise
+    return [got[(p.name, m.figure)] for p in todo for m in p.meter]
