@@ -45,6 +45,7 @@ from .spec.schedule import file_axes
 from .spec.sweep import EXCLUDE, axes_of, excludes_of, excluded, label
 from .spec.positions import read_path_files
 from .spec.processes import check_files, resolve_process
+from .spec.capacity import check_files as capacity_files
 from .spec.timeline import read_trace_files
 
 __all__ = ["plan_sweep", "sweep_from_scenario", "run_id_of", "sweep_id_of", "canonical_json"]
@@ -269,6 +270,13 @@ def _check_host_agents(runs: list[runspec.Run], total: int, source: str, listed:
             raise ScenarioError(source, problems, _run_label(run.index, total, run.params))
 
 
+def _absolute_traces(link: runspec.Link, paths: dict[str, str]) -> runspec.Link:
+    """``link`` with its directions' capacity traces as the absolute paths ``paths`` maps them to."""
+    fix = {side: dataclasses.replace(d, capacity_trace=paths.get(d.capacity_trace, d.capacity_trace))
+           for side in ("forward", "reverse") if (d := getattr(link, side)).capacity_trace is not None}
+    return dataclasses.replace(link, **fix) if fix else link
+
+
 def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
     """Expand a loaded scenario (``spec.load_scenario``) into its runs; ``source`` names the file in errors."""
     raw = scenario.model_dump(by_alias=True, exclude_unset=True)
@@ -294,12 +302,14 @@ def sweep_from_scenario(scenario: Scenario, source: str) -> runspec.Sweep:
         if model is not None and not problems:
             traces, problems = read_trace_files(model, base)
             paths, path_problems = read_path_files(model, base)
-            problems = problems + path_problems + check_files(model.process or [], base)
+            capacity, capacity_problems = capacity_files(model, base)
+            problems = problems + path_problems + capacity_problems + check_files(model.process or [], base)
         if problems or model is None:
             raise ScenarioError(source, without_file_values(_with_origins(problems, origins, data),
                                                             file_axes(scenario)), _run_label(p, total, params))
-        resolved.append((params, (*resolve(model, traces, paths),
-                                  tuple(resolve_process(t, base) for t in model.process or []))))
+        hosts, links, *rest = resolve(model, traces, paths)
+        links = tuple(_absolute_traces(lk, capacity) for lk in links)
+        resolved.append((params, (hosts, links, *rest, tuple(resolve_process(t, base) for t in model.process or []))))
     if protocol_swept:
         _check_knob_tables(scenario, {w.protocol for _, r in resolved for w in (r[2], *r[4]) if w is not None}, source)
 

@@ -62,6 +62,7 @@ class Direction:
     duplicate: float = 0.0  # fraction
     corrupt: float = 0.0  # fraction (one bit flipped; the receiver's checksum drops the frame)
     overhead_bytes: int = 0  # per-frame overhead counted by the rate (serialisation delay)
+    capacity_trace: str | None = None  # a Mahimahi trace file (absolute path) serialising instead of rate_bps
 
     def needs(self) -> frozenset[str]:
         """Capabilities an engine must have to apply this direction."""
@@ -88,6 +89,8 @@ class Direction:
             caps.add("corrupt")
         if self.overhead_bytes:
             caps.add("overhead")
+        if self.capacity_trace is not None:
+            caps.add("capacity_trace")
         return frozenset(caps)
 
     @property

@@ -150,3 +150,9 @@ def test_the_profiles_page_is_generated_from_the_table() -> None:
     assert committed == table.render_markdown(), "docs/profiles.md is stale: run python -m roughnet.spec.docs"
     for p in table.table():
         assert f"## {p.name}" in committed
+
+
+def test_json_lists_are_one_object_a_line() -> None:
+    out = cli("profiles", "--json")
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(NAMES) and [json.loads(ln)["name"] for ln in lines] == NAMES

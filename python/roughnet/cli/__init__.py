@@ -3,7 +3,7 @@
 Each command is thin: it calls the library (spec, plan, run, results, report, topo, analysis) and renders
 what comes back with rich.  One module per group of verbs: ``run`` (validate, show, run), ``results``
 (results, import, report, export), ``watch`` (a running sweep), ``compare`` and ``search`` (over stored runs), ``machine`` (clean, schema,
-doctor, calibrate, image, cluster, mobility), ``profiles`` (the link profile table and its check); ``common`` holds what they share (the app, consoles, the store,
+doctor, calibrate, image, cluster, mobility), ``profiles`` (the link profile table and its check), ``trace`` (capacity traces); ``common`` holds what they share (the app, consoles, the store,
 exit codes: 0 success, 1 a failure while running, 2 bad input or a machine that cannot run the scenario,
 nothing created, 130 interrupted).
 """
@@ -16,6 +16,7 @@ from . import results  # noqa: F401  # isort: skip
 from . import watch  # noqa: F401  # isort: skip
 from . import machine  # noqa: F401  # isort: skip
 from . import profiles  # noqa: F401  # isort: skip
+from . import trace  # noqa: F401  # isort: skip
 from .common import app
 from .compare import register as _register_compare
 

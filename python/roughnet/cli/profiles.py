@@ -35,9 +35,9 @@ def profiles_list(ctx: typer.Context,
     from ..spec import profiles as table
 
     if as_json:
-        for p in table.table():
-            console.print_json(json.dumps({"name": p.name, "network": p.network, "summary": p.summary(),
-                                           "sources": [s.cites for s in p.sources]}))
+        for p in table.table():  # one line each
+            typer.echo(json.dumps({"name": p.name, "network": p.network, "summary": p.summary(),
+                                   "sources": [s.cites for s in p.sources]}))
         return
     t = Table(title="link profiles (profile = \"NAME\" on a \\[[link]]; side A is the client end, up = A to B)")
     for col in ("profile", "network", "key figures", "source"):
@@ -106,7 +106,7 @@ def profiles_check(
                                         help="Pings per profile (default: 300, fewer on slow links)."),
     serial: bool = typer.Option(False, "--serial", help="One profile after the other (default: their pings side "
                                 "by side, each in its own namespaces; the iperf3 phases one at a time)."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON line per figure."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON line per figure (progress on stderr)."),
 ) -> None:
     """Measure each profile's cited figures over the emulated link with ping and iperf3 (root; exit 1 if one is off)."""
     from .. import meter
@@ -134,8 +134,8 @@ def profiles_check(
         err.print(f"[yellow]interrupted ({e}); {'its namespaces were removed' if not left else 'see above'}[/]")
         raise typer.Exit(130)
     if as_json:
-        for r in readings:
-            console.print_json(json.dumps(r.to_dict()))
+        for r in readings:  # one line each
+            typer.echo(json.dumps(r.to_dict()))
     limited = [r for r in readings if r.ok is None and r.meter.startswith("not measurable here")]
     bad = [r for r in readings if r.ok is not True and r not in limited]
     if not as_json:

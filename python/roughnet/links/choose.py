@@ -24,7 +24,7 @@ ENGINE_FEATURES: dict[str, frozenset[str]] = {
     # The userspace emulator does everything netem does and more (docs/wire-models.md).
     "wire": frozenset({"rate", "delay", "jitter", "loss", "queue", "jitter_shape", "reorder", "loss_model", "duplicate",
                        "corrupt", "overhead", "profile", "half_duplex", "schedule", "distance_trace",
-                       "positions", "csma", "wire_threads"}),
+                       "positions", "csma", "wire_threads", "capacity_trace"}),
 }
 HOW_TO_GET = {
     "netem": "the kernel has no sch_netem (modprobe sch_netem, or a kernel built with CONFIG_NET_SCH_NETEM)",

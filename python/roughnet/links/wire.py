@@ -127,6 +127,13 @@ def direction_config(d: Direction) -> dict[str, Any]:
         out["queue_packets"] = int(d.queue_packets)
     if d.queue_bytes is not None:
         out["queue_bytes"] = int(d.queue_bytes)
+    if d.capacity_trace is not None:  # Mahimahi's opportunities serialise instead of a rate (wire-models.md)
+        from ..spec.capacity import read_mahimahi
+
+        try:
+            out["delivery_trace"] = {"opportunities_ms": read_mahimahi(Path(d.capacity_trace))}
+        except ValueError as e:
+            raise LinkError(f"capacity_trace: {e}") from None
     return out
 
 
@@ -142,6 +149,8 @@ def link_config(link: Link, profile: dict[str, Any] | None = None) -> dict[str, 
         merged = dict(base.get(wire_dir) or {})
         merged = {k: v for k, v in merged.items() if v is not None}
         merged.update(direction_config(d))
+        if "delivery_trace" in merged:
+            merged.pop("rate_bps", None)  # the trace is the direction's capacity (a profile's rate goes)
         merged["mtu"] = int(link.mtu)
         cfg[wire_dir] = merged
     if link.half_duplex is not None:  # key by key over the profile's medium, as the directions are

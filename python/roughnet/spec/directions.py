@@ -55,6 +55,7 @@ DIRECTION_FIELDS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "duplicate": lambda v: {"duplicate": units.parse_fraction(v)},
     "corrupt": lambda v: {"corrupt": units.parse_fraction(v)},
     "overhead": lambda v: {"overhead_bytes": units.parse_size_bytes(v)},
+    "capacity_trace": lambda v: {"capacity_trace": v},  # as written; plan makes it absolute (spec.capacity)
 }
 assert set(DIRECTION_FIELDS) == set(DIRECTION_KEYS), "spec.directions.DIRECTION_FIELDS is out of date"
 

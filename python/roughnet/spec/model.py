@@ -190,6 +190,11 @@ class DirectionTable(_Table):
     overhead: OVERHEAD.type() = _f(
         "Bytes added to every frame when computing its serialisation time at `rate` (24 B for Ethernet: "
         "preamble, SFD, FCS, inter-frame gap): " + OVERHEAD.expected + ". Needs `rate`.", None)
+    capacity_trace: kinds.text("a path to a Mahimahi trace (one ms per line)").type() = _f(
+        "Capacity over time from a measured trace instead of `rate`: a Mahimahi file (one whole ms per line, each "
+        "a delivery opportunity of 1500 bytes; the trace repeats), relative to the scenario file; `roughnet trace "
+        "import` makes one from a Mahimahi file or a per-second CSV. Not together with `rate`, half duplex or "
+        "CSMA; not in a schedule entry.", None)
 
 
 #: The impairment keys a link and its direction tables share (see spec.resolve.direction).

@@ -26,6 +26,7 @@ from .directions import DIRECTION_FIELDS, LOSS_KEYS
 from .kinds import describe, has_placeholder
 from .model import DIRECTION_KEYS, DirectionTable, LinkTable
 from .problems import Problem
+from .profiles import get as get_profile
 from .timeline import SIDES, sets_direction_keys
 from .tracefile import time_order_problems
 from .wire import DISTANCE_MODELS, Markov4Table
@@ -87,6 +88,7 @@ def check_wire_link(link: LinkTable, path: str, problems: list[Problem]) -> None
         _check_state(state, link.profile is not None, False, problems)
     _check_schedule(link, path, states, every, problems)
     _check_distance(link, path, every, problems)
+    _check_capacity(link, path, states, problems)
     if link.wire_threads == 2:
         coupled = ("a shared segment" if len(link.between) > 2 else "half_duplex" if link.half_duplex is not None
                    else "the hf-modem profile (half duplex)" if link.profile == "hf-modem"
@@ -99,6 +101,32 @@ def check_wire_link(link: LinkTable, path: str, problems: list[Problem]) -> None
         problems.append(Problem(f"{path}.medium", "csma on a half-duplex link",
                                 "one shared medium: medium = \"csma\" or half_duplex (or the hf-modem profile)",
                                 "csma"))  # fmt: skip
+
+
+def _check_capacity(link: LinkTable, path: str, states: dict[str, State], problems: list[Problem]) -> None:
+    """A capacity trace replaces the rate of a plain two-host direction, for the whole run."""
+    for i, entry in enumerate(link.schedule or []):
+        if entry.capacity_trace is not None:
+            problems.append(Problem(f"{path}.schedule[{i}].capacity_trace", "a capacity trace in a schedule entry",
+                                    "capacity_trace on the link or its [link.forward] / [link.reverse] (a trace "
+                                    "is already capacity over time)", entry.capacity_trace))  # fmt: skip
+    traced = {state["capacity_trace"] for state in states.values() if state["capacity_trace"][0] is not None}
+    for value, where in sorted(traced, key=lambda t: t[1]):
+        side = next(s for s in states.values() if s["capacity_trace"] == (value, where))
+        if side["rate"][0] is not None:
+            problems.append(Problem(where, "capacity_trace together with rate",
+                                    "one of them: the trace is the direction's capacity", value))
+    if not traced:
+        return
+    value, where = min(traced, key=lambda t: t[1])
+    half = link.half_duplex is not None or bool(
+        link.profile and isinstance(link.profile, str) and (p := get_profile(link.profile)) is not None
+        and p.link.get("half_duplex") is not None)
+    other = ("a shared segment" if len(link.between) > 2 else "half duplex" if half
+             else 'medium = "csma"' if link.medium == "csma" else "[[link.schedule]]" if link.schedule else None)
+    if other:
+        problems.append(Problem(where, f"a capacity trace on a link with {other}",
+                                "a capacity trace on a two-host link with a plain medium and no schedule", value))
 
 
 def _check_table(table: DirectionTable, where: str, problems: list[Problem]) -> None:
