@@ -159,3 +159,15 @@ def test_bad_capacity_traces_are_refused_naming_the_key(tmp_path: Path, link: st
         plan_sweep(_scenario(tmp_path, link))
     assert key in str(e.value) and what in str(e.value), str(e.value)
     assert "hunter2" not in str(e.value)
+
+
+def test_timestamped_logs_are_binned_by_second_with_gaps_held() -> None:
+    # a G-NetTrack-style log (the Irish 5G dataset): two rows in one second, a skipped second, kbit/s in column 3
+    text = ("Timestamp,Mode,DL_bitrate\n2019.12.16_13.40.04,5G,12000\n2019.12.16_13.40.04,5G,4000\n"
+            "2019.12.16_13.40.05,5G,0\n2019.12.16_13.40.07,LTE,24000\n")
+    rows = capacity.parse_rate_csv(text, "log.csv", "kbit/s", 1, 3)
+    assert [r - rows[0][0] for r, _ in rows] == [0, 0, 1, 3]
+    assert capacity.per_second(rows) == [8e6, 0.0, 0.0, 24e6]  # averaged; the missing second holds the one before
+    assert capacity.parse_rate_csv("2019-12-16T13:40:04,1\n2019-12-16T13:40:05,2\n", "iso", "Mbit/s")[1][1] == 2e6
+    with pytest.raises(ValueError, match="neither seconds nor a timestamp"):
+        capacity.parse_rate_csv("t,r\n0,1\nyesterday,2\n", "x.csv")

@@ -16,6 +16,7 @@ never quote the file's content (a scenario run as root may name any file).
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
 from decimal import Decimal, InvalidOperation
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 #: Mahimahi's PACKET_SIZE: the bytes one delivery opportunity carries (wire-core MAHIMAHI_OPPORTUNITY_BYTES).
 OPPORTUNITY_BYTES = 1500
 MAHIMAHI_EXPECTED = "a Mahimahi trace: one whole number of milliseconds per line, never decreasing, the last above 0"
-CSV_EXPECTED = "lines of 'time_s,rate' (seconds never going back, a rate >= 0 in the unit given)"
+CSV_EXPECTED = ("lines of 'time,rate' (a time in seconds or a timestamp, never going back; a rate >= 0 in the unit "
+                "given)")
 #: A trace of more than this many bytes is refused (64 MiB: Mahimahi's longest bundled traces are ~10 MB).
 MAX_BYTES = 64 * 1024 * 1024
 #: The largest capacity a trace may give (10 Gbit/s): above it a unit was probably wrong.
@@ -73,10 +75,29 @@ def _number(text: str) -> Decimal | None:
     return v if v.is_finite() else None
 
 
+#: Timestamps a time column may hold besides seconds: ISO 8601 and the G-NetTrack logs' 2019.12.16_13.40.04.
+TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y.%m.%d_%H.%M.%S", "%Y-%m-%dT%H:%M:%S.%f",
+                "%Y-%m-%d %H:%M:%S.%f")
+
+
+def _seconds(text: str) -> float | None:
+    """A time field as seconds: a number, or a timestamp of ``TIME_FORMATS`` (seconds since the epoch, UTC)."""
+    v = _number(text)
+    if v is not None:
+        return float(v)
+    for fmt in TIME_FORMATS:
+        try:
+            return datetime.datetime.strptime(text.strip(), fmt).replace(tzinfo=datetime.timezone.utc).timestamp()
+        except ValueError:
+            continue
+    return None
+
+
 def parse_rate_csv(text: str, name: str, unit: str = "Mbit/s", time_column: int = 1,
                    rate_column: int = 2) -> list[tuple[float, float]]:
-    """(time s, rate bit/s) per line of a per-second capacity CSV; one header line, ``#`` comments and blank
-    lines skipped; columns are 1-based. ValueError naming the line otherwise."""
+    """(time s, rate bit/s) per line of a capacity CSV; one header line, ``#`` comments and blank lines skipped;
+    columns are 1-based; the time is seconds or a timestamp (``TIME_FORMATS``). ValueError naming the line
+    otherwise."""
     if unit not in RATE_UNITS:
         raise ValueError(f"unit {unit!r} is unknown; expected one of {', '.join(RATE_UNITS)}")
     scale = RATE_UNITS[unit]
@@ -91,47 +112,61 @@ def parse_rate_csv(text: str, name: str, unit: str = "Mbit/s", time_column: int 
         need = max(time_column, rate_column)
         if len(fields) < need:
             raise ValueError(f"{where}: {len(fields)} comma-separated fields, fewer than {need}; expected {CSV_EXPECTED}")
-        t, r = _number(fields[time_column - 1]), _number(fields[rate_column - 1])
+        t, r = _seconds(fields[time_column - 1]), _number(fields[rate_column - 1])
         if header_allowed and (t is None or r is None):
             header_allowed = False  # a header such as "time_s,throughput_mbps"
             continue
         header_allowed = False
         if t is None:
-            raise ValueError(f"{where}: field {time_column} (the time) is not a number; expected {CSV_EXPECTED}")
+            raise ValueError(f"{where}: field {time_column} (the time) is neither seconds nor a timestamp like "
+                             f"2019-12-16T13:40:04; expected {CSV_EXPECTED}")
         if r is None:
             raise ValueError(f"{where}: field {rate_column} (the rate) is not a number; expected {CSV_EXPECTED}")
-        if t < 0 or (rows and float(t) < rows[-1][0]):
+        if t < 0 or (rows and t < rows[-1][0]):
             raise ValueError(f"{where}: the time goes back; expected {CSV_EXPECTED}")
         bps = float(r) * scale
         if bps < 0 or bps > MAX_RATE_BPS:
             raise ValueError(f"{where}: a rate of {bps / 1e6:g} Mbit/s is out of range; expected a rate from 0 to "
                              f"{MAX_RATE_BPS / 1e9:g} Gbit/s (is the unit right? --unit)")
-        rows.append((float(t), bps))
+        rows.append((t, bps))
     if not rows:
         raise ValueError(f"{name}: no rate; expected {CSV_EXPECTED}")
     return rows
 
 
+def per_second(rows: list[tuple[float, float]]) -> list[float]:
+    """The rates of ``rows`` (time s, bit/s) by whole second since the first row: rows in one second averaged, a
+    second without a row holding the second before (a logger's skipped line, not an outage: an outage is a 0)."""
+    t0 = rows[0][0]
+    bins: dict[int, list[float]] = {}
+    for t, bps in rows:
+        bins.setdefault(int(t - t0), []).append(bps)
+    out: list[float] = []
+    for k in range(max(bins) + 1):
+        out.append(sum(bins[k]) / len(bins[k]) if k in bins else out[-1])
+    return out
+
+
 def from_rates(rows: list[tuple[float, float]]) -> list[int]:
-    """Mahimahi opportunities for per-second rates: second k (the k-th row, rows one second apart from the first's
-    time; a gap counts as the rows' own seconds) carries its bytes in evenly spaced 1500-byte opportunities."""
+    """Mahimahi opportunities for per-second rates (``per_second``): each second's bytes in evenly spaced 1500-byte
+    opportunities, the fraction of a packet carried to the next second."""
+    rates = per_second(rows)
     out: list[int] = []
     carry = 0.0
-    for k, (_, bps) in enumerate(rows):
+    for k, bps in enumerate(rates):
         packets = bps / 8 / OPPORTUNITY_BYTES + carry
         n = int(packets)
         carry = packets - n
-        start = k * 1000
-        out.extend(start + (i * 1000) // n for i in range(n)) if n else None
-    period = len(rows) * 1000
+        out.extend(k * 1000 + (i * 1000) // n for i in range(n))
+    period = len(rates) * 1000
     if not out:
         raise ValueError("the trace carries nothing: every second's rate is below one 1500-byte packet; expected "
                          "some capacity")
     # Mahimahi repeats a trace with its last timestamp as the period: the last opportunity moves to the period
     # (still inside the last second's share) or, when the last second carries nothing, one is added there.
-    if out[-1] >= period - 1000 and len(rows) > 0 and rows[-1][1] / 8 / OPPORTUNITY_BYTES >= 1:
+    if out[-1] >= period - 1000:
         out[-1] = period
-    elif out[-1] < period:
+    else:
         out.append(period)
     return out
 
