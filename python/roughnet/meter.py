@@ -2,7 +2,7 @@
 
 Owns the check of one profile: a two-host topology joined by roughnet-wire with the
 profile (host ``meta`` is side A, the client end; ``metb`` side B), ``ping`` for the
-round trip's percentiles and loss, ``iperf3`` (UDP, offered above the profile's rate)
+round trip's percentiles and loss, ``iperf3`` (UDP, offered at 1.2 times the profile's rate)
 for the rates, each figure compared with what the profile's source cites
 (``spec/profiles.toml``, ``[[profile.meter]]``) within the tolerance written beside it.
 Neither meter is roughnet's: what they see is what any program on that link would see.
@@ -10,7 +10,7 @@ Neither meter is roughnet's: what they see is what any program on that link woul
 
 The probing is sized from the profile: pings no faster than a quarter of the slower
 direction's capacity (so the meter does not queue behind itself on an HF link), at most 5
-a second; iperf3 for 6 s, its first second (the queue filling, the first frame's delay)
+a second; iperf3 for 4 s, its first second (the first frame's delay, the queue filling)
 and its last (the sender stopping) left out.
 """
 
@@ -42,7 +42,7 @@ PING_FRAME = 98
 #: iperf3's UDP datagrams: 1400 bytes of payload in a 1442-byte Ethernet frame (IPv4 20, UDP 8, Ethernet 14).
 IPERF_PAYLOAD = 1400
 IPERF_FRAME = IPERF_PAYLOAD + 42
-IPERF_SECONDS = 6
+IPERF_SECONDS = 4
 IPERF_PORT = 5299
 _TIME = re.compile(r"icmp_seq=(\d+) .*time=([0-9.]+) ms")
 PING_FIGURES = ("rtt_p50_ms", "rtt_p90_ms", "rtt_p99_ms", "loss", "loss_oneway")
@@ -273,7 +273,8 @@ def check_many(profiles: list[table.Profile], count: int | None = None, parallel
 
     Side by side (``parallel``): first every profile's pings at once, each in its own namespaces and
     wire (pings are light and mostly wait), then the iperf3 rates one profile at a time on a fresh
-    link, alone on the machine (a rate measured beside other wires would measure the CPU they share).
+    link, beside nothing but the HF links' pings (a ping every few seconds: a rate measured beside
+    busy wires would measure the CPU they share).
     Ctrl-C stops every meter and tears every link down, then the interrupt goes on."""
     say = progress or (lambda name, what: None)
     todo = [p for p in profiles if p.meter]
@@ -287,6 +288,8 @@ def check_many(profiles: list[table.Profile], count: int | None = None, parallel
     stop = threading.Event()
     errors: list[BaseException] = []
     pings = [p for p in todo if any(m.figure in PING_FIGURES for m in p.meter)]
+    # Links slower than this carry a ping every few seconds: their wires idle while the rates are measured.
+    slow = {p.name for p in pings if ping_plan(p, count)[1] > 1.0}
 
     def one(p: table.Profile) -> None:
         try:
@@ -297,26 +300,31 @@ def check_many(profiles: list[table.Profile], count: int | None = None, parallel
             errors.append(e)
             stop.set()
 
-    threads = [threading.Thread(target=one, args=(p,), name=f"meter-{p.name}") for p in pings]
-    try:
-        for p in pings:
-            say(p.name, "pinging")
-        for t in threads:
-            t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.2)
+    threads = {p.name: threading.Thread(target=one, args=(p,), name=f"meter-{p.name}") for p in pings}
+
+    def wait(names: set[str]) -> None:
+        for name in names:
+            while threads[name].is_alive():
+                threads[name].join(0.2)
         real = [e for e in errors if not isinstance(e, Interrupted)]
         if real:
             raise real[0]
+
+    try:
+        for p in pings:
+            say(p.name, "pinging")
+            threads[p.name].start()
+        wait(set(threads) - slow)  # the busy pings end first; the slow links' go on beside the rates
         for p in todo:
             if any(m.figure in RATE_FIGURES for m in p.meter):
                 say(p.name, "iperf3")
                 for r in check(p, count, stop, set(RATE_FIGURES)):
                     got[(r.profile, r.figure)] = r
+        wait(slow)
     except BaseException:
         stop.set()  # Ctrl-C: every meter is killed, every topology torn down, then the interrupt goes on
-        for t in threads:
-            t.join()
+        for t in threads.values():
+            if t.is_alive():
+                t.join()
         raise
     return [got[(p.name, m.figure)] for p in todo for m in p.meter]
