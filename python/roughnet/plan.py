@@ -73,7 +73,8 @@ _KNOB_KEYS_ADDED = ("congestion", "reconnect", "jetstream", "broadcast", "reques
 #: [[link]] keys (and keys of its direction tables) added after sweep ids were first stored: hashed only when set.
 _LINK_KEYS_ADDED = ("jitter_distribution", "jitter_correlation", "reorder_by_jitter", "reorder", "reorder_gap",
                     "loss_model", "duplicate", "corrupt", "overhead", "profile", "half_duplex", "schedule",
-                    "distance_trace", "distance", "overlay", "overlay_mtu", "medium", "wire_threads")  # fmt: skip
+                    "distance_trace", "distance", "overlay", "overlay_mtu", "medium", "wire_threads",
+                    "capacity_trace")  # fmt: skip
 
 
 def run_id_of(run: runspec.Run) -> str:

@@ -385,8 +385,9 @@ def test_wire_keys_change_the_run_id_and_the_sweep_id() -> None:
         assert other.sweep_id != plain.sweep_id, extra
 
 
-def test_the_guide_examples_of_wire_keys_are_valid() -> None:
-    # docs/scenario-format.md "Beyond netem": every [[link]] block, given hosts and a workload, plans as written.
+def test_the_guide_examples_of_wire_keys_are_valid(tmp_path: Path) -> None:
+    # docs/scenario-format.md "Beyond netem": every [[link]] block, given hosts and a workload, plans as written
+    # (a capacity trace it names is made beside the scenario: a 1 s trace).
     guide = (REPO / "docs" / "scenario-format.md").read_text(encoding="utf-8")
     section = guide.split("## Beyond netem", 1)[1].split("\n## ", 1)[0]
     blocks = [b.split("```", 1)[0] for b in section.split("```toml\n")[1:]]
@@ -396,7 +397,9 @@ def test_the_guide_examples_of_wire_keys_are_valid() -> None:
         hosts = toml_hosts(*link["between"])
         text = (f'[scenario]\nname = "guide"\n{hosts}\n{block}\n[workload]\npattern = "stream"\nprotocol = "udp"\n'
                 f'from = "{link["between"][0]}"\nto = "{link["between"][1]}"\npayload = "200 B"\nmessages = 10\n')
-        run = runs(text)[0]
+        for name in re.findall(r'capacity_trace = "([^"]+)"', block):
+            (tmp_path / name).write_text("0\n500\n1000\n")
+        run = runs(text, str(tmp_path / "guide.toml"))[0]
         assert run.links[0].needs() - {"rate", "delay", "loss"}, block  # each uses a key beyond rate, delay, loss
 
 

@@ -109,7 +109,12 @@ def metric_png(plot: MetricPlot, refs: Sequence[tuple[float, str]] = ()) -> byte
             if log_x:
                 ax.set_xscale("log")
                 ax.minorticks_off()
-            ax.set_xticks(positions, [fmt.label(v) for v in plot.x_order])
+            labels = [fmt.label(v) for v in plot.x_order]
+            ax.set_xticks(positions, labels)
+            if not plot.x_numeric and sum(len(t) + 2 for t in labels) > 40:  # names that would overlap: slanted
+                ax.tick_params(axis="x", labelrotation=35, labelsize=8)
+                for t in ax.get_xticklabels():
+                    t.set_horizontalalignment("right")
             ax.set_xlabel(plot.x_axis)
         else:
             ax.set_xticks([])
