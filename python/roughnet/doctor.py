@@ -28,7 +28,8 @@ TOOLS = (
     ("tc", True, "rate shaping (iproute2)"),
     ("nft", True, "random loss on the kernel engine (nftables)"),
     ("ethtool", True, "turning offloads off on emulated links"),
-    ("iperf3", False, "benchmarks and link tests"),
+    ("iperf3", False, "benchmarks, link tests and `roughnet profiles check` (rates)"),
+    ("ping", False, "`roughnet profiles check` (round trips and loss; iputils-ping)"),
     ("sockperf", False, "latency benchmark against an independent tool"),
     ("tcpdump", False, "packet captures (capture = true)"),
 )
