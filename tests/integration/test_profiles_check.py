@@ -5,8 +5,11 @@ wire with each profile, in namespaces, all profiles side by side (the rate phase
 time).  Every tolerance in spec/profiles.toml is the fit's own error plus four standard
 deviations of the meter's sampling (300 pings), so a figure off here is a wrong profile, a
 wrong wire or a wrong derivation, not chance (about 30 figures at 4 sigma: < 0.2 % per run).
-The only allowance is a rate this machine's iperf3 cannot offer through the userspace wire,
-reported as such (the meter's limit, not the link's), and asserted to be that reason.
+The only allowance is a rate this machine cannot reach through the userspace wire, reported as such
+and asserted to be that reason: iperf3 could not offer it, or the same offer with the link's rate taken
+off (the wire's control socket) carried no more (the meter's limit, not the link's). A rate short of
+its figure while the machine can carry more is measured once more (a passing stall of a 2-core
+machine: seen once in a CI simulation, 208 of 347 Mbit/s) and the second measurement is judged.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ def test_every_profile_realises_the_figures_it_cites() -> None:
     assert not off, "\n".join(f"{r['profile']} {r['figure']}: cited {r['cited']} + {r['plus']}, measured "
                               f"{r['measured']} (± {r['tolerance']}; {r['meter']})" for r in off)
     unmeasured = [r for r in readings if r["ok"] is None]
-    for r in unmeasured:  # only a rate beyond what iperf3 offers through the wire on this machine
-        assert r["figure"] in ("up_mbps", "down_mbps") and "iperf3 sent only" in r["meter"], r
+    for r in unmeasured:  # only a rate beyond what iperf3 offers, or the wire carries, on this machine
+        assert r["figure"] in ("up_mbps", "down_mbps") and r["meter"].startswith("not measurable here"), r
+        assert "iperf3 sent only" in r["meter"] or "with the rate taken off the link" in r["meter"], r
     assert len(unmeasured) <= 2, unmeasured
     assert out.returncode == 0, out.stderr[-2000:]
     leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -193,10 +193,11 @@ def test_mqtt_qos2_window_above_the_brokers_limit_loses_nothing(tmp_path):
 
 @needs("nats")
 def test_nats_request_reply_loses_nothing(tmp_path):
-    # A reply that comes later than the pinger's reply timeout (1 s) after the last request counts as lost, as a
-    # NATS request with a 1 s timeout fails. At 10 % loss TCP's backed-off retransmissions stalled the connection
-    # for longer than that at the end of a run (seen in CI: the last 37 of 300); at 5 % that needs three losses
-    # of one segment in a row.
+    # A reply that comes later than the pinger's reply timeout counts as lost, as a NATS request with that timeout
+    # fails. TCP recovers every loss, but a segment lost k times in a row waits 200 + 400 + ... ms of backed-off
+    # retransmission timeouts (Linux's minimum RTO is 200 ms): three losses, 1.4 s, passed the 1 s default (seen
+    # in a CI simulation: 297 lost behind one stall; at 5 % loss p^3 x ~600 segments is about 7 % a run). With
+    # 5 s, a reply is lost only behind five losses of one segment (6.2 s): 0.05^5 x 600 = 2e-4 a run.
     body = HEAD.format(link='loss = "5%"') + NATS + """
 [workload]
 pattern = "ping"
@@ -206,6 +207,7 @@ to = "b"
 payload = "256 B"
 messages = 300
 interval = "5 ms"
+reply_timeout = "5 s"
 """
     (r,) = run_scenario(tmp_path, body)
     assert r["status"] == "ok", r["failure_reason"]
