@@ -70,6 +70,8 @@ _WORKLOAD_KEYS_ADDED = ("zenoh", "zmq", "dds", "mqtt", "kafka", "nats", "sync", 
 _SCENARIO_KEYS_ADDED = ("service", "workloads", "event", "mobility", "process")
 #: Protocol knobs added after sweep ids were first stored: hashed only when set.
 _KNOB_KEYS_ADDED = ("congestion", "reconnect", "jetstream", "broadcast", "request_reply")
+#: Knobs added to one protocol's table whose name another protocol had first (tcp's nodelay): hashed when set.
+_KNOB_KEYS_ADDED_TO = {"mqtt": ("nodelay",)}
 #: [[link]] keys (and keys of its direction tables) added after sweep ids were first stored: hashed only when set.
 _LINK_KEYS_ADDED = ("jitter_distribution", "jitter_correlation", "reorder_by_jitter", "reorder", "reorder_gap",
                     "loss_model", "duplicate", "corrupt", "overhead", "profile", "half_duplex", "schedule",
@@ -152,6 +154,11 @@ def sweep_id_of(scenario: Scenario) -> str:
                 w.pop(key, None)
         for table in (w.get(p) for p in KNOB_TABLES):
             for key in _KNOB_KEYS_ADDED:
+                if isinstance(table, dict) and table.get(key) is None:
+                    table.pop(key, None)
+        for protocol, keys in _KNOB_KEYS_ADDED_TO.items():
+            table = w.get(protocol)
+            for key in keys:
                 if isinstance(table, dict) and table.get(key) is None:
                     table.pop(key, None)
     for host in content.get("host", []):

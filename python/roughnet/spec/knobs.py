@@ -194,6 +194,10 @@ class MqttKnobs(Knobs):
         "Survive a lost broker connection (default false: it ends the run with an error): reconnect with a "
         "100 ms to 1 s backoff, subscribe again when the broker forgot the session; results gain `reconnects`, "
         "`disconnected_s` and `abandoned` (docs/protocols.md, Reconnecting).", None)
+    nodelay: kinds.boolean().type() = field(
+        "TCP_NODELAY on the client's connection to the broker (Nagle's algorithm off); default false, the "
+        "client library's (rumqttc) default: a small message waits for the ACK of the one before when the round "
+        "trip is longer than the gap between messages (docs/scenarios.md, networks).", None)
 
 
 class KafkaKnobs(Knobs):

@@ -57,7 +57,8 @@ use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, MAX_MESSAGE_BYTES};
 use crate::signals::stop_requested;
 
-const KNOBS: [&str; 8] = [
+const KNOBS: [&str; 9] = [
+    "nodelay",
     "version",
     "qos",
     "clean_session",
@@ -135,6 +136,9 @@ pub struct MqttOptions {
     /// Survive a lost connection: reconnect (and subscribe again) instead of ending the run.
     #[serde(default)]
     pub reconnect: bool,
+    /// TCP_NODELAY on the client's connection (Nagle off); rumqttc's default is false (Nagle on).
+    #[serde(default)]
+    pub nodelay: bool,
 }
 
 pub struct Mqtt {
@@ -409,6 +413,7 @@ impl MqttEndpoint {
             }
             let mut net = rumqttc::NetworkOptions::new();
             net.set_connection_timeout(network_timeout_s(&d.opts));
+            net.set_tcp_nodelay(d.opts.nodelay);
             o.set_network_options(net);
             if let Some(t) = transport {
                 o.set_transport(t);

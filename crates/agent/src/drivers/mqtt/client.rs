@@ -284,6 +284,7 @@ pub(super) fn client_v4(
     let (c, mut conn) = rumqttc::Client::new(o, REQUEST_CAPACITY);
     let mut net = rumqttc::NetworkOptions::new();
     net.set_connection_timeout(network_timeout_s(&d.opts));
+    net.set_tcp_nodelay(d.opts.nodelay);
     conn.eventloop.set_network_options(net);
     (c, conn)
 }
