@@ -33,6 +33,7 @@ from .errors import LinkError, RoughnetError
 from .run.runner import Interrupted
 from .runspec import Host, Link, Run, Workload
 from .spec import profiles as table
+from .spec.capacity import percentile
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +107,6 @@ def ping_plan(p: table.Profile, count: int | None) -> tuple[int, float]:
     if count is None:
         count = 300 if interval <= 0.2 else max(3, int(60 / interval))
     return count, interval
-
-
-def percentile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    k = (len(s) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 def parse_ping(text: str, count: int) -> dict[str, Any]:

@@ -119,6 +119,14 @@ def _install_signal_handlers() -> dict:
     return state
 
 
+def _exit_interrupted(signals: dict, e: BaseException, what: str) -> None:
+    """After Ctrl-C or SIGTERM ended a tool's namespaces (calibrate, profiles check): say so, exit 130."""
+    signals["done"] = True
+    left = _say_left_behind(what)
+    err.print(f"[yellow]interrupted ({e}); {'its namespaces were removed' if not left else 'see above'}[/]")
+    raise typer.Exit(130)
+
+
 def _say_left_behind(what: str) -> bool:
     """After an interruption: print what this process's teardown left (its ledgers' objects) and that `roughnet
     clean` removes it; True when something was left."""

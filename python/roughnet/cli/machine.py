@@ -14,7 +14,7 @@ from rich.table import Table
 
 from ..errors import RoughnetError
 
-from .common import app, console, err, _fail, _install_signal_handlers, _say_left_behind
+from .common import app, console, err, _fail, _install_signal_handlers, _exit_interrupted
 
 @app.command()
 def clean(
@@ -87,10 +87,7 @@ def calibrate(
     except RoughnetError as e:
         _fail(e)
     except Interrupted as e:
-        signals["done"] = True
-        left = _say_left_behind("the calibration's teardown")
-        err.print(f"[yellow]interrupted ({e}); {'its namespaces were removed' if not left else 'see above'}[/]")
-        raise typer.Exit(130)
+        _exit_interrupted(signals, e, "the calibration's teardown")
     failed = [c for c in checks if c.passed is False]
     if as_json:
         for c in checks:

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import RoughnetError
-from .common import _fail, _install_signal_handlers, _say_left_behind, app, console, err
+from .common import _fail, _install_signal_handlers, _exit_interrupted, app, console, err
 
 profiles_app = typer.Typer(help="The wire's link profiles: what network each stands for, every number with its "
                            "source, and a check of the cited figures with ping and iperf3.",
@@ -129,10 +129,7 @@ def profiles_check(
     except RoughnetError as e:
         _fail(e)
     except Interrupted as e:
-        signals["done"] = True
-        left = _say_left_behind("the check's teardown")
-        err.print(f"[yellow]interrupted ({e}); {'its namespaces were removed' if not left else 'see above'}[/]")
-        raise typer.Exit(130)
+        _exit_interrupted(signals, e, "the check's teardown")
     if as_json:
         for r in readings:  # one line each
             typer.echo(json.dumps(r.to_dict()))

@@ -19,12 +19,11 @@ from __future__ import annotations
 import datetime
 import functools
 import math
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from .tracefile import read_trace_text
+from .tracefile import number, read_trace_text
 
 if TYPE_CHECKING:
     from .model import Scenario
@@ -67,14 +66,6 @@ def read_mahimahi(path: Path) -> list[int]:
     return parse_mahimahi(read_trace_text(path, MAX_BYTES, MAHIMAHI_EXPECTED), str(path))
 
 
-def _number(text: str) -> Decimal | None:
-    try:
-        v = Decimal(text.strip())
-    except InvalidOperation:
-        return None
-    return v if v.is_finite() else None
-
-
 #: Timestamps a time column may hold besides seconds: ISO 8601 and the G-NetTrack logs' 2019.12.16_13.40.04.
 TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y.%m.%d_%H.%M.%S", "%Y-%m-%dT%H:%M:%S.%f",
                 "%Y-%m-%d %H:%M:%S.%f")
@@ -82,7 +73,7 @@ TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y.%m.%d_%H.%M.%S", "
 
 def _seconds(text: str) -> float | None:
     """A time field as seconds: a number, or a timestamp of ``TIME_FORMATS`` (seconds since the epoch, UTC)."""
-    v = _number(text)
+    v = number(text)
     if v is not None:
         return float(v)
     for fmt in TIME_FORMATS:
@@ -112,7 +103,7 @@ def parse_rate_csv(text: str, name: str, unit: str = "Mbit/s", time_column: int 
         need = max(time_column, rate_column)
         if len(fields) < need:
             raise ValueError(f"{where}: {len(fields)} comma-separated fields, fewer than {need}; expected {CSV_EXPECTED}")
-        t, r = _seconds(fields[time_column - 1]), _number(fields[rate_column - 1])
+        t, r = _seconds(fields[time_column - 1]), number(fields[rate_column - 1])
         if header_allowed and (t is None or r is None):
             header_allowed = False  # a header such as "time_s,throughput_mbps"
             continue
@@ -175,26 +166,28 @@ def to_mahimahi(opportunities: list[int]) -> str:
     return "\n".join(str(ms) for ms in opportunities) + "\n"
 
 
+def percentile(xs: list[float], q: float) -> float:
+    """The q-quantile of ``xs`` (0 <= q <= 1), linear between the order statistics (numpy's default)."""
+    s = sorted(xs)
+    k = (len(s) - 1) * q
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
 def summary(opportunities: list[int]) -> dict[str, float]:
     """Figures of a trace from 1-s bins: duration, mean, p10/p50/p90 (Mbit/s), seconds at zero, longest outage."""
     period_s = max(1, math.ceil(opportunities[-1] / 1000))
     bins = [0] * period_s
     for ms in opportunities:
         bins[min(period_s - 1, ms // 1000)] += 1
-    mbps = sorted(b * OPPORTUNITY_BYTES * 8 / 1e6 for b in bins)
-
-    def pct(q: float) -> float:
-        k = (len(mbps) - 1) * q
-        lo, hi = math.floor(k), math.ceil(k)
-        return mbps[lo] + (mbps[hi] - mbps[lo]) * (k - lo)
-
+    mbps = [b * OPPORTUNITY_BYTES * 8 / 1e6 for b in bins]
     longest = run = 0
     for b in bins:
         run = run + 1 if b == 0 else 0
         longest = max(longest, run)
     return {"duration_s": opportunities[-1] / 1000, "opportunities": len(opportunities),
             "mean_mbps": len(opportunities) * OPPORTUNITY_BYTES * 8 / 1e6 / (opportunities[-1] / 1000),
-            "p10_mbps": pct(0.1), "p50_mbps": pct(0.5), "p90_mbps": pct(0.9),
+            "p10_mbps": percentile(mbps, 0.1), "p50_mbps": percentile(mbps, 0.5), "p90_mbps": percentile(mbps, 0.9),
             "zero_seconds": sum(1 for b in bins if b == 0) / len(bins), "longest_outage_s": longest}
 
 

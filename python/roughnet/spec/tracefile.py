@@ -21,7 +21,8 @@ from .kinds import has_placeholder
 from .problems import Problem
 
 
-def _number(text: str) -> Decimal | None:
+def number(text: str) -> Decimal | None:
+    """A finite decimal number, or None."""
     try:
         value = Decimal(text.strip())
     except InvalidOperation:
@@ -40,7 +41,7 @@ def timed_rows(text: str, name: str, width: int, expected: str) -> list[tuple[st
         if not line:
             continue
         fields = [f.strip() for f in line.split(",")]
-        values = [_number(f) for f in fields]
+        values = [number(f) for f in fields]
         if header_allowed and len(fields) == width and values[0] is None:
             header_allowed = False  # a header such as "time_s,metres"
             continue
