@@ -68,12 +68,10 @@ def profiles_show(name: str = typer.Argument(..., help="A profile's name (`rough
     t = Table(title="parameters (wire-core LinkConfig; a_to_b = uplink)")
     for col in ("key", "value", "source"):
         t.add_column(col, overflow="fold")
-    for k, v in p.numbers():
+    for k, v in p.parameters():
         s = p.source_of(k)
-        t.add_row(k, f"{v:,}" if isinstance(v, int) else f"{v:g}", str(p.sources.index(s) + 1) if s else "-")
-    for k, v in _texts(p.link, ""):
-        s = p.source_of(k)
-        t.add_row(k, str(v), str(p.sources.index(s) + 1) if s else "-")
+        shown = f"{v:,}" if isinstance(v, int) else f"{v:g}" if isinstance(v, float) else str(v)
+        t.add_row(k, shown, str(p.sources.index(s) + 1) if s else "-")
     console.print(t)
     for i, s in enumerate(p.sources, 1):
         console.print(f"[bold]{i}.[/] {escape(s.figure)}", highlight=False, soft_wrap=True)
@@ -90,12 +88,6 @@ def profiles_show(name: str = typer.Argument(..., help="A profile's name (`rough
         console.print(f"check: [bold]roughnet profiles check {p.name}[/] (root)", highlight=False)
 
 
-def _texts(node, prefix):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _texts(v, f"{prefix}.{k}" if prefix else k)
-    elif isinstance(node, str):
-        yield prefix, node
 
 
 @profiles_app.command("check")

@@ -67,7 +67,11 @@ class Profile:
 
     def numbers(self) -> list[tuple[str, Any]]:
         """Every number of ``link`` with its dotted path (``both.rate_bps``, ``both.loss.tx_power_dbm``)."""
-        return list(_leaves(self.link, ""))
+        return [(k, v) for k, v in _leaves(self.link, "") if not isinstance(v, str)]
+
+    def parameters(self) -> list[tuple[str, Any]]:
+        """Every value of ``link`` (numbers, then words such as ``jitter_dist``) with its dotted path."""
+        return self.numbers() + [(k, v) for k, v in _leaves(self.link, "") if isinstance(v, str)]
 
     def source_of(self, path: str) -> Source | None:
         for s in self.sources:
@@ -112,7 +116,7 @@ def _leaves(node: Any, prefix: str):
     elif isinstance(node, list):
         for i, v in enumerate(node):
             yield from _leaves(v, f"{prefix}[{i}]")
-    elif isinstance(node, (int, float)) and not isinstance(node, bool):
+    elif isinstance(node, (int, float, str)) and not isinstance(node, bool):
         yield prefix, node
 
 
@@ -201,8 +205,7 @@ def render_markdown() -> str:
     out.append("")
     for p in table():
         out += [f"## {p.name}", "", p.network + ".", "", "| parameter | value | source |", "|---|---|---|"]
-        leaves = p.numbers() + [(k, v) for k, v in _text_leaves(p.link, "")]
-        for k, v in leaves:
+        for k, v in p.parameters():
             s = p.source_of(k)
             out.append(f"| `{k}` | {_value(v)} | {p.sources.index(s) + 1 if s else '-'} |")
         out.append("")
@@ -218,12 +221,4 @@ def render_markdown() -> str:
                 out.append(f"| {m.figure} ({m.unit}) | {m.cited:g} | {m.plus:g} | ± {m.tolerance:g} | {m.why} |")
             out.append("")
     return "\n".join(out)
-
-
-def _text_leaves(node: Any, prefix: str):
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _text_leaves(v, f"{prefix}.{k}" if prefix else k)
-    elif isinstance(node, str):
-        yield prefix, node
 
