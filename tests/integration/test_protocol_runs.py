@@ -213,6 +213,7 @@ reply_timeout = "5 s"
     assert r["status"] == "ok", r["failure_reason"]
     assert r["lost"] == 0 and r["received"] == 300
     assert r["link_drops"] and r["link_drops"] > 0  # the link did lose frames: TCP recovered them
+    assert r["tcp_retrans_segs"] and r["tcp_retrans_segs"] > 0  # by retransmission, what the 5 s leave time for
 
 
 @needs("nats")
