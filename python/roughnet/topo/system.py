@@ -85,20 +85,30 @@ def _run_to_end(argv: list[str], input: str | None, timeout: float) -> subproces
     and event thread, pytest-xdist's): the kernel hands a process-directed signal to a thread that does not block
     it, and Python then runs the handler on the main thread at once, mask or not."""
     pending: list[int] = []
-    saved = _hold_handlers(pending)
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+    saved: dict[int, object] = {}
+    proc: subprocess.Popen | None = None
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # this thread's mask as it is (nothing changed)
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+            _hold_handlers(pending, saved)
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        finally:
+            # Unblocked while the noting handlers still stand (a held signal is noted), then the handlers
+            # restored, whatever raised: a handler that ran between two of these steps must leave neither
+            # the mask nor a noting handler behind (seen in a CI simulation under load).
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            _restore_handlers(saved)
     except BaseException:
-        _restore_handlers(saved)
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        if proc is not None:  # an interrupt after the command started: it goes with us
+            with proc:
+                proc.kill()
+                proc.wait()
         raise
     with proc:
         try:
-            _restore_handlers(saved)
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held signal's handler runs here, inside the try
-            for signum in dict.fromkeys(pending):  # and one the held handlers noted, delivered again now
+            for signum in dict.fromkeys(pending):  # a signal the held handlers noted, delivered again now
                 signal.raise_signal(signum)
             out, err = proc.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -112,20 +122,26 @@ def _run_to_end(argv: list[str], input: str | None, timeout: float) -> subproces
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-def _hold_handlers(pending: list[int]) -> dict[int, object] | None:
+def _hold_handlers(pending: list[int], saved: dict[int, object]) -> None:
     """On the main thread: SIGINT's and SIGTERM's handlers replaced by one that notes the signal in ``pending``;
-    the handlers it replaced (None on another thread, where Python neither runs nor may set handlers)."""
+    the handlers replaced go into ``saved`` before any is (on another thread, where Python neither runs nor may
+    set handlers, nothing)."""
     if threading.current_thread() is not threading.main_thread():
-        return None
-    saved = {s: signal.getsignal(s) for s in _INTERRUPTS}
+        return
+    saved.update({s: signal.getsignal(s) for s in _INTERRUPTS})
     for s in _INTERRUPTS:
         signal.signal(s, lambda signum, frame: pending.append(signum))
-    return saved
 
 
-def _restore_handlers(saved: dict[int, object] | None) -> None:
-    for s, handler in (saved or {}).items():
-        signal.signal(s, handler)  # type: ignore[arg-type]
+def _restore_handlers(saved: dict[int, object], start: int = 0) -> None:
+    """Every handler in ``saved`` put back, even if a handler put back first runs and raises meanwhile."""
+    items = list(saved.items())
+    if start >= len(items):
+        return
+    try:
+        signal.signal(items[start][0], items[start][1])  # type: ignore[arg-type]
+    finally:
+        _restore_handlers(saved, start + 1)
 
 
 def ns_exec(ns: str, argv: Sequence[str]) -> list[str]:
