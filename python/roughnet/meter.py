@@ -3,7 +3,8 @@
 Owns the check of one profile: a two-host topology joined by roughnet-wire with the
 profile (host ``meta`` is side A, the client end; ``metb`` side B), ``ping`` for the
 round trip's percentiles and loss, ``iperf3`` (UDP, offered at 1.2 times the profile's rate)
-for the rates, each figure compared with what the profile's source cites
+driving the rates, read from the receiving interface's byte counter (what the link delivered,
+before iperf3's socket drops any of it on a busy machine), each figure compared with what the profile's source cites
 (``spec/profiles.toml``, ``[[profile.meter]]``) within the tolerance written beside it.
 Neither meter is roughnet's: what they see is what any program on that link would see.
 ``calibrate`` is the other check (configured against realised, through roughnet's agent).
@@ -185,14 +186,84 @@ def _ping(topo: Any, count: int, interval: float, max_rtt_s: float,
     return parse_ping(out, count), " ".join(argv)
 
 
+def rx_bytes(net_dev: str, ifname: str) -> int | None:
+    """Received bytes of ``ifname`` from the text of a /proc/<pid>/net/dev."""
+    for line in net_dev.splitlines():
+        name, sep, rest = line.partition(":")
+        if sep and name.strip() == ifname:
+            return int(rest.split()[0])
+    return None
+
+
+def steady_rate(samples: list[tuple[float, int]], edge_s: float = 1.0) -> float | None:
+    """Mbit/s over the steady part of a stream, from (monotonic seconds, byte counter) samples: the stream is
+    from when 2 % of the bytes counted had arrived to when 98 % had (iperf3's control exchanges, a few kB
+    before and after, fall outside), less ``edge_s`` at each end (the queue filling, the sender stopping)."""
+    if len(samples) < 2 or samples[-1][1] <= samples[0][1]:
+        return None
+    b0, total = samples[0][1], samples[-1][1] - samples[0][1]
+    t_first = next(t for t, b in samples if b - b0 >= 0.02 * total)
+    t_last = next(t for t, b in samples if b - b0 >= 0.98 * total)
+    inside = [s for s in samples if t_first + edge_s <= s[0] <= t_last - edge_s]
+    if len(inside) < 2 or inside[-1][0] - inside[0][0] < 0.5:
+        return None
+    (t0, c0), (t1, c1) = inside[0], inside[-1]
+    return (c1 - c0) * 8 / (t1 - t0) / 1e6
+
+
+class _RxCounter:
+    """Samples the receiving interface's byte counter (the kernel's count of the frames the link delivered,
+    before any socket) every 20 ms from /proc/<pid>/net/dev of a process in the receiving namespace."""
+
+    def __init__(self, pid: int, ifname: str) -> None:
+        self.path, self.ifname = f"/proc/{pid}/net/dev", ifname
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rx-counter", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with open(self.path) as f:
+                    text = f.read()
+            except OSError:
+                return
+            n = rx_bytes(text, self.ifname)
+            if n is not None:
+                self.samples.append((time.monotonic(), n))
+            self._stop.wait(0.02)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def _udp_rcvbuf_errors(topo: Any, host: str) -> int | None:
+    """Datagrams ``host``'s UDP sockets dropped for a full receive buffer so far (its namespace's counter)."""
+    m = re.search(r"^Udp: (.*)\nUdp: (.*)$", topo.proc_net_counters(host), re.M)
+    value = dict(zip(m.group(1).split(), m.group(2).split())).get("RcvbufErrors") if m else None
+    return int(value) if value is not None else None
+
+
 def _iperf(topo: Any, src: str, dst: str, mbps: float, stop: threading.Event | None = None) -> tuple[float | None, str]:
+    """The link's rate from ``src`` to ``dst`` under iperf3's UDP offer at 1.2 x ``mbps``: the receiving
+    interface's counter over the steady seconds (iperf3's own figure, which also loses what its socket dropped
+    on a busy machine, is quoted beside it)."""
     addr = topo.address(dst, src)
+    ifname = next(i.ifname for i in topo.interfaces() if i.link == 0 and i.host == dst and i.address)
     srv = topo.popen(dst, ["iperf3", "-s", "-1", "-J", "-B", addr, "-p", str(IPERF_PORT)],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     argv = ["iperf3", "-c", addr, "-p", str(IPERF_PORT), "-u", "-l", str(IPERF_PAYLOAD),
             "-b", f"{1.2 * mbps * IPERF_PAYLOAD / IPERF_FRAME:.3f}M", "-t", str(IPERF_SECONDS), "-J"]
+    counter = _RxCounter(srv.pid, ifname)
     try:
         time.sleep(0.3)
+        drops0 = _udp_rcvbuf_errors(topo, dst)
+        counter.start()
         for _ in range(20):
             cli = topo.popen(src, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             cout, cerr = _wait(cli, IPERF_SECONDS + 60, stop)
@@ -202,7 +273,10 @@ def _iperf(topo: Any, src: str, dst: str, mbps: float, stop: threading.Event | N
         if cli.returncode != 0:
             raise LinkError(f"iperf3 client exited {cli.returncode}: {(cerr or cout)[-300:]}")
         out, _ = _wait(srv, 30, stop)
+        counter.stop()
+        drops1 = _udp_rcvbuf_errors(topo, dst)
     finally:
+        counter.stop()
         if srv.poll() is None:
             srv.kill()
             srv.wait()
@@ -212,7 +286,14 @@ def _iperf(topo: Any, src: str, dst: str, mbps: float, stop: threading.Event | N
         # The sender could not offer more than the link carries: the meter's limit on this machine, not the link's.
         raise InstrumentLimit(f"{how}: iperf3 sent only {sent:.1f} Mbit/s of frames, not the 5 % above the {mbps:g} "
                               "Mbit/s to be measured that fills the link (this machine's limit for iperf3)")
-    return parse_iperf_server(out), how
+    link = steady_rate(counter.samples)
+    app = parse_iperf_server(out)
+    if link is None:
+        return None, f"{how}: too few bytes on {ifname} for a steady rate (iperf3: {app} Mbit/s)"
+    dropped = (drops1 - drops0) if drops0 is not None and drops1 is not None else None
+    return link, (f"{how}; {ifname}'s received bytes over the steady seconds (iperf3 itself: "
+                  f"{app if app is None else round(app, 1)} Mbit/s"
+                  + (f", its socket dropping {dropped} datagrams the link delivered" if dropped else "") + ")")
 
 
 RATE_FIGURES = ("up_mbps", "down_mbps")

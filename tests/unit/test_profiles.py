@@ -129,6 +129,27 @@ def test_ping_and_iperf_output_parsed() -> None:
     assert meter.parse_iperf_server("not json") is None
 
 
+def test_link_rate_read_from_the_interface_counter_over_the_steady_seconds() -> None:
+    dev = ("Inter-|   Receive\n face |bytes    packets\n    lo:       0       0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+           "rn0-metb: 123456    89 0 0 0 0 0 0 4242 11 0 0 0 0 0 0\n")
+    assert meter.rx_bytes(dev, "rn0-metb") == 123456 and meter.rx_bytes(dev, "rn0-meta") is None
+    # 3 kB of control exchange, then 10 Mbit/s for 4 s with the first 0.5 s at half rate (the queue filling),
+    # then 2 kB of results: the steady figure is the 10 Mbit/s, not the average over the whole.
+    samples, b = [], 0
+    for i in range(300):
+        t = i * 0.02
+        if i == 5:
+            b += 3000
+        elif 10 <= i < 210:
+            b += int((5e6 if i < 35 else 10e6) / 8 * 0.02)
+        elif i == 260:
+            b += 2000
+        samples.append((100 + t, b))
+    assert meter.steady_rate(samples) == pytest.approx(10.0, rel=1e-3)
+    assert meter.steady_rate([(0.0, 5), (1.0, 5)]) is None  # nothing moved
+    assert meter.steady_rate([(0.0, 0), (0.5, 10_000), (1.0, 20_000)]) is None  # too short for a steady part
+
+
 def test_pings_never_load_a_slow_link_beyond_a_quarter() -> None:
     n, interval = meter.ping_plan(table.get("hf-vara-slow"), None)
     # two 98-byte frames at 441 bit/s and two turnarounds per ping: 5.2 s of medium; 4x that between pings
