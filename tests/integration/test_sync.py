@@ -17,7 +17,8 @@ import pytest
 from roughnet.run.collect import sync_capacity_bps
 from test_seed_scenarios import needs, run, shrink
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root and network namespaces (run as root)"),
+              pytest.mark.slowlink]
 
 #: The CI modem: 4x the HF rate, 1 s one way, the profile's half duplex and 590-byte frames.
 FAST_MODEM = {
@@ -72,6 +73,40 @@ def _metrics(row: dict) -> dict:
         extra = json.loads(extra)
     m.update(extra or {})
     return m
+
+
+@needs("zenoh")
+def test_hf_sync_zenoh_over_the_real_hf_modem_profile(tmp_path: Path) -> None:
+    """The real `hf-modem` profile (1475 bit/s, 4 s one way), two bundles a side (about 100 s: the session's
+    opening is most of it).
+
+    A zenoh session open there takes about 30 s (the TCP handshake, InitSyn/InitAck and
+    OpenSyn/OpenAck: three round trips of 8 s delay plus serialisation), past zenoh's 10 s
+    open timeout, after which every attempt failed and the sync never started. The runner
+    now derives `open_timeout` and `lease` from the path's round trip (run.slowlink).
+    """
+    path = shrink("hf-sync", {
+        "scenario.timeout": 'timeout = "300 s"',
+        "workload.duration": 'duration = "240 s"',
+        "workload.sync.bundles": "bundles = 2",
+        "sweep.protocol": 'protocol = ["zenoh"]',
+        "sweep.window": "window = [2]",
+    }, tmp_path)  # fmt: skip
+    _drop_tables(path, {"[workload.tcp]", "[workload.mqtt]", "[[service]]"})
+    rows = run(path, tmp_path, timeout=600)
+    (row,) = rows
+    assert row["status"] == "ok", row.get("failure_reason")
+    m = _metrics(row)
+    assert m["full_sync"] is True, m
+    assert m["bundles_from_to"] == 2 and m["bundles_to_from"] == 2, m
+    assert m["channel_capacity_bps"] == 1475
+    assert 0 < m["goodput_bps"] < m["channel_capacity_bps"], m
+    assert m["time_to_full_sync_s"] > 8.0  # at least a round trip of the modem (4 s each way)
+    configs = list((tmp_path / "res" / "runs").glob("*/*/agent-*-syncer.config.json"))
+    assert len(configs) == 2
+    for c in configs:
+        opts = json.loads(c.read_text())["options"]
+        assert opts["open_timeout"] >= 30_000_000_000 and opts["lease"] >= 30_000_000_000, opts
 
 
 @needs("tcp")
@@ -147,37 +182,3 @@ def test_capacity_counts_a_half_duplex_medium_once() -> None:
     assert sync_capacity_bps(R) == 1475
     R.links = (runspec.Link(index=0, hosts=("a", "b"), forward=d, reverse=d),)
     assert sync_capacity_bps(R) == 2950
-
-
-@needs("zenoh")
-def test_hf_sync_zenoh_over_the_real_hf_modem_profile(tmp_path: Path) -> None:
-    """The real `hf-modem` profile (1475 bit/s, 4 s one way), two bundles a side (about 100 s: the session's
-    opening is most of it).
-
-    A zenoh session open there takes about 30 s (the TCP handshake, InitSyn/InitAck and
-    OpenSyn/OpenAck: three round trips of 8 s delay plus serialisation), past zenoh's 10 s
-    open timeout, after which every attempt failed and the sync never started. The runner
-    now derives `open_timeout` and `lease` from the path's round trip (run.slowlink).
-    """
-    path = shrink("hf-sync", {
-        "scenario.timeout": 'timeout = "300 s"',
-        "workload.duration": 'duration = "240 s"',
-        "workload.sync.bundles": "bundles = 2",
-        "sweep.protocol": 'protocol = ["zenoh"]',
-        "sweep.window": "window = [2]",
-    }, tmp_path)  # fmt: skip
-    _drop_tables(path, {"[workload.tcp]", "[workload.mqtt]", "[[service]]"})
-    rows = run(path, tmp_path, timeout=600)
-    (row,) = rows
-    assert row["status"] == "ok", row.get("failure_reason")
-    m = _metrics(row)
-    assert m["full_sync"] is True, m
-    assert m["bundles_from_to"] == 2 and m["bundles_to_from"] == 2, m
-    assert m["channel_capacity_bps"] == 1475
-    assert 0 < m["goodput_bps"] < m["channel_capacity_bps"], m
-    assert m["time_to_full_sync_s"] > 8.0  # at least a round trip of the modem (4 s each way)
-    configs = list((tmp_path / "res" / "runs").glob("*/*/agent-*-syncer.config.json"))
-    assert len(configs) == 2
-    for c in configs:
-        opts = json.loads(c.read_text())["options"]
-        assert opts["open_timeout"] >= 30_000_000_000 and opts["lease"] >= 30_000_000_000, opts
