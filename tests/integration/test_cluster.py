@@ -219,28 +219,40 @@ def test_a_killed_cluster_up_is_cleaned_by_roughnet_clean(local_cluster):
 
 @pytest.mark.skipif(not (KUBE_BIN_DIR / "flanneld").exists(), reason="flanneld is not built (make cluster builds it "
                     "best effort)")
-def test_flannel_vxlan_carries_pods_across_nodes_and_down_removes_running_pods(local_cluster):
-    name = f"f{os.getpid() % 10**8}"
+@pytest.mark.parametrize("network", ["flannel-vxlan", "flannel-host-gw"])
+def test_flannel_carries_pods_across_nodes_and_down_removes_running_pods(local_cluster, network):
+    name = f"f{os.getpid() % 10**7}{network[8]}"
     before = host_snapshot(name)
-    state, took = cluster_up(name, "--nodes", "2", "--network", "flannel-vxlan")
+    state, took = cluster_up(name, "--nodes", "2", "--network", network)
     try:
-        MEASURED["2-node flannel-vxlan cluster up (CLI wall time) s"] = round(took, 1)
-        assert state.network == "flannel-vxlan"
-        link = subprocess.run(["ip", "-n", state.node("node1").ns, "-d", "link", "show", "flannel.1"],
-                              capture_output=True, text=True, timeout=10).stdout
-        assert "vxlan id 1" in link and f"local {state.node('node1').address}" in link
+        MEASURED[f"2-node {network} cluster up (CLI wall time) s"] = round(took, 1)
+        assert state.network == network
+        n1, n2 = state.node("node1"), state.node("node2")
+        link = subprocess.run(["ip", "-n", n1.ns, "-d", "link", "show", "flannel.1"],
+                              capture_output=True, text=True, timeout=10)
+        # node2's pods, as node1 routes them: flanneld's own datapath for the backend
+        cidr = ok(kubectl(state, "get", "node", "node2", "-o", "jsonpath={.spec.podCIDR}")).strip()
+        route = subprocess.run(["ip", "-n", n1.ns, "route", "show", cidr], capture_output=True, text=True,
+                               timeout=10).stdout
+        if network == "flannel-vxlan":
+            assert "vxlan id 1" in link.stdout and f"local {n1.address}" in link.stdout
+            assert "dev flannel.1" in route, route
+        else:
+            # host-gw: no overlay device; a plain route to node2's pods via node2's address on the node link
+            assert link.returncode != 0 and "does not exist" in link.stderr, link.stdout
+            assert f"via {n2.address} " in route and "flannel" not in route, route
         image = state.images[-1]
         for spec in (pod("rn-fa", "node1", image, "sleep 3600"),
                      pod("rn-fb", "node2", image, "nc -l -p 5000 > /tmp/got; sleep 3600")):
             ok(kubectl(state, "create", "-f", "-", input=json.dumps(spec)))
         ok(kubectl(state, "wait", "--for=condition=Ready", "--timeout=120s", "pod/rn-fa", "pod/rn-fb", timeout=150))
         ip = ok(kubectl(state, "get", "pod", "rn-fb", "-o", "jsonpath={.status.podIP}")).strip()
-        ok(kubectl(state, "exec", "rn-fa", "--", "sh", "-c", f"echo over-vxlan | nc -w 3 {ip} 5000"))
+        ok(kubectl(state, "exec", "rn-fa", "--", "sh", "-c", f"echo over-{network} | nc -w 3 {ip} 5000"))
         deadline = time.monotonic() + 10
-        while "over-vxlan" not in kubectl(state, "exec", "rn-fb", "--", "cat", "/tmp/got").stdout:
-            assert time.monotonic() < deadline, "nothing arrived over the VXLAN"
+        while f"over-{network}" not in kubectl(state, "exec", "rn-fb", "--", "cat", "/tmp/got").stdout:
+            assert time.monotonic() < deadline, f"nothing arrived over {network}"
             time.sleep(0.3)
         # the pods keep running: `cluster down` must end them (their processes, cgroups, network namespaces)
     finally:
-        MEASURED["2-node flannel-vxlan cluster down (2 pods running) s"] = round(cluster_down(name), 1)
+        MEASURED[f"2-node {network} cluster down (2 pods running) s"] = round(cluster_down(name), 1)
     assert snapshot_diff(before, host_snapshot(name)) == []

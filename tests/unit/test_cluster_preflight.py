@@ -31,13 +31,24 @@ def test_missing_kubernetes_binaries_name_make_cluster(as_root, monkeypatch, tmp
     assert list(tmp_path.iterdir()) == []
 
 
-def test_flannel_without_flanneld_says_so(as_root, monkeypatch, tmp_path):
+@pytest.mark.parametrize("network", ["flannel-vxlan", "flannel-host-gw"])
+def test_flannel_without_flanneld_says_so(as_root, monkeypatch, tmp_path, network):
     for b in up.KUBE_BINARIES:
         (tmp_path / b).write_text("#!/bin/sh\n")
         (tmp_path / b).chmod(0o755)
     monkeypatch.setattr(up, "KUBE_BIN_DIR", tmp_path)
     with pytest.raises(ClusterPreflightError, match="flanneld was not built"):
-        up.prepare(up.UpOptions(network="flannel-vxlan"))
+        up.prepare(up.UpOptions(network=network))
+
+
+def test_flannel_net_conf_names_the_backend():
+    from roughnet.cluster import configs
+
+    assert configs.flannel_net_conf("vxlan")["Backend"] == {"Type": "vxlan", "VNI": 1, "Port": 8472}
+    host_gw = configs.flannel_net_conf("host-gw")
+    assert host_gw["Backend"] == {"Type": "host-gw"} and host_gw["Network"] == "198.19.192.0/19"
+    with pytest.raises(ValueError, match="wireguard"):
+        configs.flannel_net_conf("wireguard")
 
 
 @pytest.mark.parametrize("opts,match", [

@@ -4,7 +4,7 @@ Owns what each process of a local cluster is told: etcd, kube-apiserver,
 kube-controller-manager and kube-scheduler (control-plane namespace); per node containerd
 (its own root, state, socket, CRI settings), kubelet (KubeletConfiguration), kube-proxy
 (KubeProxyConfiguration, iptables mode), the CNI network list (ptp + host-local with the
-node's pod /24) and, for ``--network flannel-vxlan``, flanneld. Files are JSON (what the
+node's pod /24) and, for ``--network flannel-vxlan`` or ``flannel-host-gw``, flanneld. Files are JSON (what the
 Kubernetes components read as YAML) or TOML (containerd).
 
 Settings that keep the host untouched, and why:
@@ -361,12 +361,19 @@ def scheduler_argv(bin_dir: Path, pki: ClusterPki) -> list[str]:
             "--profiling=false", "--v", "1"]
 
 
-# ---- flannel (--network flannel-vxlan) ------------------------------------------------------------
+# ---- flannel (--network flannel-vxlan | flannel-host-gw) ---------------------------------------------
 
 
-def flannel_net_conf() -> dict[str, Any]:
-    return {"Network": str(CLUSTER_CIDR), "SubnetLen": NODE_CIDR_MASK, "EnableIPv6": False,
-            "Backend": {"Type": "vxlan", "VNI": FLANNEL_VNI, "Port": FLANNEL_PORT}}
+def flannel_net_conf(backend: str = "vxlan") -> dict[str, Any]:
+    """flanneld's net-conf.json: the cluster's pod range, a /24 per node, and ``backend`` ("vxlan": an overlay
+    device flannel.1; "host-gw": routes to each node's pods via that node's address, the nodes on one L2 link)."""
+    if backend == "vxlan":
+        spec: dict[str, Any] = {"Type": "vxlan", "VNI": FLANNEL_VNI, "Port": FLANNEL_PORT}
+    elif backend == "host-gw":
+        spec = {"Type": "host-gw"}
+    else:
+        raise ValueError(f"flannel backend {backend!r}; expected vxlan or host-gw")
+    return {"Network": str(CLUSTER_CIDR), "SubnetLen": NODE_CIDR_MASK, "EnableIPv6": False, "Backend": spec}
 
 
 def flanneld_argv(flanneld: str, node: NodeLayout, kubeconfig: Path) -> list[str]:

@@ -33,7 +33,9 @@ from .state import DATA_ROOT, RUN_ROOT, ClusterPreflightError, check_name
 KUBE_VERSION = "v1.32.13"
 CP_HOST = "cp"
 MAX_NODES = 16
-NETWORKS = ("routed", "flannel-vxlan")
+NETWORKS = ("routed", "flannel-vxlan", "flannel-host-gw")
+#: The networks flanneld carries, with its backend for each (net-conf.json's Backend.Type).
+FLANNEL_BACKENDS = {"flannel-vxlan": "vxlan", "flannel-host-gw": "host-gw"}
 #: All pods; each node gets a /24 (NODE_CIDR_MASK) of it from the controller-manager.
 CLUSTER_CIDR = ipaddress.IPv4Network("198.19.192.0/19")
 NODE_CIDR_MASK = 24

@@ -29,7 +29,8 @@ from ..topo import Topology
 from ..topo.build import ROLE_A, ROLE_B, ROLE_MEMBER
 from ..topo.ledger import DEFAULT_LEDGER_DIR, owner_alive, read_ledger
 from . import configs, down, pki, procs
-from .layout import CLUSTER_CIDR, KUBE_VERSION, NODE_LINK, SERVICE_CIDR, Layout, make_layout, node_link, node_run
+from .layout import (CLUSTER_CIDR, FLANNEL_BACKENDS, KUBE_VERSION, NODE_LINK, SERVICE_CIDR, Layout, make_layout,
+                     node_link, node_run)
 from .ledger import KIND_CGROUP, KIND_DIR, KIND_EMPTYDIR, KIND_SYSCTL, ClusterLedger, ledger_path
 from .state import RUN_ROOT, ClusterError, ClusterPreflightError, ClusterState, NodeState, save, state_path
 
@@ -130,7 +131,7 @@ def prepare(opts: UpOptions) -> Prepared:
                                     "mounts); run it as root")
     layout = make_layout(opts.name, opts.nodes, opts.network)
     direction, info = _direction(opts)
-    flannel = opts.network == "flannel-vxlan"
+    flannel = opts.network in FLANNEL_BACKENDS
     missing = missing_binaries(KUBE_BIN_DIR, flannel)
     if missing:
         hint = ("run `make cluster` (scripts/build-kubernetes.sh builds Kubernetes and, when it can, flanneld)"
@@ -344,8 +345,9 @@ class _Up:
             p["kube_proxy_config"].write_text(
                 json.dumps(configs.kube_proxy_config(n, self.pki.kubeconfigs["kube-proxy"]), indent=1))
             p["resolv_conf"].write_text(configs.resolv_conf())
-            if L.network == "flannel-vxlan":
-                p["flannel_net_conf"].write_text(json.dumps(configs.flannel_net_conf()))
+            if L.network in FLANNEL_BACKENDS:
+                conf = configs.flannel_net_conf(FLANNEL_BACKENDS[L.network])
+                p["flannel_net_conf"].write_text(json.dumps(conf))
         self.say(f"certificates and configuration in {L.data_dir}")
 
     def control_plane(self) -> None:
@@ -453,8 +455,9 @@ class _Up:
                                         alive=self.dead)
         self.say("nodes registered: " + ", ".join(f"{k} {v}" for k, v in self.pod_cidrs.items()))
         mtu = self.prep.link.mtu
-        if L.network == "flannel-vxlan":
-            mtu -= 50
+        if L.network in FLANNEL_BACKENDS:
+            if FLANNEL_BACKENDS[L.network] == "vxlan":
+                mtu -= 50  # the VXLAN header (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14)
             self.start_flannel()
         else:
             self.add_routes()
@@ -493,8 +496,8 @@ class _Up:
         for n in L.nodes:
             f = configs.node_paths(n)["flannel_subnet_env"]
             procs.wait_for(lambda f=f: f.is_file(), 60, f"flanneld on {n.name} (its subnet file)", alive=self.dead)
-        # flannel installs the routes to the other nodes' pods (over flannel.1) in the nodes; the control
-        # plane namespace gets plain routes so it can reach pods too.
+        # flannel installs the routes to the other nodes' pods in the nodes (vxlan: over flannel.1; host-gw: via
+        # the node's address on the node link); the control plane namespace gets plain routes to reach pods too.
         dev = self.node_ifname("cp")
         for n in L.nodes:
             procs.run(["ip", "-n", L.cp_ns, "route", "add", self.pod_cidrs[n.name], "via", n.address, "dev", dev],
