@@ -6,9 +6,12 @@
 # services (unless the machine already has one), and any containerd/etcd process that appears
 # during the install is stopped again, by PID (processes that ran before are left alone).
 set -euo pipefail
+# strongswan-charon: the IKE daemon flanneld's ipsec backend starts (`--network flannel-ipsec`), with its VICI
+# interface (strongswan-swanctl) and the AES-GCM and ECP ciphers flannel proposes (standard plugins); its package
+# brings strongswan-starter, whose service must not run either.
 PKGS=(containerd runc etcd-server etcd-client containernetworking-plugins busybox-static
-      iptables conntrack socat openssl tini)
-DAEMONS='^(containerd|etcd)$'
+      iptables conntrack socat openssl tini strongswan-charon strongswan-swanctl libstrongswan-standard-plugins)
+DAEMONS='^(containerd|etcd|charon|starter)$'
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -56,8 +59,8 @@ done
 # Under systemd the units may have been enabled: keep them from starting at boot, but only
 # those this install brought (a containerd or etcd the machine already ran is not ours).
 if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
-  for unit in containerd etcd; do
-    pkg=$unit; [ "$unit" = etcd ] && pkg=etcd-server
+  for unit in containerd etcd strongswan-starter; do
+    pkg=$unit; [ "$unit" = etcd ] && pkg=etcd-server; [ "$unit" = strongswan-starter ] && pkg=strongswan-charon
     case " ${missing[*]} " in *" $pkg "*) ;; *) continue ;; esac
     if systemctl is-enabled --quiet "$unit" 2>/dev/null || systemctl is-active --quiet "$unit" 2>/dev/null; then
       echo "install-cluster-deps: disabling the $unit service the package enabled (roughnet runs its own)"

@@ -47,8 +47,36 @@ def test_flannel_net_conf_names_the_backend():
     assert configs.flannel_net_conf("vxlan")["Backend"] == {"Type": "vxlan", "VNI": 1, "Port": 8472}
     host_gw = configs.flannel_net_conf("host-gw")
     assert host_gw["Backend"] == {"Type": "host-gw"} and host_gw["Network"] == "198.19.192.0/19"
+    ipsec = configs.flannel_net_conf("ipsec", "k" * 96)["Backend"]
+    assert ipsec == {"Type": "ipsec", "PSK": "k" * 96, "UDPEncap": False}
+    with pytest.raises(ValueError, match="96 characters"):
+        configs.flannel_net_conf("ipsec", "short")
     with pytest.raises(ValueError, match="wireguard"):
         configs.flannel_net_conf("wireguard")
+
+
+def test_flanneld_with_ipsec_gets_a_run_of_its_own():
+    from roughnet.cluster import configs
+    from roughnet.cluster.layout import make_layout
+
+    node = make_layout("t", 2, "flannel-ipsec").nodes[0]
+    argv = configs.flanneld_argv("/bin/flanneld", node, Path("/k"), "ipsec")
+    assert argv[:3] == ["unshare", "--mount", "--propagation"] and "tmpfs" in argv[7] and "/run &&" in argv[7]
+    assert argv[argv.index("/bin/flanneld") - 1] == "flanneld"  # sh's $0: "$@" is flanneld and its arguments
+    assert configs.flanneld_argv("/bin/flanneld", node, Path("/k"), "vxlan")[0] == "/bin/flanneld"
+    # the subnet file where flanneld's private /run does not hide it
+    assert not str(configs.node_paths(node)["flannel_subnet_env"]).startswith("/run/")
+
+
+def test_flannel_ipsec_without_charon_names_the_package(as_root, monkeypatch, tmp_path):
+    for b in [*up.KUBE_BINARIES, "flanneld"]:
+        (tmp_path / b).write_text("#!/bin/sh\n")
+        (tmp_path / b).chmod(0o755)
+    monkeypatch.setattr(up, "KUBE_BIN_DIR", tmp_path)
+    monkeypatch.setattr(up, "CHARON", str(tmp_path / "no-charon"))
+    with pytest.raises(ClusterPreflightError, match="strongswan-charon") as e:
+        up.prepare(up.UpOptions(network="flannel-ipsec"))
+    assert e.value.exit_code == 2
 
 
 @pytest.mark.parametrize("opts,match", [
@@ -83,3 +111,17 @@ def test_missing_programs_and_images_are_named(monkeypatch):
     monkeypatch.setattr(image, "IMAGES_DIR", Path("/nonexistent"))
     found, lacking = up.image_archives()
     assert found == [] and len(lacking) == 2 and "roughnet.local/pause:3.10" in lacking[0]
+
+
+def test_flannel_ipsec_on_a_kernel_without_esp_is_refused(as_root, monkeypatch, tmp_path):
+    for b in [*up.KUBE_BINARIES, "flanneld"]:
+        (tmp_path / b).write_text("#!/bin/sh\n")
+        (tmp_path / b).chmod(0o755)
+    monkeypatch.setattr(up, "KUBE_BIN_DIR", tmp_path)
+    monkeypatch.setattr(up, "CHARON", "/bin/sh")
+    monkeypatch.setattr(up, "missing_host_tools", lambda: [])
+    monkeypatch.setattr(up, "kernel_esp_refusal", lambda: "Error: Requested type not found.")
+    with pytest.raises(ClusterPreflightError, match="ESP with AES-GCM.*Requested type not found") as e:
+        up.prepare(up.UpOptions(network="flannel-ipsec"))
+    assert e.value.exit_code == 2
+

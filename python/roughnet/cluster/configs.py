@@ -4,7 +4,7 @@ Owns what each process of a local cluster is told: etcd, kube-apiserver,
 kube-controller-manager and kube-scheduler (control-plane namespace); per node containerd
 (its own root, state, socket, CRI settings), kubelet (KubeletConfiguration), kube-proxy
 (KubeProxyConfiguration, iptables mode), the CNI network list (ptp + host-local with the
-node's pod /24) and, for ``--network flannel-vxlan`` or ``flannel-host-gw``, flanneld. Files are JSON (what the
+node's pod /24) and, for the ``flannel-*`` networks, flanneld. Files are JSON (what the
 Kubernetes components read as YAML) or TOML (containerd).
 
 Settings that keep the host untouched, and why:
@@ -74,7 +74,8 @@ def node_paths(node: NodeLayout) -> dict[str, Path]:
         "mnt_var_log_containers": d / "mnt" / "var-log-containers",  # the kubelet's log symlinks
         "mnt_run_mount": r / "mnt-run-mount",
         "flannel_net_conf": d / "flannel-net-conf.json",
-        "flannel_subnet_env": r / "flannel-subnet.env",
+        # not under the run dir: flanneld with the ipsec backend sees a /run of its own (charon's socket)
+        "flannel_subnet_env": d / "flannel-subnet.env",
         "logs": d / "logs",
     }
 
@@ -364,22 +365,34 @@ def scheduler_argv(bin_dir: Path, pki: ClusterPki) -> list[str]:
 # ---- flannel (--network flannel-vxlan | flannel-host-gw) ---------------------------------------------
 
 
-def flannel_net_conf(backend: str = "vxlan") -> dict[str, Any]:
+def flannel_net_conf(backend: str = "vxlan", psk: str | None = None) -> dict[str, Any]:
     """flanneld's net-conf.json: the cluster's pod range, a /24 per node, and ``backend`` ("vxlan": an overlay
-    device flannel.1; "host-gw": routes to each node's pods via that node's address, the nodes on one L2 link)."""
+    device flannel.1; "host-gw": routes to each node's pods via that node's address, the nodes on one L2 link;
+    "ipsec": ESP tunnels between the nodes keyed by IKEv2 (strongSwan's charon) with the pre-shared key ``psk``,
+    at least 96 characters)."""
     if backend == "vxlan":
         spec: dict[str, Any] = {"Type": "vxlan", "VNI": FLANNEL_VNI, "Port": FLANNEL_PORT}
     elif backend == "host-gw":
         spec = {"Type": "host-gw"}
+    elif backend == "ipsec":
+        if psk is None or len(psk) < 96:
+            raise ValueError("flannel's ipsec backend needs a pre-shared key of at least 96 characters")
+        spec = {"Type": "ipsec", "PSK": psk, "UDPEncap": False}
     else:
-        raise ValueError(f"flannel backend {backend!r}; expected vxlan or host-gw")
+        raise ValueError(f"flannel backend {backend!r}; expected vxlan, host-gw or ipsec")
     return {"Network": str(CLUSTER_CIDR), "SubnetLen": NODE_CIDR_MASK, "EnableIPv6": False, "Backend": spec}
 
 
-def flanneld_argv(flanneld: str, node: NodeLayout, kubeconfig: Path) -> list[str]:
+def flanneld_argv(flanneld: str, node: NodeLayout, kubeconfig: Path, backend: str = "vxlan") -> list[str]:
+    """flanneld for ``node``. With the ipsec backend in a mount namespace of its own whose /run is a tmpfs: flanneld
+    starts charon, and both hard-code /run/charon.vici and charon's pid file, one per node (the namespace, and
+    the tmpfs with it, end with flanneld; charon ends with it too, flanneld's parent-death signal)."""
     p = node_paths(node)
-    return [flanneld, "--kube-subnet-mgr", "--kubeconfig-file", str(kubeconfig), "--iface", node.address,
-            "--ip-masq=false", "--net-config-path", str(p["flannel_net_conf"]),
+    private_run = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                   'mount -t tmpfs -o size=4m,mode=0755 roughnet-charon /run && exec "$@"', "flanneld"]
+    return [*(private_run if backend == "ipsec" else []), flanneld, "--kube-subnet-mgr", "--kubeconfig-file",
+            str(kubeconfig), "--iface", node.address, "--ip-masq=false",
+            "--net-config-path", str(p["flannel_net_conf"]),
             "--subnet-file", str(p["flannel_subnet_env"]), "--v", "1"]
 
 

@@ -33,9 +33,11 @@ from .state import DATA_ROOT, RUN_ROOT, ClusterPreflightError, check_name
 KUBE_VERSION = "v1.32.13"
 CP_HOST = "cp"
 MAX_NODES = 16
-NETWORKS = ("routed", "flannel-vxlan", "flannel-host-gw")
+NETWORKS = ("routed", "flannel-vxlan", "flannel-host-gw", "flannel-ipsec")
 #: The networks flanneld carries, with its backend for each (net-conf.json's Backend.Type).
-FLANNEL_BACKENDS = {"flannel-vxlan": "vxlan", "flannel-host-gw": "host-gw"}
+FLANNEL_BACKENDS = {"flannel-vxlan": "vxlan", "flannel-host-gw": "host-gw", "flannel-ipsec": "ipsec"}
+#: strongSwan's IKE daemon, which flanneld's ipsec backend starts as its child (Debian package strongswan-charon).
+CHARON = "/usr/lib/ipsec/charon"
 #: All pods; each node gets a /24 (NODE_CIDR_MASK) of it from the controller-manager.
 CLUSTER_CIDR = ipaddress.IPv4Network("198.19.192.0/19")
 NODE_CIDR_MASK = 24

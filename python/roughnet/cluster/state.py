@@ -91,7 +91,7 @@ class ClusterState:
     name: str
     token: str  # namespace token: namespaces are rn-<token>-cp, rn-<token>-n1, ...
     version: str  # Kubernetes version, e.g. v1.32.13
-    network: str  # "routed" | "flannel-vxlan" | "flannel-host-gw" (layout.NETWORKS)
+    network: str  # one of layout.NETWORKS
     cp_ns: str  # control-plane namespace (etcd, kube-apiserver, controller-manager, scheduler)
     cp_address: str  # its address on the node network
     apiserver: str  # https://<cp_address>:6443 (reachable from the cluster's namespaces only)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from ..topo import Topology
 from ..topo.build import ROLE_A, ROLE_B, ROLE_MEMBER
 from ..topo.ledger import DEFAULT_LEDGER_DIR, owner_alive, read_ledger
 from . import configs, down, pki, procs
-from .layout import (CLUSTER_CIDR, FLANNEL_BACKENDS, KUBE_VERSION, NODE_LINK, SERVICE_CIDR, Layout, make_layout,
+from .layout import (CHARON, CLUSTER_CIDR, FLANNEL_BACKENDS, KUBE_VERSION, NODE_LINK, SERVICE_CIDR, Layout, make_layout,
                      node_link, node_run)
 from .ledger import KIND_CGROUP, KIND_DIR, KIND_EMPTYDIR, KIND_SYSCTL, ClusterLedger, ledger_path
 from .state import RUN_ROOT, ClusterError, ClusterPreflightError, ClusterState, NodeState, save, state_path
@@ -113,6 +114,20 @@ def missing_host_tools() -> list[str]:
     return out
 
 
+#: An ESP state with flannel's cipher (AES-GCM, 128-bit key + 4-byte salt, 128-bit ICV), in a network namespace of
+#: its own that ends with the command: nothing is left anywhere.
+ESP_PROBE = ["unshare", "--net", "--", "ip", "xfrm", "state", "add", "src", "192.0.2.1", "dst", "192.0.2.2", "proto",
+             "esp", "spi", "0x100", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", "0x" + "ab" * 20, "128"]
+
+
+def kernel_esp_refusal() -> str | None:
+    """None if this kernel can hold the ESP states flannel's ipsec backend asks for, else the kernel's words."""
+    import subprocess
+
+    res = subprocess.run(ESP_PROBE, capture_output=True, text=True, timeout=10, check=False)
+    return None if res.returncode == 0 else (res.stderr or res.stdout).strip() or f"exit {res.returncode}"
+
+
 def image_archives() -> tuple[list[tuple[str, Path]], list[str]]:
     """(reference, archive) of the pause and roughnet images, and the archives that are missing."""
     from ..kube.image import image_archive, image_ref
@@ -140,9 +155,18 @@ def prepare(opts: UpOptions) -> Prepared:
                      "use --network routed)")
         raise ClusterPreflightError(f"missing Kubernetes binaries: {', '.join(missing)}; {hint}")
     tools = missing_host_tools()
+    if FLANNEL_BACKENDS.get(opts.network) == "ipsec" and not os.access(CHARON, os.X_OK):
+        tools.append(f"{CHARON} (Debian package strongswan-charon: flanneld's ipsec backend runs it)")
     if tools:
         raise ClusterPreflightError(f"missing programs: {', '.join(tools)}; run `make cluster` "
                                     f"(scripts/install-cluster-deps.sh installs them)")
+    if FLANNEL_BACKENDS.get(opts.network) == "ipsec":
+        refused = kernel_esp_refusal()
+        if refused:
+            raise ClusterPreflightError(
+                f"--network flannel-ipsec needs the kernel's IPsec ESP with AES-GCM (flannel proposes "
+                f"aes128gcm16; CONFIG_INET_ESP, CONFIG_CRYPTO_GCM): this kernel refused an ESP state in a scratch "
+                f"network namespace ({refused}); use a kernel with them, or another --network")
     images, missing_images = image_archives()
     if missing_images:
         raise ClusterPreflightError(f"missing image archives: {', '.join(missing_images)}; run `make cluster` "
@@ -333,6 +357,7 @@ class _Up:
             d.mkdir(parents=True, exist_ok=True)
         self.pki = pki.make_cluster_pki(L)
         L.audit_policy.write_text(json.dumps(configs.AUDIT_POLICY, indent=1))
+        psk = secrets.token_hex(48) if FLANNEL_BACKENDS.get(L.network) == "ipsec" else None  # one per cluster
         for n in L.nodes:
             p = configs.node_paths(n)
             for key in ("containerd_root", "containerd_state", "containerd_opt", "runc_root", "cni_conf_dir",
@@ -346,8 +371,10 @@ class _Up:
                 json.dumps(configs.kube_proxy_config(n, self.pki.kubeconfigs["kube-proxy"]), indent=1))
             p["resolv_conf"].write_text(configs.resolv_conf())
             if L.network in FLANNEL_BACKENDS:
-                conf = configs.flannel_net_conf(FLANNEL_BACKENDS[L.network])
-                p["flannel_net_conf"].write_text(json.dumps(conf))
+                conf = configs.flannel_net_conf(FLANNEL_BACKENDS[L.network], psk)
+                fd = os.open(p["flannel_net_conf"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the PSK
+                with os.fdopen(fd, "w") as f:
+                    json.dump(conf, f)
         self.say(f"certificates and configuration in {L.data_dir}")
 
     def control_plane(self) -> None:
@@ -458,7 +485,14 @@ class _Up:
         if L.network in FLANNEL_BACKENDS:
             if FLANNEL_BACKENDS[L.network] == "vxlan":
                 mtu -= 50  # the VXLAN header (outer IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14)
+            elif FLANNEL_BACKENDS[L.network] == "ipsec":
+                mtu -= 77  # ESP in tunnel mode: flannel's own figure (ipsec_network.go, ipsecOverhead)
             self.start_flannel()
+            if FLANNEL_BACKENDS[L.network] == "ipsec":
+                # flannel's ipsec backend writes the ESP policies between pod subnets and no routes (a host's
+                # default route finds them; these namespaces have none): the nodes get routed's routes, which
+                # the policies then encrypt
+                self.add_routes(nodes_only=True)
         else:
             self.add_routes()
         for n in L.nodes:
@@ -475,12 +509,14 @@ class _Up:
                 return iface.ifname
         raise ClusterError(f"host {host} has no interface on the node network")
 
-    def add_routes(self) -> None:
+    def add_routes(self, nodes_only: bool = False) -> None:
         from .layout import pod_cidr_routes
 
         L = self.layout
         host_of_ns = {L.cp_ns: "cp", **{n.ns: n.host for n in L.nodes}}
         for ns, routes in pod_cidr_routes(L, self.pod_cidrs).items():
+            if nodes_only and ns == L.cp_ns:
+                continue
             dev = self.node_ifname(host_of_ns[ns])
             for cidr, via in routes:
                 procs.run(["ip", "-n", ns, "route", "add", cidr, "via", via, "dev", dev],
@@ -490,7 +526,8 @@ class _Up:
         L = self.layout
         assert self.pki is not None and self.prep.flanneld is not None
         for n in L.nodes:
-            argv = configs.flanneld_argv(str(self.prep.flanneld), n, self.pki.kubeconfigs["admin"])
+            argv = configs.flanneld_argv(str(self.prep.flanneld), n, self.pki.kubeconfigs["admin"],
+                                         FLANNEL_BACKENDS[L.network])
             env = procs.daemon_env({"NODE_NAME": n.name}, self.prep.bin_dir)
             self.spawn(["ip", "netns", "exec", n.ns, *argv], "flanneld", node=n.name, ns=n.ns, env=env)
         for n in L.nodes:
