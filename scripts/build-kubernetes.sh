@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Kubernetes (kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
 # kubectl) from the Go module proxy into /var/cache/roughnet/kubernetes/<version>/bin, and then,
-# best effort, flanneld into the same folder. Idempotent: exits at once when the six binaries
+# best effort, flanneld and kube-router into the same folder. Idempotent: exits at once when the six binaries
 # are there and kubectl reports the version.
 #
 # k8s.io/kubernetes cannot be `go install`ed at a version (its go.mod replaces k8s.io/* with
@@ -15,6 +15,9 @@ STAGING_VERSION=${STAGING_VERSION:-v0.${K8S_VERSION#v1.}}
 # The proxy refuses the v0.32.13 zip of k8s.io/endpointslice (403); v0.32.12 works.
 ENDPOINTSLICE_VERSION=${ENDPOINTSLICE_VERSION:-v0.32.12}
 FLANNEL_VERSION=${FLANNEL_VERSION:-v0.28.10}
+# The one version the module proxy serves here (security reports exist for it: a local test cluster in
+# namespaces only; docs/kubernetes.md).
+KUBE_ROUTER_VERSION=${KUBE_ROUTER_VERSION:-v2.1.0}
 CACHE=${ROUGHNET_CACHE:-/var/cache/roughnet}
 KDIR=$CACHE/kubernetes
 SRC=$KDIR/src
@@ -34,7 +37,9 @@ have_all() {
 
 # flanneld is best effort: a failed attempt leaves a marker so reruns stay fast (remove it to retry).
 FLANNEL_FAILED=$KDIR/flanneld-$FLANNEL_VERSION.failed
-if have_all && { [ -x "$BIN/flanneld" ] || [ -e "$FLANNEL_FAILED" ]; }; then
+KUBE_ROUTER_FAILED=$KDIR/kube-router-$KUBE_ROUTER_VERSION.failed
+if have_all && { [ -x "$BIN/flanneld" ] || [ -e "$FLANNEL_FAILED" ]; } \
+    && { [ -x "$BIN/kube-router" ] || [ -e "$KUBE_ROUTER_FAILED" ]; }; then
   exit 0
 fi
 
@@ -135,6 +140,39 @@ if [ ! -x "$BIN/flanneld" ]; then
     echo "build-kubernetes: WARNING: flanneld $FLANNEL_VERSION did not build (log: $flog):" >&2
     grep -v '^go: downloading' "$flog" | tail -n 5 >&2 || true
     touch "$FLANNEL_FAILED"
+  fi
+fi
+# kube-router, best effort like flanneld: a wrapper module builds its cmd/kube-router main (no replace directives in
+# its go.mod, but `go install` of a /v2 module's command leaves nothing to tidy a newer Go with). Its router only is
+# used (BGP between the nodes, routes to each node's pods; docs/kubernetes.md).
+if [ ! -x "$BIN/kube-router" ] && [ ! -e "$KUBE_ROUTER_FAILED" ]; then
+  t=$SECONDS
+  echo "build-kubernetes: kube-router $KUBE_ROUTER_VERSION (best effort) ..."
+  RSRC=$KDIR/kube-router-src
+  rlog=$KDIR/kube-router-build.log
+  if (
+    set -e
+    mkdir -p "$RSRC"
+    cd "$RSRC"
+    if [ ! -s go.sum ] || ! grep -q "github.com/cloudnativelabs/kube-router/v2 $KUBE_ROUTER_VERSION" go.mod 2>/dev/null; then
+      printf 'module roughnet.local/kuberouterbuild\n\ngo 1.26.0\n\nrequire github.com/cloudnativelabs/kube-router/v2 %s\n' \
+        "$KUBE_ROUTER_VERSION" > go.mod
+      rm -f go.sum
+      rmod=$("$GO" mod download -json "github.com/cloudnativelabs/kube-router/v2@$KUBE_ROUTER_VERSION" \
+        | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+      cp "$rmod/cmd/kube-router/kube-router.go" main.go
+      chmod u+w main.go
+      "$GO" mod tidy
+    fi
+    "$GO" build -trimpath -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+      -o "$BIN/.kube-router.tmp" .
+    mv -f "$BIN/.kube-router.tmp" "$BIN/kube-router"
+  ) > "$rlog" 2>&1; then
+    echo "build-kubernetes: kube-router done in $((SECONDS - t)) s ($("$BIN/kube-router" --version 2>&1 | head -n1))"
+  else
+    echo "build-kubernetes: WARNING: kube-router $KUBE_ROUTER_VERSION did not build (log: $rlog):" >&2
+    grep -v '^go: downloading' "$rlog" | tail -n 5 >&2 || true
+    touch "$KUBE_ROUTER_FAILED"
   fi
 fi
 exit 0

@@ -8,9 +8,10 @@
 set -euo pipefail
 # strongswan-charon: the IKE daemon flanneld's ipsec backend starts (`--network flannel-ipsec`), with its VICI
 # interface (strongswan-swanctl) and the AES-GCM and ECP ciphers flannel proposes (standard plugins); its package
-# brings strongswan-starter, whose service must not run either.
+# brings strongswan-starter, whose service must not run either. ipset: kube-router (`--network kube-router`) needs the
+# command even with its network policy off.
 PKGS=(containerd runc etcd-server etcd-client containernetworking-plugins busybox-static
-      iptables conntrack socat openssl tini strongswan-charon strongswan-swanctl libstrongswan-standard-plugins)
+      iptables conntrack socat openssl tini ipset strongswan-charon strongswan-swanctl libstrongswan-standard-plugins)
 DAEMONS='^(containerd|etcd|charon|starter)$'
 missing=()
 for p in "${PKGS[@]}"; do

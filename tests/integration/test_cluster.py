@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -217,10 +218,11 @@ def test_a_killed_cluster_up_is_cleaned_by_roughnet_clean(local_cluster):
     assert load(local_cluster.name).running() and ledger_path(local_cluster.name).exists()
 
 
-@pytest.mark.skipif(not (KUBE_BIN_DIR / "flanneld").exists(), reason="flanneld is not built (make cluster builds it "
-                    "best effort)")
-@pytest.mark.parametrize("network", ["flannel-vxlan", "flannel-host-gw", "flannel-ipsec"])
-def test_flannel_carries_pods_across_nodes_and_down_removes_running_pods(local_cluster, network, tmp_path):
+@pytest.mark.parametrize("network", ["flannel-vxlan", "flannel-host-gw", "flannel-ipsec", "kube-router"])
+def test_pod_network_carries_pods_across_nodes_and_down_removes_running_pods(local_cluster, network, tmp_path):
+    daemon = "kube-router" if network == "kube-router" else "flanneld"
+    if not (KUBE_BIN_DIR / daemon).exists():
+        pytest.skip(f"{daemon} is not built (make cluster builds it best effort)")
     if network == "flannel-ipsec" and (refused := kernel_esp_refusal()):
         pytest.skip(f"this kernel has no ESP with AES-GCM for flannel's ipsec backend ({refused}); "
                     "test_flannel_ipsec_is_refused_by_a_kernel_without_esp checks the refusal instead")
@@ -237,7 +239,13 @@ def test_flannel_carries_pods_across_nodes_and_down_removes_running_pods(local_c
         cidr = ok(kubectl(state, "get", "node", "node2", "-o", "jsonpath={.spec.podCIDR}")).strip()
         route = subprocess.run(["ip", "-n", n1.ns, "route", "show", cidr], capture_output=True, text=True,
                                timeout=10).stdout
-        if network == "flannel-vxlan":
+        if network == "kube-router":
+            # learnt over iBGP from node2's kube-router (not a static or kernel route), with the session up
+            assert f"via {n2.address} " in route and "proto static" not in route and "proto kernel" not in route, route
+            bgp = subprocess.run(["ip", "netns", "exec", n1.ns, "ss", "-tnH", "state", "established"],
+                                 capture_output=True, text=True, timeout=10).stdout
+            assert any(n2.address in ln and re.search(r":179\b", ln) for ln in bgp.splitlines()), bgp
+        elif network == "flannel-vxlan":
             assert "vxlan id 1" in link.stdout and f"local {n1.address}" in link.stdout
             assert "dev flannel.1" in route, route
         elif network == "flannel-ipsec":

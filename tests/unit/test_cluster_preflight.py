@@ -125,3 +125,24 @@ def test_flannel_ipsec_on_a_kernel_without_esp_is_refused(as_root, monkeypatch, 
         up.prepare(up.UpOptions(network="flannel-ipsec"))
     assert e.value.exit_code == 2
 
+
+def test_kube_router_without_its_binary_says_so(as_root, monkeypatch, tmp_path):
+    for b in up.KUBE_BINARIES:
+        (tmp_path / b).write_text("#!/bin/sh\n")
+        (tmp_path / b).chmod(0o755)
+    monkeypatch.setattr(up, "KUBE_BIN_DIR", tmp_path)
+    with pytest.raises(ClusterPreflightError, match="kube-router was not built") as e:
+        up.prepare(up.UpOptions(network="kube-router"))
+    assert e.value.exit_code == 2 and "kube-router-build.log" in str(e.value)
+
+
+def test_kube_router_runs_its_router_only():
+    from roughnet.cluster import configs
+    from roughnet.cluster.layout import make_layout
+
+    node = make_layout("t", 2, "kube-router").nodes[1]
+    argv = configs.kube_router_argv("/bin/kube-router", node, Path("/k"))
+    assert "--run-router=true" in argv and "--run-firewall=false" in argv and "--run-service-proxy=false" in argv
+    assert argv[argv.index("--hostname-override") + 1] == node.name == "node2"
+    assert argv[argv.index("--router-id") + 1] == node.address
+

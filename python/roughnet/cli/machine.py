@@ -187,8 +187,9 @@ ClusterName = typer.Option("local", "--name", help="Cluster name (namespaces rn-
 @cluster_app.command("up")
 def cluster_up(
     nodes: int = typer.Option(2, "--nodes", help="Worker nodes (1..16)."),
-    network: str = typer.Option("routed", "--network", metavar="routed|flannel-vxlan|flannel-host-gw|flannel-ipsec",
-                                help="Pod network."),
+    network: str = typer.Option("routed", "--network", metavar="NETWORK",
+                                help="Pod network: routed, flannel-vxlan, flannel-host-gw, flannel-ipsec or kube-router "
+                                     "(docs/kubernetes.md)."),
     node_link: Optional[str] = typer.Option(None, "--node-link", help='Rate of the node network, e.g. "100 Mbit/s" '
                                             "(default: not limited)."),
     node_delay: Optional[str] = typer.Option(None, "--node-delay", help='One-way delay, e.g. "1 ms" (wire engine).'),

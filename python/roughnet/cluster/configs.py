@@ -396,6 +396,24 @@ def flanneld_argv(flanneld: str, node: NodeLayout, kubeconfig: Path, backend: st
             "--subnet-file", str(p["flannel_subnet_env"]), "--v", "1"]
 
 
+# ---- kube-router (--network kube-router) ----------------------------------------------------------------------
+
+
+#: kube-router's BGP: one private AS for the whole cluster (iBGP full mesh between the nodes).
+KUBE_ROUTER_ASN = 64512
+
+
+def kube_router_argv(kube_router: str, node: NodeLayout, kubeconfig: Path) -> list[str]:
+    """kube-router for ``node``, its router only: it advertises the node's pod /24 over iBGP to every other node
+    and installs the routes it learns (the nodes share one subnet: direct routes, no tunnel). Its service proxy
+    (IPVS) and network policy (ipset) stay off: kube-proxy serves Services as on the other networks."""
+    return [kube_router, "--kubeconfig", str(kubeconfig), "--hostname-override", node.name,
+            "--run-router=true", "--run-firewall=false", "--run-service-proxy=false", "--enable-cni=false",
+            "--enable-ibgp=true", "--enable-overlay=false", "--enable-pod-egress=false",
+            "--cluster-asn", str(KUBE_ROUTER_ASN), "--router-id", node.address,
+            "--bgp-graceful-restart=false", "--metrics-port", "0", "--health-port", "0", "--v", "1"]
+
+
 __all__ = ["API_SERVICE_IP", "CNI_PLUGINS", "PRIVATE_MOUNTS", "apiserver_argv", "cni_conflist", "containerd_config",
            "controller_manager_argv", "etcd_argv", "kube_proxy_config", "kubelet_config", "node_paths",
            "scheduler_argv"]

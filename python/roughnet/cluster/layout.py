@@ -33,7 +33,7 @@ from .state import DATA_ROOT, RUN_ROOT, ClusterPreflightError, check_name
 KUBE_VERSION = "v1.32.13"
 CP_HOST = "cp"
 MAX_NODES = 16
-NETWORKS = ("routed", "flannel-vxlan", "flannel-host-gw", "flannel-ipsec")
+NETWORKS = ("routed", "flannel-vxlan", "flannel-host-gw", "flannel-ipsec", "kube-router")
 #: The networks flanneld carries, with its backend for each (net-conf.json's Backend.Type).
 FLANNEL_BACKENDS = {"flannel-vxlan": "vxlan", "flannel-host-gw": "host-gw", "flannel-ipsec": "ipsec"}
 #: strongSwan's IKE daemon, which flanneld's ipsec backend starts as its child (Debian package strongswan-charon).

@@ -101,8 +101,8 @@ def _direction(opts: UpOptions) -> tuple[Direction, dict[str, Any]]:
     return Direction(rate_bps=info["rate_bps"], delay_ns=info["delay_ns"], loss=info["loss"]), info
 
 
-def missing_binaries(bin_dir: Path = KUBE_BIN_DIR, flannel: bool = False) -> list[str]:
-    names = list(KUBE_BINARIES) + (["flanneld"] if flannel else [])
+def missing_binaries(bin_dir: Path = KUBE_BIN_DIR, flannel: bool = False, kube_router: bool = False) -> list[str]:
+    names = list(KUBE_BINARIES) + (["flanneld"] if flannel else []) + (["kube-router"] if kube_router else [])
     return [str(bin_dir / b) for b in names if not os.access(bin_dir / b, os.X_OK)]
 
 
@@ -147,16 +147,22 @@ def prepare(opts: UpOptions) -> Prepared:
     layout = make_layout(opts.name, opts.nodes, opts.network)
     direction, info = _direction(opts)
     flannel = opts.network in FLANNEL_BACKENDS
-    missing = missing_binaries(KUBE_BIN_DIR, flannel)
+    kube_router = opts.network == "kube-router"
+    missing = missing_binaries(KUBE_BIN_DIR, flannel, kube_router)
     if missing:
-        hint = ("run `make cluster` (scripts/build-kubernetes.sh builds Kubernetes and, when it can, flanneld)"
-                if not (flannel and missing == [str(KUBE_BIN_DIR / "flanneld")])
-                else "flanneld was not built (scripts/build-kubernetes.sh tries it best effort: see its output, or "
-                     "use --network routed)")
+        hint = "run `make cluster` (scripts/build-kubernetes.sh builds Kubernetes and, when it can, flanneld)"
+        if flannel and missing == [str(KUBE_BIN_DIR / "flanneld")]:
+            hint = ("flanneld was not built (scripts/build-kubernetes.sh tries it best effort: see its output, or "
+                    "use --network routed)")
+        if kube_router and missing == [str(KUBE_BIN_DIR / "kube-router")]:
+            hint = ("kube-router was not built (scripts/build-kubernetes.sh tries it best effort: see its output and "
+                    f"{KUBE_BIN_DIR.parent.parent / 'kube-router-build.log'}, or use --network routed)")
         raise ClusterPreflightError(f"missing Kubernetes binaries: {', '.join(missing)}; {hint}")
     tools = missing_host_tools()
     if FLANNEL_BACKENDS.get(opts.network) == "ipsec" and not os.access(CHARON, os.X_OK):
         tools.append(f"{CHARON} (Debian package strongswan-charon: flanneld's ipsec backend runs it)")
+    if kube_router and shutil.which("ipset", path=configs.DAEMON_PATH) is None:
+        tools.append("ipset (Debian package ipset: kube-router needs it)")
     if tools:
         raise ClusterPreflightError(f"missing programs: {', '.join(tools)}; run `make cluster` "
                                     f"(scripts/install-cluster-deps.sh installs them)")
@@ -493,6 +499,8 @@ class _Up:
                 # default route finds them; these namespaces have none): the nodes get routed's routes, which
                 # the policies then encrypt
                 self.add_routes(nodes_only=True)
+        elif L.network == "kube-router":
+            self.start_kube_router()
         else:
             self.add_routes()
         for n in L.nodes:
@@ -537,6 +545,26 @@ class _Up:
         # the node's address on the node link); the control plane namespace gets plain routes to reach pods too.
         dev = self.node_ifname("cp")
         for n in L.nodes:
+            procs.run(["ip", "-n", L.cp_ns, "route", "add", self.pod_cidrs[n.name], "via", n.address, "dev", dev],
+                      f"adding a route to pods of {n.name} in {L.cp_ns}")
+
+    def start_kube_router(self) -> None:
+        """kube-router per node; ready when every node has learnt over BGP a route to every other node's pods."""
+        L = self.layout
+        assert self.pki is not None
+        for n in L.nodes:
+            argv = configs.kube_router_argv(str(self.prep.bin_dir / "kube-router"), n, self.pki.kubeconfigs["admin"])
+            self.spawn(["ip", "netns", "exec", n.ns, *argv], "kube-router", node=n.name, ns=n.ns,
+                       env=procs.daemon_env({"NODE_NAME": n.name}, self.prep.bin_dir))
+
+        def learnt(n):
+            res = procs.run(["ip", "-n", n.ns, "-4", "route", "show"], f"reading the routes of {n.ns}")
+            return all(f"{self.pod_cidrs[o.name]} via {o.address} " in res.stdout for o in L.nodes if o is not n)
+        for n in L.nodes:
+            procs.wait_for(lambda n=n: learnt(n), 90, f"kube-router on {n.name} (routes to the other nodes' pods "
+                           "over BGP)", alive=self.dead)
+        dev = self.node_ifname("cp")
+        for n in L.nodes:  # the control plane is not a BGP peer: plain routes, as with flannel
             procs.run(["ip", "-n", L.cp_ns, "route", "add", self.pod_cidrs[n.name], "via", n.address, "dev", dev],
                       f"adding a route to pods of {n.name} in {L.cp_ns}")
 
