@@ -97,6 +97,13 @@ def kubernetes_checks() -> list[Check]:
                if not (KUBE_BIN_DIR / b).is_file()]
     out.append(Check("local cluster binaries", not missing, f"Kubernetes {KUBE_VERSION} in {KUBE_BIN_DIR}" if not missing
                      else f"missing {', '.join(missing)}: `make cluster` builds them", False))
+    if not missing:
+        from .cluster.up import network_refusals
+
+        refusals = network_refusals()
+        usable = [n for n, why in refusals.items() if why is None]
+        detail = ", ".join(usable) + "".join(f"; not {n}: {why}" for n, why in refusals.items() if why)
+        out.append(Check("pod networks (cluster up --network)", bool(usable), detail, False))
     try:
         from .cluster import state
 

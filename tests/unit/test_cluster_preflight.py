@@ -146,3 +146,21 @@ def test_kube_router_runs_its_router_only():
     assert argv[argv.index("--hostname-override") + 1] == node.name == "node2"
     assert argv[argv.index("--router-id") + 1] == node.address
 
+
+def test_network_refusals_name_what_each_network_lacks(monkeypatch, tmp_path):
+    for b in up.KUBE_BINARIES:
+        (tmp_path / b).write_text("#!/bin/sh\n")
+        (tmp_path / b).chmod(0o755)
+    monkeypatch.setattr(up, "KUBE_BIN_DIR", tmp_path)
+    got = up.network_refusals()
+    assert got["routed"] is None
+    assert "flanneld not built" in got["flannel-vxlan"] and "flanneld not built" in got["flannel-ipsec"]
+    assert "kube-router not built" in got["kube-router"]
+    (tmp_path / "flanneld").write_text("#!/bin/sh\n")
+    (tmp_path / "flanneld").chmod(0o755)
+    monkeypatch.setattr(up, "CHARON", "/bin/sh")
+    monkeypatch.setattr(up.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(up, "kernel_esp_refusal", lambda: "Error: Requested type not found.")
+    got = up.network_refusals()
+    assert got["flannel-host-gw"] is None and "no ESP" in got["flannel-ipsec"]
+

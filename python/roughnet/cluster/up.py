@@ -128,6 +128,29 @@ def kernel_esp_refusal() -> str | None:
     return None if res.returncode == 0 else (res.stderr or res.stdout).strip() or f"exit {res.returncode}"
 
 
+def network_refusals() -> dict[str, str | None]:
+    """Each ``--network``: None if this machine has what it needs (its daemon, tools and kernel), else why not,
+    in the words `cluster up` would refuse it with (for ``roughnet doctor``)."""
+    from .layout import NETWORKS
+
+    out: dict[str, str | None] = {}
+    for net in NETWORKS:
+        daemon = "flanneld" if net in FLANNEL_BACKENDS else "kube-router" if net == "kube-router" else None
+        if daemon and not os.access(KUBE_BIN_DIR / daemon, os.X_OK):
+            out[net] = f"{daemon} not built (`make cluster` builds it, best effort)"
+        elif net == "kube-router" and shutil.which("ipset", path=configs.DAEMON_PATH) is None:
+            out[net] = "ipset missing (Debian package ipset)"
+        elif FLANNEL_BACKENDS.get(net) == "ipsec" and not os.access(CHARON, os.X_OK):
+            out[net] = f"{CHARON} missing (Debian package strongswan-charon)"
+        elif FLANNEL_BACKENDS.get(net) == "ipsec" and os.geteuid() != 0:
+            out[net] = "the kernel's ESP not checked (needs root)"
+        elif FLANNEL_BACKENDS.get(net) == "ipsec" and (refused := kernel_esp_refusal()):
+            out[net] = f"the kernel has no ESP with AES-GCM ({refused})"
+        else:
+            out[net] = None
+    return out
+
+
 def image_archives() -> tuple[list[tuple[str, Path]], list[str]]:
     """(reference, archive) of the pause and roughnet images, and the archives that are missing."""
     from ..kube.image import image_archive, image_ref
