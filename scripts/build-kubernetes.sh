@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Kubernetes (kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
 # kubectl) from the Go module proxy into /var/cache/roughnet/kubernetes/<version>/bin, and then,
-# best effort, flanneld and kube-router into the same folder. Idempotent: exits at once when the six binaries
+# best effort, flanneld and kube-router into the same folder (one function for both). Idempotent: exits at once when the six binaries
 # are there and kubectl reports the version.
 #
 # k8s.io/kubernetes cannot be `go install`ed at a version (its go.mod replaces k8s.io/* with
@@ -107,72 +107,48 @@ if ! have_all; then
 fi
 echo "build-kubernetes: Kubernetes $K8S_VERSION ready after $((SECONDS - t_start)) s"
 
-# flanneld, best effort: its failure is reported and does not fail this script. Not with
-# `go install ...@version`: flannel's tencentvpc backend needs
-# github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc v1.3.188, whose zip the proxy
-# refuses (403). So a wrapper module builds flannel's main.go (copied from the module cache)
-# without that one backend import. cgo on: the udp backend's amd64 proxy is C.
-if [ ! -x "$BIN/flanneld" ]; then
-  t=$SECONDS
-  echo "build-kubernetes: flanneld $FLANNEL_VERSION (best effort) ..."
-  FSRC=$KDIR/flannel-src
-  flog=$KDIR/flannel-build.log
-  fldflags="-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION"
+# The pod networks' daemons, best effort: a failure is reported, leaves a marker (reruns stay fast; remove it to
+# retry) and does not fail this script. Each is built by a small wrapper module around the daemon's own main.go
+# (copied from the module cache), tidied only when its version changed:
+#   best_effort NAME MODULE VERSION MAIN SRC_DIR LOG FAILED CGO LDFLAGS [IMPORT_TO_DROP]
+best_effort() {
+  local name=$1 module=$2 version=$3 main=$4 src=$5 log=$6 failed=$7 cgo=$8 ldflags=$9 drop=${10:-}
+  [ -x "$BIN/$name" ] || [ -e "$failed" ] && return 0
+  local t=$SECONDS
+  echo "build-kubernetes: $name $version (best effort) ..."
   if (
     set -e
-    mkdir -p "$FSRC"
-    cd "$FSRC"
-    if [ ! -s go.sum ] || ! grep -q "github.com/flannel-io/flannel $FLANNEL_VERSION" go.mod 2>/dev/null; then
-      printf 'module roughnet.local/flannelbuild\n\ngo 1.26.0\n\nrequire github.com/flannel-io/flannel %s\n' \
-        "$FLANNEL_VERSION" > go.mod
+    mkdir -p "$src"
+    cd "$src"
+    if [ ! -s go.sum ] || ! grep -q "$module $version" go.mod 2>/dev/null; then
+      printf 'module roughnet.local/%sbuild\n\ngo 1.26.0\n\nrequire %s %s\n' "${name//-/}" "$module" "$version" > go.mod
       rm -f go.sum
-      "$GO" mod download "github.com/flannel-io/flannel@$FLANNEL_VERSION"
-      fmod=$("$GO" mod download -json "github.com/flannel-io/flannel@$FLANNEL_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-      grep -v '"github.com/flannel-io/flannel/pkg/backend/tencentvpc"' "$fmod/main.go" > main.go
+      dir=$("$GO" mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+      if [ -n "$drop" ]; then grep -v "\"$drop\"" "$dir/$main" > main.go; else cat "$dir/$main" > main.go; fi
       "$GO" mod tidy
     fi
-    CGO_ENABLED=1 "$GO" build -trimpath -ldflags "$fldflags" -o "$BIN/.flanneld.tmp" .
-    mv -f "$BIN/.flanneld.tmp" "$BIN/flanneld"
-  ) > "$flog" 2>&1; then
-    rm -f "$FLANNEL_FAILED"
-    echo "build-kubernetes: flanneld done in $((SECONDS - t)) s (without the tencentvpc backend; $("$BIN/flanneld" --version 2>&1 | head -n1))"
+    CGO_ENABLED=$cgo "$GO" build -trimpath -ldflags "$ldflags" -o "$BIN/.$name.tmp" .
+    mv -f "$BIN/.$name.tmp" "$BIN/$name"
+  ) > "$log" 2>&1; then
+    rm -f "$failed"
+    echo "build-kubernetes: $name done in $((SECONDS - t)) s ($("$BIN/$name" --version 2>&1 | head -n1))"
   else
-    echo "build-kubernetes: WARNING: flanneld $FLANNEL_VERSION did not build (log: $flog):" >&2
-    grep -v '^go: downloading' "$flog" | tail -n 5 >&2 || true
-    touch "$FLANNEL_FAILED"
+    echo "build-kubernetes: WARNING: $name $version did not build (log: $log):" >&2
+    grep -v '^go: downloading' "$log" | tail -n 5 >&2 || true
+    touch "$failed"
   fi
-fi
-# kube-router, best effort like flanneld: a wrapper module builds its cmd/kube-router main (no replace directives in
-# its go.mod, but `go install` of a /v2 module's command leaves nothing to tidy a newer Go with). Its router only is
-# used (BGP between the nodes, routes to each node's pods; docs/kubernetes.md).
-if [ ! -x "$BIN/kube-router" ] && [ ! -e "$KUBE_ROUTER_FAILED" ]; then
-  t=$SECONDS
-  echo "build-kubernetes: kube-router $KUBE_ROUTER_VERSION (best effort) ..."
-  RSRC=$KDIR/kube-router-src
-  rlog=$KDIR/kube-router-build.log
-  if (
-    set -e
-    mkdir -p "$RSRC"
-    cd "$RSRC"
-    if [ ! -s go.sum ] || ! grep -q "github.com/cloudnativelabs/kube-router/v2 $KUBE_ROUTER_VERSION" go.mod 2>/dev/null; then
-      printf 'module roughnet.local/kuberouterbuild\n\ngo 1.26.0\n\nrequire github.com/cloudnativelabs/kube-router/v2 %s\n' \
-        "$KUBE_ROUTER_VERSION" > go.mod
-      rm -f go.sum
-      rmod=$("$GO" mod download -json "github.com/cloudnativelabs/kube-router/v2@$KUBE_ROUTER_VERSION" \
-        | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-      cp "$rmod/cmd/kube-router/kube-router.go" main.go
-      chmod u+w main.go
-      "$GO" mod tidy
-    fi
-    "$GO" build -trimpath -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
-      -o "$BIN/.kube-router.tmp" .
-    mv -f "$BIN/.kube-router.tmp" "$BIN/kube-router"
-  ) > "$rlog" 2>&1; then
-    echo "build-kubernetes: kube-router done in $((SECONDS - t)) s ($("$BIN/kube-router" --version 2>&1 | head -n1))"
-  else
-    echo "build-kubernetes: WARNING: kube-router $KUBE_ROUTER_VERSION did not build (log: $rlog):" >&2
-    grep -v '^go: downloading' "$rlog" | tail -n 5 >&2 || true
-    touch "$KUBE_ROUTER_FAILED"
-  fi
-fi
+}
+
+# flanneld: not with `go install ...@version`: flannel's tencentvpc backend needs
+# github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc v1.3.188, whose zip the proxy refuses (403), so that
+# one backend import is dropped. cgo on: the udp backend's amd64 proxy is C.
+best_effort flanneld github.com/flannel-io/flannel "$FLANNEL_VERSION" main.go "$KDIR/flannel-src" \
+  "$KDIR/flannel-build.log" "$FLANNEL_FAILED" 1 \
+  "-s -w -X github.com/flannel-io/flannel/pkg/version.Version=$FLANNEL_VERSION" \
+  github.com/flannel-io/flannel/pkg/backend/tencentvpc
+# kube-router: its cmd/kube-router main; its router only is used (BGP between the nodes, routes to each node's
+# pods; docs/kubernetes.md).
+best_effort kube-router github.com/cloudnativelabs/kube-router/v2 "$KUBE_ROUTER_VERSION" cmd/kube-router/kube-router.go \
+  "$KDIR/kube-router-src" "$KDIR/kube-router-build.log" "$KUBE_ROUTER_FAILED" 0 \
+  "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION"
 exit 0
