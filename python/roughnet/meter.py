@@ -398,16 +398,18 @@ def check_many(profiles: list[table.Profile], count: int | None = None, parallel
     # Links slower than this carry a ping every few seconds: their wires idle while the rates are measured.
     slow = {p.name for p in pings if ping_plan(p, count)[1] > 1.0}
 
-    def one(p: table.Profile) -> None:
+    def beside(p: table.Profile, wanted: tuple[str, ...], done: str) -> None:
+        """``check`` on a thread of its own: an error stops every meter and is re-raised on the main thread."""
         try:
-            for r in check(p, count, stop, set(PING_FIGURES)):
+            for r in check(p, count, stop, set(wanted)):
                 got[(r.profile, r.figure)] = r
-            say(p.name, "pings done")
+            say(p.name, done)
         except BaseException as e:  # noqa: BLE001 (re-raised on the main thread below)
             errors.append(e)
             stop.set()
 
-    threads = {p.name: threading.Thread(target=one, args=(p,), name=f"meter-{p.name}") for p in pings}
+    threads = {p.name: threading.Thread(target=beside, args=(p, PING_FIGURES, "pings done"), name=f"meter-{p.name}")
+               for p in pings}
 
     def wait(names: set[str]) -> None:
         for name in names:
@@ -424,25 +426,17 @@ def check_many(profiles: list[table.Profile], count: int | None = None, parallel
         wait(set(threads) - slow)  # the busy pings end first; the slow links' go on beside the rates
         rated = [p for p in todo if any(m.figure in RATE_FIGURES for m in p.meter)]
         light = [p for p in rated if max(m.cited for m in p.meter if m.figure in RATE_FIGURES) <= LIGHT_MBPS]
-
-        def rates(p: table.Profile) -> None:
-            try:
-                for r in check(p, count, stop, set(RATE_FIGURES)):
-                    got[(r.profile, r.figure)] = r
-            except BaseException as e:  # noqa: BLE001 (re-raised on the main thread below)
-                errors.append(e)
-                stop.set()
-
         for p in light:
             say(p.name, "iperf3")
-            threads[f"{p.name} rates"] = threading.Thread(target=rates, args=(p,), name=f"rates-{p.name}")
+            threads[f"{p.name} rates"] = threading.Thread(target=beside, args=(p, RATE_FIGURES, "rates done"),
+                                                          name=f"rates-{p.name}")
             threads[f"{p.name} rates"].start()
         wait({f"{p.name} rates" for p in light})
         for p in rated:
             if p not in light:
                 say(p.name, "iperf3")
-                rates(p)
-                wait(set())
+                for r in check(p, count, stop, set(RATE_FIGURES)):
+                    got[(r.profile, r.figure)] = r
         wait(slow)
     except BaseException:
         stop.set()  # Ctrl-C: every meter is killed, every topology torn down, then the interrupt goes on
