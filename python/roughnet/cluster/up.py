@@ -101,8 +101,23 @@ def _direction(opts: UpOptions) -> tuple[Direction, dict[str, Any]]:
     return Direction(rate_bps=info["rate_bps"], delay_ns=info["delay_ns"], loss=info["loss"]), info
 
 
-def missing_binaries(bin_dir: Path = KUBE_BIN_DIR, flannel: bool = False, kube_router: bool = False) -> list[str]:
-    names = list(KUBE_BINARIES) + (["flanneld"] if flannel else []) + (["kube-router"] if kube_router else [])
+def network_daemon(network: str) -> str | None:
+    """The binary (built by `make cluster`, best effort) that runs ``network``'s pod routes, if any."""
+    return "flanneld" if network in FLANNEL_BACKENDS else "kube-router" if network == "kube-router" else None
+
+
+def network_tools_missing(network: str) -> list[str]:
+    """The host programs ``network`` needs beyond every cluster's (missing_host_tools) that are not installed."""
+    out = []
+    if FLANNEL_BACKENDS.get(network) == "ipsec" and not os.access(CHARON, os.X_OK):
+        out.append(f"{CHARON} (Debian package strongswan-charon: flanneld's ipsec backend runs it)")
+    if network == "kube-router" and shutil.which("ipset", path=configs.DAEMON_PATH) is None:
+        out.append("ipset (Debian package ipset: kube-router needs it)")
+    return out
+
+
+def missing_binaries(bin_dir: Path = KUBE_BIN_DIR, daemon: str | None = None) -> list[str]:
+    names = list(KUBE_BINARIES) + ([daemon] if daemon else [])
     return [str(bin_dir / b) for b in names if not os.access(bin_dir / b, os.X_OK)]
 
 
@@ -135,13 +150,11 @@ def network_refusals() -> dict[str, str | None]:
 
     out: dict[str, str | None] = {}
     for net in NETWORKS:
-        daemon = "flanneld" if net in FLANNEL_BACKENDS else "kube-router" if net == "kube-router" else None
+        daemon = network_daemon(net)
         if daemon and not os.access(KUBE_BIN_DIR / daemon, os.X_OK):
             out[net] = f"{daemon} not built (`make cluster` builds it, best effort)"
-        elif net == "kube-router" and shutil.which("ipset", path=configs.DAEMON_PATH) is None:
-            out[net] = "ipset missing (Debian package ipset)"
-        elif FLANNEL_BACKENDS.get(net) == "ipsec" and not os.access(CHARON, os.X_OK):
-            out[net] = f"{CHARON} missing (Debian package strongswan-charon)"
+        elif tools := network_tools_missing(net):
+            out[net] = "missing " + ", ".join(tools)
         elif FLANNEL_BACKENDS.get(net) == "ipsec" and os.geteuid() != 0:
             out[net] = "the kernel's ESP not checked (needs root)"
         elif FLANNEL_BACKENDS.get(net) == "ipsec" and (refused := kernel_esp_refusal()):
@@ -169,23 +182,17 @@ def prepare(opts: UpOptions) -> Prepared:
                                     "mounts); run it as root")
     layout = make_layout(opts.name, opts.nodes, opts.network)
     direction, info = _direction(opts)
-    flannel = opts.network in FLANNEL_BACKENDS
-    kube_router = opts.network == "kube-router"
-    missing = missing_binaries(KUBE_BIN_DIR, flannel, kube_router)
+    daemon = network_daemon(opts.network)
+    missing = missing_binaries(KUBE_BIN_DIR, daemon)
     if missing:
-        hint = "run `make cluster` (scripts/build-kubernetes.sh builds Kubernetes and, when it can, flanneld)"
-        if flannel and missing == [str(KUBE_BIN_DIR / "flanneld")]:
-            hint = ("flanneld was not built (scripts/build-kubernetes.sh tries it best effort: see its output, or "
-                    "use --network routed)")
-        if kube_router and missing == [str(KUBE_BIN_DIR / "kube-router")]:
-            hint = ("kube-router was not built (scripts/build-kubernetes.sh tries it best effort: see its output and "
-                    f"{KUBE_BIN_DIR.parent.parent / 'kube-router-build.log'}, or use --network routed)")
+        hint = ("run `make cluster` (scripts/build-kubernetes.sh builds Kubernetes and, when it can, flanneld and "
+                "kube-router)")
+        if daemon and missing == [str(KUBE_BIN_DIR / daemon)]:
+            log = {"flanneld": "flannel-build.log"}.get(daemon, f"{daemon}-build.log")
+            hint = (f"{daemon} was not built (scripts/build-kubernetes.sh tries it best effort: see its output and "
+                    f"{KUBE_BIN_DIR.parent.parent / log}, or use --network routed)")
         raise ClusterPreflightError(f"missing Kubernetes binaries: {', '.join(missing)}; {hint}")
-    tools = missing_host_tools()
-    if FLANNEL_BACKENDS.get(opts.network) == "ipsec" and not os.access(CHARON, os.X_OK):
-        tools.append(f"{CHARON} (Debian package strongswan-charon: flanneld's ipsec backend runs it)")
-    if kube_router and shutil.which("ipset", path=configs.DAEMON_PATH) is None:
-        tools.append("ipset (Debian package ipset: kube-router needs it)")
+    tools = missing_host_tools() + network_tools_missing(opts.network)
     if tools:
         raise ClusterPreflightError(f"missing programs: {', '.join(tools)}; run `make cluster` "
                                     f"(scripts/install-cluster-deps.sh installs them)")
@@ -213,8 +220,8 @@ def prepare(opts: UpOptions) -> Prepared:
                                         f"(remove it, or run `roughnet clean --dry-run` to see whose it is)")
     link = node_link(layout, direction)
     engine = _choose_engine(link)
-    return Prepared(opts, layout, link, engine, KUBE_BIN_DIR, KUBE_BIN_DIR / "flanneld" if flannel else None,
-                    images, info | {"engine": engine})
+    flanneld = KUBE_BIN_DIR / "flanneld" if daemon == "flanneld" else None
+    return Prepared(opts, layout, link, engine, KUBE_BIN_DIR, flanneld, images, info | {"engine": engine})
 
 
 def _choose_engine(link: Link) -> str:
