@@ -1,8 +1,8 @@
 """One agent process per host (issue 27): which runs get one, and what the flows of one host must agree on.
 
 A host agent (``roughnet-agent host``, run.hostagent) carries every flow of its host, and as a car's application
-does, it opens one zenoh session, one DDS participant per domain id and one MQTT client per broker for all of
-them (docs/agent-protocol.md, "Host mode"). Such a session, participant or client is configured once, so the
+does, it opens one zenoh session, one DDS participant per domain id, one MQTT client per broker and one NATS
+connection per server for all of them (docs/agent-protocol.md, "Host mode"). Such a session, participant or client is configured once, so the
 workloads of one host must agree on its knobs. The agent refuses a host object that disagrees, but only once the
 run's network exists; ``conflicts`` finds the same disagreements at plan time (``roughnet validate`` and
 ``roughnet run`` exit 2 before anything is created), from the scenario's own knobs.
@@ -26,16 +26,18 @@ SECOND_NS = 1_000_000_000
 
 #: The knobs one host's flows of a protocol share (one session, participant or client), each with the agent's
 #: default (None: the agent derives it; two workloads that leave it out agree). The agent's lists:
-#: drivers::zenoh session_knobs, drivers::dds domain knobs, drivers::mqtt::host connection_knobs. Per-endpoint
-#: knobs (reliability, QoS, priority, ...) may differ.
+#: drivers::zenoh session_knobs, drivers::dds domain knobs, drivers::mqtt::host and drivers::nats::host
+#: connection_knobs. Per-endpoint knobs (reliability, QoS, priority, jetstream, ...) may differ.
 SHARED_KNOBS: dict[str, dict[str, Any]] = {
     "zenoh": {"mode": "peer", "transport": "tcp", "multicast_scouting": False, "open_timeout": None,
               "lease": None, "wait_before_close": None},
     "dds": {"multicast": False, "ros2": False, "batch": 0},
+    "nats": {"reconnect": False},
     "mqtt": {"clean_session": True, "keep_alive": 30 * SECOND_NS, "inflight": 100, "tls": False},
 }
 DURATION_KNOBS = frozenset({"open_timeout", "lease", "wait_before_close", "keep_alive"})
-WHAT = {"zenoh": "one zenoh session", "dds": "one DDS participant per domain id", "mqtt": "one MQTT client"}
+WHAT = {"zenoh": "one zenoh session", "dds": "one DDS participant per domain id", "mqtt": "one MQTT client",
+        "nats": "one NATS connection"}
 
 
 def agents_mode(run: Run) -> str:

@@ -25,8 +25,9 @@ pytestmark = [
 ]
 
 HOSTS = ("h1", "h2", "h3", "h4")
-#: mosquitto's port (services: the broker listens on its host's address, 1883)
+#: mosquitto's port (services: the broker listens on its host's address, 1883), and nats-server's
 MQTT_PORT = 1883
+NATS_PORT = 4222
 #: Messages per flow: 20 msg/s for 1 s.
 MESSAGES = 20
 
@@ -150,7 +151,7 @@ def run(tmp_path: Path, body: str, name: str = "s", tcp_port: int | None = None)
     pytest.param("dds", "", marks=needs("dds")),  # one Cyclone participant per host, its flows' readers/writers
 ])
 def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path, protocol, knobs):
-    port = {"zenoh": ZENOH_HOST_PORT, "mqtt": MQTT_PORT}.get(protocol)
+    port = {"zenoh": ZENOH_HOST_PORT, "mqtt": MQTT_PORT, "nats": NATS_PORT}.get(protocol)
     r, flows, census = run(tmp_path, scenario(protocol, "host", knobs=knobs), tcp_port=port)
     assert r["status"] == "ok", r["failure_reason"]
     # one process per host, all of them `roughnet-agent host` (a flow mode run would show 4 x 4 = 16 here)
@@ -171,8 +172,9 @@ def test_one_process_per_host_delivers_every_message_to_every_receiver(tmp_path,
         for pid, short in census.brief.items():
             peers = {remote.split(":")[0] for (_, remote) in census.conns[pid] if (_, remote) not in short}
             assert all(remote.split(":")[0] in peers for (_, remote) in short), (pid, short, census.conns[pid])
-    if protocol == "mqtt":  # one client per host: one connection to the broker (per flow: 1 + 3 in each host);
-        # the broker's host (h1) also sees the broker's ends: those of the other hosts' and of its own client
+    if protocol in ("mqtt", "nats"):  # one client per host: one connection to the broker (a client per flow
+        # would be 1 + 3 in each host); the broker's host (h1) also sees the broker's ends: those of the other
+        # hosts' and of its own client
         assert sorted(census.links.values()) == [1] * (len(HOSTS) - 1) + [len(HOSTS) + 1], (census.links,
                                                                                            census.conns)
     # a clean bridge at 20 msg/s: nothing is lost (reliable modes retransmit; UDP on a bridge in one machine

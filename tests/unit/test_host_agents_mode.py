@@ -192,7 +192,8 @@ duration = "1 s"
 
 
 def two(protocol: str, first: str = "", second: str = "", agents: str = "", to: str = "c2"):
-    service = '[[service]]\nkind = "mosquitto"\nhost = "b"\n' if protocol == "mqtt" else ""
+    kind = {"mqtt": "mosquitto", "nats": "nats"}.get(protocol)
+    service = f'[[service]]\nkind = "{kind}"\nhost = "b"\n' if kind else ""
     text = TWO.format(agents=agents, protocol=protocol, first=first, second=second, service=service, to=to)
     return sweep_from_scenario(loads(text, "two.toml"), "two.toml")
 
@@ -202,6 +203,7 @@ def two(protocol: str, first: str = "", second: str = "", agents: str = "", to: 
     ("mqtt", "[workload.mqtt]\ninflight = 5\n", "", "mqtt.inflight", "(5)"),
     ("dds", "", '[workload.dds]\nbatch = "8192 B"\n', "dds.batch", "(0)"),
     ("zenoh", '[workload.zenoh]\ntransport = "udp"\n', "", "zenoh.transport", "(udp)"),
+    ("nats", "", "[workload.nats]\nreconnect = true\n", "nats.reconnect", "(false)"),
 ])
 def test_workloads_sharing_a_hosts_session_with_different_knobs_are_refused_at_plan_time(
         protocol, first, second, key, shown) -> None:

@@ -447,7 +447,7 @@ pub struct PlanError {
 
 /// Host mode: "key A and B" for each shared knob whose value differs between two flows' lists
 /// (the same keys in the same order), for a `PlanError`.
-#[cfg(any(feature = "zenoh", feature = "mqtt"))]
+#[cfg(any(feature = "zenoh", feature = "mqtt", feature = "nats"))]
 pub fn knob_diffs(first: &[(&'static str, String)], other: &[(&'static str, String)]) -> Vec<String> {
     first
         .iter()

@@ -51,6 +51,9 @@ use crate::clock::now_ns;
 use crate::config::{Config, ConfigError, Pattern};
 use crate::signals::stop_requested;
 
+mod host;
+pub use host::{host_plan, install_host_clients, HostClient};
+
 const KNOBS: [&str; 2] = ["reconnect", "jetstream"];
 /// JetStream: messages a sender keeps unacknowledged before `send` waits.
 const JS_WINDOW: usize = 4096;
@@ -126,6 +129,18 @@ struct Link {
 }
 
 impl Link {
+    fn new(reconnect: bool) -> Link {
+        Link {
+            reconnect,
+            ..Link::default()
+        }
+    }
+
+    /// The connection is gone for good.
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
     fn event(&self, ev: &async_nats::Event) {
         match ev {
             async_nats::Event::Disconnected if self.reconnect => {
@@ -242,9 +257,9 @@ enum Role {
     Responder,
 }
 
-/// One NATS connection: every role is this.
+/// One NATS connection (or, in host mode, a flow's part of the host's one): every role is this.
 pub struct NatsEndpoint {
-    rt: tokio::runtime::Runtime,
+    rt: Arc<tokio::runtime::Runtime>,
     client: Client,
     sub: Option<Subscriber>,
     /// Where `publish` goes (stream subject, or `<topic>.ping` for a requester).
@@ -261,6 +276,8 @@ pub struct NatsEndpoint {
     js_ack: bool,
     broker: String,
     cfg: Config,
+    /// Host mode: this flow's hold on the host's connection (host.rs), dropped last.
+    _hold: Option<host::Hold>,
 }
 
 /// A JetStream publisher's bookkeeping (module docs).
@@ -279,18 +296,33 @@ struct JsPublisher {
 }
 
 impl NatsEndpoint {
-    fn open(d: &Nats, cfg: &Config, role: Role) -> Result<NatsEndpoint, DriverError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
+    /// The one-worker runtime a connection's task runs on.
+    fn runtime(broker: &str) -> Result<tokio::runtime::Runtime, DriverError> {
+        tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("nats-rt")
             .enable_all()
             .build()
-            .map_err(|e| DriverError::io("start a tokio runtime for", &d.broker, e))?;
-        let link = Arc::new(Link {
-            reconnect: d.opts.reconnect,
-            ..Link::default()
-        });
-        let client = Self::connect(&rt, d, cfg, link.clone())?;
+            .map_err(|e| DriverError::io("start a tokio runtime for", broker, e))
+    }
+
+    fn open(d: &Nats, cfg: &Config, role: Role) -> Result<NatsEndpoint, DriverError> {
+        // Host mode: the host's one connection to this server (host.rs); else a connection of its own.
+        let (rt, client, link, hold) = match host::hold(d, cfg)? {
+            Some((hold, sh)) => (
+                sh.rt.clone(),
+                sh.client.clone(),
+                sh.link.clone(),
+                Some(hold),
+            ),
+            None => {
+                let rt = Arc::new(Self::runtime(&d.broker)?);
+                let link = Arc::new(Link::new(d.opts.reconnect));
+                let name = brokered::client_id("nats", cfg);
+                let client = Self::connect(&rt, d, cfg, &name, link.clone())?;
+                (rt, client, link, None)
+            }
+        };
         let stream = Subject::from(d.topic.as_str());
         let ping = Subject::from(format!("{}.ping", d.topic));
         let perr = |e: &dyn std::fmt::Display| protocol_error(&d.broker, e);
@@ -363,6 +395,7 @@ impl NatsEndpoint {
             js_ack: js_on && role == Role::Subscriber,
             broker: d.broker.clone(),
             cfg: cfg.clone(),
+            _hold: hold,
         };
         if needs_round_trip && !e.server_round_trip(until(cfg.give_up_ns()))? {
             return Err(DriverError::GaveUp {
@@ -405,12 +438,13 @@ impl NatsEndpoint {
         rt: &tokio::runtime::Runtime,
         d: &Nats,
         cfg: &Config,
+        name: &str,
         link: Arc<Link>,
     ) -> Result<Client, DriverError> {
         loop {
             let link = link.clone();
             let opts = ConnectOptions::new()
-                .name(brokered::client_id("nats", cfg))
+                .name(name)
                 .subscription_capacity(SUBSCRIPTION_CAPACITY)
                 // Subjects were checked once in from_config, not per publish.
                 .skip_subject_validation(true)
@@ -458,7 +492,7 @@ impl NatsEndpoint {
     }
 
     fn check_connected(&self) -> Result<(), DriverError> {
-        if self.link.lost.load(Ordering::Acquire) {
+        if self.link.is_lost() {
             return Err(protocol_error(
                 &self.broker,
                 "the connection to nats-server was lost",

@@ -21,8 +21,10 @@
 //! whose session knobs differ are a configuration error (`zenoh_plan`).  The MQTT 3.1.1 flows
 //! without `reconnect` share one client per broker (drivers::mqtt::install_host_clients), one
 //! connection with every flow's subscriptions and publications; flows of one broker whose
-//! connection knobs differ are a configuration error (`mqtt_plan`).  Every other flow has its own
-//! driver for now.
+//! connection knobs differ are a configuration error (`mqtt_plan`).  The NATS flows share one
+//! connection per server (drivers::nats::install_host_clients; async-nats multiplexes the flows'
+//! subscriptions on it); flows whose `reconnect` differs are a configuration error (`nats_plan`).
+//! Kafka, ZeroMQ and TCP flows have a driver (client, sockets) of their own.
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -47,8 +49,8 @@ pub(crate) use outcome::report;
 pub use outcome::{describe, run_flow, FlowError, Outcome};
 use outcome::{not_started, panic_message};
 pub use plan::{
-    dds_plan, mqtt_plan, parse, shared_receivers, zenoh_plan, Flow, HostError, HOST_VERSION,
-    MAX_FLOWS,
+    dds_plan, mqtt_plan, nats_plan, parse, shared_receivers, zenoh_plan, Flow, HostError,
+    HOST_VERSION, MAX_FLOWS,
 };
 use udp_group::Member;
 
@@ -116,6 +118,9 @@ pub fn run(flows: Vec<Flow>, commands: impl BufRead + Send + 'static) -> usize {
         // Every MQTT flow shares the process's client to its broker.
         #[cfg(feature = "mqtt")]
         crate::drivers::mqtt::install_host_clients(mqtt_plan(&flows)?);
+        // The NATS flows share one connection per server.
+        #[cfg(feature = "nats")]
+        crate::drivers::nats::install_host_clients(nats_plan(&flows)?);
         Ok(g)
     }) {
         Ok(g) => g,

@@ -139,6 +139,7 @@ pub fn parse(text: &str) -> Result<Vec<Flow>, HostError> {
     dds_plan(&flows)?;
     zenoh_plan(&flows)?;
     mqtt_plan(&flows)?;
+    nats_plan(&flows)?;
     Ok(flows)
 }
 
@@ -155,6 +156,22 @@ pub fn mqtt_plan(flows: &[Flow]) -> Result<Vec<drivers::mqtt::HostClient>, HostE
 
 #[cfg(not(feature = "mqtt"))]
 pub fn mqtt_plan(_flows: &[Flow]) -> Result<(), HostError> {
+    Ok(())
+}
+
+/// The NATS flows' shared connections (one per server, drivers::nats::host_plan); Err names two
+/// flows whose `reconnect` differs.
+#[cfg(feature = "nats")]
+pub fn nats_plan(flows: &[Flow]) -> Result<Vec<drivers::nats::HostClient>, HostError> {
+    let list: Vec<(u32, &Config)> = flows.iter().map(|f| (f.id, &f.cfg)).collect();
+    drivers::nats::host_plan(&list).map_err(|e| HostError::Participant {
+        flow: e.flow,
+        message: e.message,
+    })
+}
+
+#[cfg(not(feature = "nats"))]
+pub fn nats_plan(_flows: &[Flow]) -> Result<(), HostError> {
     Ok(())
 }
 
