@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import os
 import types
 from pathlib import Path
+
+import pytest
 
 from conftest_cluster import local_cluster  # noqa: F401  (a fixture: pytest finds it here)
 
@@ -38,3 +41,21 @@ for _name, _value in vars(_top).items():
     if hasattr(_value, "_pytestfixturefunction") or type(_value).__name__ == "FixtureFunctionDefinition":
         continue
     globals()[_name] = _value
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The order of make test's first group (``-m slowlink`` on xdist workers, Makefile test-integration).
+
+    Those tests spend their time waiting (slow links, timeouts, back-off) with the CPU mostly idle, so they run side
+    by side. With fewer than two tests per worker, ``--dist load`` hands them out round-robin, one each, in this
+    order, and each worker runs its own in turn: so the workers' longest first (the ``seconds`` of each test's
+    ``slowlink`` mark, measured in CI), then the rest shortest first, which pairs the longest with the shortest.
+    Any other selection keeps pytest's order."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    marks = [item.get_closest_marker("slowlink") for item in items]
+    if workers < 1 or not items or any(m is None for m in marks):
+        return
+    seconds = {item.nodeid: float(m.kwargs.get("seconds", 0)) for item, m in zip(items, marks)}
+    longest = sorted(items, key=lambda item: -seconds[item.nodeid])
+    items[:] = longest[:workers] + sorted(longest[workers:], key=lambda item: seconds[item.nodeid])

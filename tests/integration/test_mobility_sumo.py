@@ -179,6 +179,7 @@ def test_a_car_that_drives_off_is_reached_before_and_not_after(tmp_path: Path) -
     assert st["ports"][2]["downlink"]["drops"]["frame_error"] >= n, st["ports"][2]["downlink"]
 
 
+@pytest.mark.slowlink(seconds=56)  # the trace's 60 s; 2 s of CPU
 @pytest.mark.root
 @pytest.mark.skipif(WIRE is None, reason="roughnet-wire is not built (make build)")
 @pytest.mark.skipif(AGENT is None, reason="roughnet-agent is not built (make build)")

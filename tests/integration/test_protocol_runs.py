@@ -216,6 +216,7 @@ reply_timeout = "5 s"
     assert r["tcp_retrans_segs"] and r["tcp_retrans_segs"] > 0  # by retransmission, what the 5 s leave time for
 
 
+@pytest.mark.slowlink(seconds=33)  # 3 s each way; 3.5 s of CPU in 44 s
 @needs("nats")
 @pytest.mark.skipif(find_binary("roughnet-wire") is None, reason="roughnet-wire is not built (make build)")
 def test_nats_connects_over_a_link_slower_than_a_fixed_connect_timeout(tmp_path):
@@ -230,6 +231,7 @@ def test_nats_connects_over_a_link_slower_than_a_fixed_connect_timeout(tmp_path)
     assert r["received"] == 20 and r["lat_p50_us"] > 3e6  # one crossing of the slow link
 
 
+@pytest.mark.slowlink(seconds=50)  # 400 kbit/s; 13.5 s of CPU (the JVM) in 63 s
 @needs("kafka")
 def test_kafka_producer_waits_for_acks_longer_than_a_fixed_flush(tmp_path):
     """200 x 10 KB queue in the producer in 2 s and need about 41 s to cross a 400 kbit/s link.
@@ -248,6 +250,7 @@ def test_kafka_producer_waits_for_acks_longer_than_a_fixed_flush(tmp_path):
     assert r["lat_max_us"] > 30e6, r["lat_max_us"]
 
 
+@pytest.mark.slowlink(seconds=23)  # 400 kbit/s; 2.8 s of CPU in 24 s
 @needs("zenoh")
 def test_zenoh_reliable_sender_stays_until_its_receiver_has_everything(tmp_path):
     """100 x 10 KB need about 21 s to cross a 400 kbit/s link (sent in 1 s); zenoh's blocking congestion
@@ -284,6 +287,7 @@ def test_zenoh_reliable_sender_stays_until_its_receiver_has_everything(tmp_path)
     assert extra["sender_finish_s"] > 3
 
 
+@pytest.mark.slowlink(seconds=28)  # an outage; 2.8 s of CPU in 35 s
 @needs("zenoh")
 def test_zenoh_reliable_sender_waits_for_a_receiver_whose_transport_dropped(tmp_path):
     """The link goes down from 6 to 20 s while 800 x 1 KB are sent (8 s) and the end marker follows.

@@ -75,6 +75,7 @@ def _metrics(row: dict) -> dict:
     return m
 
 
+@pytest.mark.slowlink(seconds=124)  # CI 2026-12-08: 124 s
 @needs("zenoh")
 def test_hf_sync_zenoh_over_the_real_hf_modem_profile(tmp_path: Path) -> None:
     """The real `hf-modem` profile (1475 bit/s, 4 s one way), two bundles a side (about 100 s: the session's
@@ -109,6 +110,7 @@ def test_hf_sync_zenoh_over_the_real_hf_modem_profile(tmp_path: Path) -> None:
         assert opts["open_timeout"] >= 30_000_000_000 and opts["lease"] >= 30_000_000_000, opts
 
 
+@pytest.mark.slowlink(seconds=50)  # 50 s
 @needs("tcp")
 def test_hf_sync_tcp_delivers_every_bundle_below_capacity(tmp_path: Path) -> None:
     path = _ci(tmp_path, '["tcp"]', f"[1, {WINDOW}]")
@@ -129,6 +131,7 @@ def test_hf_sync_tcp_delivers_every_bundle_below_capacity(tmp_path: Path) -> Non
         assert m["time_to_full_sync_s"] is not None and m["time_to_full_sync_s"] > 2.0  # at least a round trip
 
 
+@pytest.mark.slowlink(seconds=24)  # 24 s
 @needs("tcp")
 def test_hf_sync_window_too_short_for_the_stores_ends_without_full_sync(tmp_path: Path) -> None:
     # 15 s: a few round trips of the 1 s modem, far too short for 400 bundles a side (the stores alone are
@@ -157,11 +160,13 @@ def _delivers_every_bundle(tmp_path: Path, protocol: str) -> None:
     assert 0 < m["goodput_bps"] < m["channel_capacity_bps"], m
 
 
+@pytest.mark.slowlink(seconds=41)  # 41 s
 @needs("mqtt")
 def test_hf_sync_mqtt_qos1_delivers_every_bundle(tmp_path: Path) -> None:
     _delivers_every_bundle(tmp_path, "mqtt")
 
 
+@pytest.mark.slowlink(seconds=42)  # 42 s
 @needs("zenoh")
 def test_hf_sync_zenoh_reliable_delivers_every_bundle(tmp_path: Path) -> None:
     _delivers_every_bundle(tmp_path, "zenoh")

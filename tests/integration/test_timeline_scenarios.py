@@ -81,6 +81,7 @@ def small_broker_outage(systems: list[str]) -> str:
             .replace('timeout = "120 s"', 'timeout = "60 s"'))
 
 
+@pytest.mark.slowlink(seconds=32)  # outages; 8.3 s of CPU in 43 s
 @needs("mqtt")
 @pytest.mark.skipif(shutil.which("mosquitto") is None and not os.path.exists("/usr/sbin/mosquitto"),
                     reason="mosquitto is not installed (apt-get install mosquitto)")
