@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """How many cars publishing to each other at 10 Hz this machine runs, per protocol (issue 16).
 
-For each protocol and fleet size N, a fleet of N cars and one roadside unit (which holds the MQTT broker)
-on one 802.11p segment (roughnet-wire, per-pair loss from positions), every car publishing 300 B at
+For each protocol and fleet size N, a fleet of N cars and one roadside unit (which holds the MQTT
+broker or nats-server) on one 802.11p segment (roughnet-wire, per-pair loss from positions), every car publishing 300 B at
 10 msg/s to every other host (`from = "c*"`, `to = "*"`: N x N flows; `--agents flow`: N x (N + 1) agent processes, `--agents host` (the default): N + 1). The cars stand
 on a circle of 40 m radius around the unit (every pair within 80 m: the model loses nothing there), so
 whatever is lost or late is the machine's, not the radio's. Each run is a real `roughnet run`; the bench
@@ -43,7 +43,12 @@ KNOBS = {
     "zenoh": '[workload.zenoh]\ntransport = "udp"\nreliability = "best_effort"\n',
     "dds": '[workload.dds]\nreliability = "best_effort"\n',
     "mqtt": '[workload.mqtt]\nqos = 0\n',
+    "nats": "",  # core NATS: at most once, as MQTT QoS 0
+    # DDS with SPDP and best-effort data over multicast: one datagram per sample on the medium, not one per reader
+    "dds-multicast": '[workload.dds]\nreliability = "best_effort"\nmulticast = true\n',
 }
+#: Variants of a protocol (a name of KNOBS): the protocol they run.
+VARIANTS = {"dds-multicast": "dds"}
 
 
 def scenario(n: int, protocol: str, duration_s: float, engine: str, agents: str = "host",
@@ -58,13 +63,16 @@ def scenario(n: int, protocol: str, duration_s: float, engine: str, agents: str 
         if placed:
             text += f'position = ["{40 * math.cos(a):.2f} m", "{40 * math.sin(a):.2f} m"]\n'
     text += '\n[[link]]\nbetween = ["*"]\n' + ('loss_model = { model = "ieee80211p" }\n' if placed else "")
-    text += (f'\n[[workload]]\nname = "cam"\npattern = "stream"\nprotocol = "{protocol}"\nfrom = "c*"\nto = "*"\n'
+    text += (f'\n[[workload]]\nname = "cam"\npattern = "stream"\nprotocol = "{VARIANTS.get(protocol, protocol)}"\n'
+             f'from = "c*"\nto = "*"\n'
              f'payload = "300 B"\nrate = "10 msg/s"\nduration = "{duration_s:g} s"\n')  # fmt: skip
     text += KNOBS.get(protocol, "")
     if protocol == "mqtt":
         text += '\n[[service]]\nkind = "mosquitto"\nhost = "rsu"\nmax_queued = 0\nmax_inflight = 0\n'
         if nodelay:  # the broker's TCP_NODELAY (set_tcp_nodelay): no Nagle on its one connection per car
             text += "nodelay = true\n"
+    if protocol == "nats":  # nats-server on the unit, as mosquitto
+        text += '\n[[service]]\nkind = "nats"\nhost = "rsu"\n'
     return text
 
 
