@@ -79,6 +79,17 @@ def test_verdict_reason_names_receiver_and_counts():
     assert v == "invalid" and "receiver b" in reasons[0] and "500/1000" in reasons[0]
 
 
+@pytest.mark.parametrize("end", ["timeout", "signal"])
+def test_links_that_lose_by_distance_excuse_a_receiver_that_never_heard_the_end(end):
+    """A fleet receiver out of range when its sender ended ends at its own timeout, or is stopped by the run's
+    budget (a host agent's stream receivers' own timeout also covers the fleet's readiness: run.timeline
+    plan_flows): with distance_loss neither is a reason, without it both are."""
+    rx = [("b", _rx(500, 500, end=end)), ("c", _rx(end="complete", complete=True))]
+    assert collect.verdict("stream", rx, {}, {}, distance_loss=True) == ("valid", [])
+    v, reasons = collect.verdict("stream", rx, {}, {})
+    assert v == "invalid" and reasons == ["receiver b incomplete at timeout (500/1000 messages)"]
+
+
 def test_a_producer_that_gave_up_explains_an_incomplete_run():
     """Kafka's sender reports what its producer still held when the flush at the end timed out."""
     tx = {"sent": 1000, "unacked": 412}

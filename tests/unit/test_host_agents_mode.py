@@ -229,3 +229,21 @@ def test_flows_that_keep_their_own_client_or_participant_may_differ() -> None:
         assert agents_mode(run) == "host"
     # DDS in another domain: another participant
     assert agents_mode(two("dds", "", '[workload.dds]\nbatch = "8192 B"\ndomain_id = 3\n').runs[0]) == "host"
+
+
+def test_a_host_agents_stream_receivers_timeout_also_covers_the_fleets_readiness() -> None:
+    """A host agent's receivers start at once and wait for every other host's to be ready before t0: their own
+    timeout gets the readiness allowance on top (the run's budget, from t0, still ends them); the senders' and
+    the flow mode's receivers' stay the workload's."""
+    from roughnet.run.timeline import ready_allowance_s
+
+    for agents, extra_ms in (('agents = "host"', int(ready_allowance_s(sweep().runs[0]) * 1000)),
+                             ('agents = "flow"', 0)):
+        run = sweep(agents).runs[0]
+        timeout_ms = run.workload.timeout_ns // 1_000_000
+        flows, _ = _flows(run)
+        for f in flows:
+            *receivers, sender = f.specs
+            assert sender.config["timeout_ms"] == timeout_ms
+            assert {r.config["timeout_ms"] for r in receivers} == {timeout_ms + extra_ms}, agents
+    assert ready_allowance_s(sweep().runs[0]) >= 10.0

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::UdpSocket;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -736,4 +736,64 @@ fn mqtt_flows_that_cannot_share_one_client_are_refused_naming_both_and_the_keys(
         msg.contains("flows 3 and 7") && msg.contains("keep_alive 30 s and 10 s"),
         "{msg}"
     );
+}
+
+/// The host's zenoh session stays open until every planned zenoh flow has held it: a flow that
+/// starts after the others ended (a sender whose receivers gave up while a large fleet got ready)
+/// uses the same session.  A second session on the same listen address, opened while zenoh still
+/// closed the first, was refused with "Address already in use" at 100 cars.
+#[test]
+fn a_zenoh_flow_starting_after_the_others_ended_finds_the_session_open() {
+    let p = udp_port();
+    let rx = |topic: &str| {
+        with(
+            receiver(p, json!({"messages": 10, "timeout_ms": 700})),
+            json!({"protocol": "zenoh", "topic": topic, "source": "127.0.0.1"}),
+        )
+    };
+    let flows = json!([
+        {"flow": 1, "start_ns": null, "config": rx("roughnet/early")},
+        // starts 1.5 s after t0: flow 1 has timed out (0.7 s) and let go of the session by then
+        {"flow": 2, "start_ns": 1_500_000_000u64, "config": rx("roughnet/late")},
+    ]);
+    let mut child = Command::new(AGENT)
+        .args([
+            "host",
+            "--config-json",
+            &json!({"v": 1, "flows": flows}).to_string(),
+        ])
+        .env("RUST_LOG", "roughnet_agent=info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn roughnet-agent");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read the ready line");
+    let ready: Value = serde_json::from_str(&line).expect("a JSON line");
+    assert_eq!(
+        (&ready["type"], &ready["flow"]),
+        (&json!("ready"), &json!(1)),
+        "{line}"
+    );
+    writeln!(stdin, "{}", json!({"t0_ns": now_ns()})).expect("write t0");
+    drop(stdin);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).expect("read stdout");
+    let done = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    let lines: Vec<Value> = rest
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert!(errors(&lines).is_empty(), "{lines:?}\n{stderr}");
+    let r = results(&lines);
+    for k in [1u64, 2] {
+        assert_eq!(r[&k]["end_reason"], "timeout", "{lines:?}");
+    }
+    let opened = stderr.matches("opened the host's zenoh session").count();
+    assert_eq!(opened, 1, "one session for both flows:\n{stderr}");
+    assert_eq!(done.status.code(), Some(0), "{stderr}");
 }

@@ -221,14 +221,15 @@ def verdict(
     ``link_counters`` (link index -> engine counters) adds the wire engine's reasons;
     ``ns_counters`` (host -> kernel counter deltas) the receiving hosts' UDP buffer drops.
     ``distance_loss``: the receivers' links lose by the hosts' distance (issue 16), so a receiver out of
-    range when the stream ended never hears the end marker and ends at its timeout by design: that end is
-    not a reason (every message's fate is still known from the traces).
+    range when the stream ended never hears the end marker and ends at its timeout by design (its own, or the
+    run's: the runner stops it, ``signal``): that end is not a reason (every message's fate is still known from
+    the traces).
     """
     invalid: list[str] = []
     suspect: list[str] = []
     for host, res in receivers:
         reason = res.get("end_reason")
-        if reason == "timeout" and distance_loss:
+        if reason in ("timeout", "signal") and distance_loss:
             continue
         if reason in ("timeout", "signal") and not res.get("complete", False):
             got, exp = res.get("received"), res.get("expected")

@@ -72,9 +72,21 @@ class Flow:
         return self.workload.pattern == "stream"
 
 
+def ready_allowance_s(run: Run) -> float:
+    """How long a receiver of a timeline run may take to be ready (``wait_ready``)."""
+    return min(READY_TIMEOUT_S, max(10.0, run.workload.timeout_ns / 1e9))
+
+
 def plan_flows(run: Run, address_of, broker_of, extra, artifacts: Path) -> list[Flow]:
-    """Every flow of the run with its agents' configurations (receivers first, the sender last)."""
+    """Every flow of the run with its agents' configurations (receivers first, the sender last).
+
+    The run's budget counts from t0 (``run_timeline`` stops whatever is left at t0 + timeout + a grace), but a
+    receiver's own ``timeout_ms`` counts from its start, before every other receiver was ready. In host mode (the
+    fleets: hundreds of receivers getting ready at once) a stream receiver's timeout also covers that wait
+    (``ready_allowance_s``): at 100 zenoh cars getting every receiver ready took about a minute, and receivers with
+    the bare 60 s timed out before their senders began. The run's own budget still ends them (``signal``)."""
     flows: list[Flow] = []
+    ready_ms = int(ready_allowance_s(run) * 1000)
     host_mode = hostagent.agents_mode(run) == "host"  # DDS: one participant per host agent (prepare_specs)
     for w in run.all_workloads:
         for sender in w.senders:
@@ -94,6 +106,8 @@ def plan_flows(run: Run, address_of, broker_of, extra, artifacts: Path) -> list[
                 if cfg.get("peers"):
                     cfg["peers"] = [hostagent.with_port(p, port) for p in cfg["peers"]]
                 cfg["topic"] = topic
+                if host_mode and sp.role == "receiver" and w.pattern == "stream":  # started before t0 (above)
+                    cfg["timeout_ms"] = cfg["timeout_ms"] + ready_ms
                 if w.pattern == "stream":
                     name = (f"trace-{w.name}-{sender}.tx" if sp.role == "sender"
                             else f"trace-{w.name}-{sender}-{sp.host}.rx")
@@ -350,7 +364,7 @@ def run_timeline(run: Run, agent_path: Path, topology, link_engines: dict[int, A
                     agents.append(a)
         for f in flows:
             for a in f.receivers:
-                a.wait_ready(min(READY_TIMEOUT_S, max(10.0, timeout_s)))
+                a.wait_ready(ready_allowance_s(run))
         t0 = time.monotonic_ns()
         if host_mode:
             hostagent.send_t0(host_agents, t0)

@@ -101,14 +101,15 @@ fn z_scouting(flows: &[(u32, &Config)]) -> bool {
 }
 
 /// The shared session and, once a flow opened it, the session itself with the number of flows
-/// holding it.
+/// holding it and of flows that have held it.
 struct SessionSlot {
     plan: HostSession,
     live: Option<Session>,
     holders: usize,
+    /// Holds given so far: the session stays open until every planned flow has had one.
+    opened: usize,
 }
 
-/// Host mode's shared session (None in `run` mode: every flow opens its own).
 static HOST_SESSION: Mutex<Option<SessionSlot>> = Mutex::new(None);
 
 fn host_registry() -> MutexGuard<'static, Option<SessionSlot>> {
@@ -122,11 +123,15 @@ pub fn install_host_session(plan: Option<HostSession>) {
         plan,
         live: None,
         holders: 0,
+        opened: 0,
     });
 }
 
-/// A flow's hold on the shared session.  The last hold closes it, under the registry's lock: a
-/// flow starting meanwhile waits and opens a new one (on the same listen addresses).
+/// A flow's hold on the shared session.  The last hold closes it once every planned flow has
+/// held it (under the registry's lock), so a flow that starts after the others ended (a sender
+/// whose receivers gave up while a large fleet got ready) finds the session open: a second
+/// session on the same listen addresses would be refused while zenoh still closes the first
+/// (seen at 100 cars: "Address already in use" after "close operation timed out").
 pub struct HostHold(());
 
 impl Drop for HostHold {
@@ -134,7 +139,7 @@ impl Drop for HostHold {
         let mut reg = host_registry();
         if let Some(slot) = reg.as_mut() {
             slot.holders = slot.holders.saturating_sub(1);
-            if slot.holders == 0 {
+            if slot.holders == 0 && slot.opened >= slot.plan.flows.len() {
                 drop(slot.live.take()); // the last clone: the session closes
             }
         }
@@ -166,5 +171,6 @@ pub(super) fn hold_host_session(
         }
     };
     slot.holders += 1;
+    slot.opened += 1;
     Ok(Some((session, Some(HostHold(())))))
 }
