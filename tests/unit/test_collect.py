@@ -90,6 +90,17 @@ def test_links_that_lose_by_distance_excuse_a_receiver_that_never_heard_the_end(
     assert v == "invalid" and reasons == ["receiver b incomplete at timeout (500/1000 messages)"]
 
 
+def test_a_fleets_incomplete_receivers_are_named_once_per_host_and_at_most_a_dozen():
+    """A host agent's receivers: one per flow (99 at 100 cars). Each host is named once with its flows' counts, and
+    the list stops at MAX_RECEIVER_REASONS hosts, saying how many more."""
+    rx = [(f"c{h}", _rx(500, 500, end="timeout")) for h in range(20) for _ in range(3)]
+    v, reasons = collect.verdict("stream", rx, {}, {})
+    assert v == "invalid"
+    assert reasons[0] == "receiver c0 incomplete at timeout in 3 flows (1500/3000 messages)"
+    assert len(reasons) == collect.MAX_RECEIVER_REASONS + 1
+    assert reasons[-1] == f"and {20 - collect.MAX_RECEIVER_REASONS} more receivers incomplete at timeout"
+
+
 def test_a_producer_that_gave_up_explains_an_incomplete_run():
     """Kafka's sender reports what its producer still held when the flush at the end timed out."""
     tx = {"sent": 1000, "unacked": 412}

@@ -206,6 +206,10 @@ def schedule_reasons(sched: dict[str, Any]) -> list[str]:
     return []
 
 
+#: A run's reasons name at most this many incomplete receivers (a fleet of 100 could name 9,900 flows).
+MAX_RECEIVER_REASONS = 12
+
+
 def verdict(
     pattern: str,
     receivers: list[tuple[str, dict[str, Any]]],
@@ -227,14 +231,22 @@ def verdict(
     """
     invalid: list[str] = []
     suspect: list[str] = []
+    incomplete: dict[str, list[dict[str, Any]]] = {}  # host -> its receivers' results (a fleet: one per flow)
     for host, res in receivers:
         reason = res.get("end_reason")
         if reason in ("timeout", "signal") and distance_loss:
             continue
         if reason in ("timeout", "signal") and not res.get("complete", False):
-            got, exp = res.get("received"), res.get("expected")
-            count = f" ({got}/{exp} messages)" if exp else ""
-            invalid.append(f"receiver {host} incomplete at timeout{count}")
+            incomplete.setdefault(host, []).append(res)
+    for host, results in list(incomplete.items())[:MAX_RECEIVER_REASONS]:
+        got = sum(int(r.get("received") or 0) for r in results)
+        exp = sum(int(r.get("expected") or 0) for r in results)
+        known = all(r.get("expected") for r in results)
+        count = f" ({got}/{exp} messages)" if known else ""
+        flows = f" in {len(results)} flows" if len(results) > 1 else ""
+        invalid.append(f"receiver {host} incomplete at timeout{flows}{count}")
+    if len(incomplete) > MAX_RECEIVER_REASONS:
+        invalid.append(f"and {len(incomplete) - MAX_RECEIVER_REASONS} more receivers incomplete at timeout")
     unacked = (sender_res or {}).get("unacked")
     if invalid and unacked:  # why they are missing: the producer's queue was dropped at its end
         invalid.append(f"the sender's producer gave up on {unacked} message(s) still queued or unacknowledged "
