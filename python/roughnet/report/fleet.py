@@ -251,6 +251,7 @@ def map_png(label: str, run: Mapping[str, Any], rows: Rows, moments: Sequence[fl
     fixed = {h for link in (run.get("run") or {}).get("links") or [] for h, pts in
              zip(link.get("hosts") or [], link.get("positions") or [], strict=False) if len(pts) == 1}  # fmt: skip
     import matplotlib
+    from matplotlib.collections import LineCollection
 
     cmap = matplotlib.colormaps["RdYlGn"]
     fig = _figure(4.6 * len(chosen), 4.2)
@@ -260,12 +261,16 @@ def map_png(label: str, run: Mapping[str, Any], rows: Rows, moments: Sequence[fl
         if not pos:
             ax.set_visible(False)
             continue
+        segments, ratios = [], []
         for (s, r), by_t in pairs.items():
             c = by_t.get(t)
             if not c or not c[0] or not c[1] or s not in pos or r not in pos:
                 continue
-            (x1, y1), (x2, y2) = pos[s], pos[r]
-            ax.plot([x1, x2], [y1, y2], color=cmap(c[1] / c[0]), lw=0.8, alpha=0.7, zorder=1)
+            segments.append((pos[s], pos[r]))
+            ratios.append(c[1] / c[0])
+        if segments:  # one collection, not a Line2D per pair (10,000 pairs at 100 cars: 30 s of matplotlib)
+            ax.add_collection(LineCollection(segments, colors=cmap(np.asarray(ratios)), linewidths=0.8, alpha=0.7,
+                                             zorder=1), autolim=True)
         for h, (x, y) in pos.items():
             ax.scatter([x], [y], marker="^" if h in fixed else "o", s=40 if h in fixed else 18,
                        color="#333" if h in fixed else "#1f77b4", zorder=2)
