@@ -100,7 +100,8 @@ def check_analysis(run_dir: Path, record: dict[str, Any], run, problems: list[st
             (traces / f.name).symlink_to(f)
         tl = replay_timeline(run_dir, record, run, traces)
         t = time.monotonic()
-        series, recovery = analyse(run, tl, run.series_interval_ns)
+        prepared: dict = {}
+        series, recovery = analyse(run, tl, run.series_interval_ns, prepared)
         print(f"analyse: {time.monotonic() - t:.2f} s", flush=True)
         compare_lists("series", record.get("series") or [], series, problems)
         compare_lists("recovery", record.get("recovery") or [], recovery, problems)
@@ -110,7 +111,7 @@ def check_analysis(run_dir: Path, record: dict[str, Any], run, problems: list[st
                 c.pop("t0_after_ready_s", None)
         counters = {int(k): v for k, v in (record.get("link_counters") or {}).items()}
         t = time.monotonic()
-        record_distances(new, run, tl, counters)
+        record_distances(new, run, tl, counters, prepared)
         print(f"record_distances: {time.monotonic() - t:.2f} s", flush=True)
         compare_lists("distance", record.get("distance") or [], new.get("distance") or [], problems)
         if not _same(record.get("link_counters"), new["link_counters"]):

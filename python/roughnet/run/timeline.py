@@ -495,8 +495,9 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
     record["flows"] = flow_rows
     record["events"] = tl.events
     record["t0_ns"] = tl.t0_ns
+    prepared: dict[tuple[str, str, str], Any] = {}  # each flow's traces read and sorted once, for both
     try:
-        record["series"], record["recovery"] = analyse(run, tl, run.series_interval_ns)
+        record["series"], record["recovery"] = analyse(run, tl, run.series_interval_ns, prepared)
     except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the run's results
         log.exception("time series of run %s", run.run_id)
         record["series"], record["recovery"] = [], []
@@ -505,7 +506,7 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
             record["validity"] = "suspect"
     try:  # hosts with positions: every message's sender-receiver distance (docs/results-format.md, distance)
         from ..mobility.distance import record_distances
-        record_distances(record, run, tl, link_counters)
+        record_distances(record, run, tl, link_counters, prepared)
     except Exception as e:  # noqa: BLE001 - as above
         log.exception("distances of run %s", run.run_id)
         record["validity_reasons"].append(f"no distances: internal error {type(e).__name__}: {e}")
@@ -520,8 +521,10 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
     record["status"] = "ok"
 
 
-def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tuple[list[dict], list[dict]]:
-    """Time series and recovery rows from the flows' traces (``roughnet.timeline``)."""
+def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS,
+            prepared: dict[tuple[str, str, str], Any] | None = None) -> tuple[list[dict], list[dict]]:
+    """Time series and recovery rows from the flows' traces (``roughnet.timeline``). ``prepared`` receives each
+    traced flow's ``series.prepare`` by (workload, sender, receiver), for the distances to reuse."""
     from ..timeline import recovery as rec_mod
     from ..timeline import series as series_mod
     from ..timeline import traces
@@ -542,6 +545,8 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tu
         for a in f.receivers:
             rx = traces.read_rx(Path(a.spec.config["trace_path"]))
             flow = series_mod.prepare(tx, rx)
+            if prepared is not None:
+                prepared[(f.name, f.sender, a.spec.host)] = flow
             key = {"workload": f.name, "sender": f.sender, "receiver": a.spec.host}
             for row in series_mod.flow_series(flow, None, tl.t0_ns, tl.end_ns, interval_ns, f.workload.payload_bytes):
                 series.append({**key, **row})
