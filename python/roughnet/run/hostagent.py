@@ -19,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,9 +236,19 @@ def with_port(addr: str, port: int) -> str:
     return f"{host}:{port}"
 
 
+#: Host agents started at once (``start_host_agents``): a start is mostly waiting (`ip netns exec`'s fork and
+#: exec, the ledger's fsync), so a few threads overlap them; the agents' own start-up shares the cores anyway.
+START_THREADS = 8
+
+
 def start_host_agents(topo, agent_path: Path, flows, artifacts: Path, run: Run | None = None) -> list[HostAgent]:
     """One ``roughnet-agent host`` per host with flows; each flow's agents become ``FlowAgent``s in
-    ``f.receivers`` and ``f.sender_agent`` (the senders wait for ``send_t0``)."""
+    ``f.receivers`` and ``f.sender_agent`` (the senders wait for ``send_t0``).
+
+    Every host's configuration is written first, then the processes are started ``START_THREADS`` at a time,
+    then each is given its ``HostAgent`` and reader in host order (so every flow's receivers are in the order a
+    start one host after the other gives them). Whatever fails, every process started is stopped before the
+    error goes on."""
     if run is not None and getattr(topo, "shares_udp_sockets", False):
         share_udp_sockets(run, flows, topo.address)
     share_zenoh_sessions(flows, topo.address)
@@ -245,16 +256,35 @@ def start_host_agents(topo, agent_path: Path, flows, artifacts: Path, run: Run |
     for f in flows:
         for i, spec in enumerate(f.specs):
             per_host.setdefault(spec.host, []).append((f, spec, i == len(f.specs) - 1))
-    agents: list[HostAgent] = []
     phases = phase_ns(flows)
+    configs = [_write_config(host, entries, artifacts, phases) for host, entries in per_host.items()]
+    # (a backend whose popen is not safe from several threads at once, e.g. kubectl's, starts one at a time)
+    workers = START_THREADS if getattr(topo, "concurrent_popen", False) else 1
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-start")
+    futures = []
     try:
-        for host, entries in per_host.items():
-            agents.append(_start_one(topo, agent_path, host, entries, artifacts, phases))
+        futures = [pool.submit(_launch, topo, agent_path, host, cfg, artifacts) for host, cfg in
+                   zip(per_host, configs, strict=True)]  # fmt: skip
+        for fut in futures:
+            fut.result()
     except BaseException:
-        for a in agents:
-            a.stop(grace_s=1.0)
+        pool.shutdown(wait=True, cancel_futures=True)  # nothing starts after this: then stop what did
+        for fut in futures:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                _stop_launched(fut.result()[0])
         raise
-    return agents
+    pool.shutdown(wait=True)
+    return [_wire(host, entries, *fut.result()) for (host, entries), fut in
+            zip(per_host.items(), futures, strict=True)]  # fmt: skip
+
+
+def _stop_launched(proc) -> None:
+    """A host agent started but not yet read: SIGKILL (it has no flow's result to give yet) and reap."""
+    try:
+        proc.kill()
+        proc.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 def phase_ns(flows) -> dict[int, int]:
@@ -275,7 +305,7 @@ def phase_ns(flows) -> dict[int, int]:
     return out
 
 
-def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path, phases: dict[int, int]) -> HostAgent:
+def _write_config(host: str, entries, artifacts: Path, phases: dict[int, int]) -> Path:
     objs = []
     for f, spec, is_sender in entries:
         start = f.workload.start_ns + phases.get(f.index, 0) if is_sender else None
@@ -283,6 +313,12 @@ def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path, phas
     cfg_path = artifacts / f"agent-{host}-host.config.json"
     # one flow a line: json's C encoder (indent takes the pure-Python one: 10.8 s for a 100-car run's 100 hosts)
     cfg_path.write_text('{"v":1,"flows":[\n' + ",\n".join(json.dumps(o, separators=(",", ":")) for o in objs) + "\n]}\n")
+    return cfg_path
+
+
+def _launch(topo, agent_path: Path, host: str, cfg_path: Path, artifacts: Path) -> tuple[Any, int, Path, Path]:
+    """Start one host's agent (recorded in the ledger by ``topo.popen``): (process, start time, its output's
+    and its stderr's files)."""
     err_path = artifacts / f"agent-{host}-host.stderr"
     err = err_path.open("w")
     started_ns = time.monotonic_ns()
@@ -291,7 +327,11 @@ def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path, phas
                           stderr=err, stdin=subprocess.PIPE, text=True, bufsize=1)
     finally:
         err.close()
-    out_path = artifacts / f"agent-{host}-host.jsonl"
+    return proc, started_ns, artifacts / f"agent-{host}-host.jsonl", err_path
+
+
+def _wire(host: str, entries, proc, started_ns: int, out_path: Path, err_path: Path) -> HostAgent:
+    """The ``HostAgent`` of a started process, its flows' ``FlowAgent``s and its reader."""
     ha = HostAgent(host, proc, out_path, err_path)
     for f, spec, is_sender in entries:
         fa = FlowAgent(spec, proc, out_path, err_path, started_ns=started_ns, flow_id=f.index, host_agent=ha,
