@@ -157,9 +157,10 @@ def _pairs(rows: Rows) -> dict[tuple[str, str], dict[float, list[float]]]:
     return out
 
 
-def pairs_png(label: str, rows: Rows, max_pairs: int = MAX_PAIRS) -> tuple[bytes, int, int]:
-    """Heat map of delivery per pair and interval; (png, pairs shown, pairs in all)."""
-    pairs = _pairs(rows)
+def pairs_png(label: str, rows: Rows, max_pairs: int = MAX_PAIRS, pairs=None) -> tuple[bytes, int, int]:
+    """Heat map of delivery per pair and interval; (png, pairs shown, pairs in all). ``pairs``: ``_pairs(rows)``
+    when the caller has it."""
+    pairs = _pairs(rows) if pairs is None else pairs
     times = sorted({t for p in pairs.values() for t in p})
     keys = list(pairs)
     ratio = np.full((len(keys), len(times)), np.nan)
@@ -242,8 +243,9 @@ def _positions(run: Mapping[str, Any], t_s: float) -> dict[str, tuple[float, flo
     return out
 
 
-def map_png(label: str, run: Mapping[str, Any], rows: Rows, moments: Sequence[float] = MAP_MOMENTS) -> bytes | None:
-    pairs = _pairs(rows)
+def map_png(label: str, run: Mapping[str, Any], rows: Rows, moments: Sequence[float] = MAP_MOMENTS,
+            pairs=None) -> bytes | None:
+    pairs = _pairs(rows) if pairs is None else pairs
     times = sorted({t for p in pairs.values() for t in p})
     if not times:
         return None
@@ -331,14 +333,15 @@ def section(runs: Sequence[Mapping[str, Any]], distance: Rows, out_dir: Path, im
         trs.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     parts.append("<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + "".join(trs) + "</table>")
     for n, (lab, r) in enumerate(labelled):
-        png, shown_pairs, all_pairs = pairs_png(lab, by_run[r["run_id"]])
+        pairs = _pairs(by_run[r["run_id"]])  # (once for the heat map and the map)
+        png, shown_pairs, all_pairs = pairs_png(lab, by_run[r["run_id"]], pairs=pairs)
         subset = ("" if shown_pairs == all_pairs
                   else f" ({shown_pairs} of {all_pairs} pairs: those whose delivery changed most)")
         figure(f"fleet_pairs_{n}", png, f"{lab}: delivery over time per pair{subset}, sorted by mean distance")
         if shown_pairs < all_pairs:  # every pair, by distance bin: what the per-pair map cannot show at this size
             figure(f"fleet_bins_{n}", distance_time_png(lab, by_run[r["run_id"]]),
                    f"{lab}: delivery over time by distance, all {all_pairs} pairs ({BIN_M:.0f} m bins)")
-        m = map_png(lab, r, by_run[r["run_id"]])
+        m = map_png(lab, r, by_run[r["run_id"]], pairs=pairs)
         if m is not None:
             figure(f"fleet_map_{n}", m, f"{lab}: the fleet at three moments; a line per pair that delivered "
                    "something in that second, coloured by its delivery ratio (triangles: fixed hosts)")
