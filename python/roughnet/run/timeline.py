@@ -532,24 +532,32 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS,
     series: list[dict] = []
     recovery: list[dict] = []
     faults = rec_mod.fault_windows(tl.events, (tl.end_ns - tl.t0_ns) / 1e9) if tl.events else []
+    # Traced flows' series are made all at once (series.flows_series) and put in their place after: ``chunks``
+    # holds rows ready (untraced flows) or the range of the batch's flows that goes there.
+    chunks: list[list[dict] | range] = []
+    batch: list[Any] = []
+    payloads: list[int] = []
+    keys: list[dict[str, str]] = []
     for f in tl.flows:
         if not f.traced:
             for a in f.receivers:
-                series.extend(interval_rows(f, a, tl, interval_ns))
+                chunks.append(interval_rows(f, a, tl, interval_ns))
             continue
         if "trace_path" not in f.specs[-1].config:
             continue
         tx_path = Path(f.specs[-1].config["trace_path"])
         tx = traces.read_tx(tx_path)
         promise = promise_of(f.workload, run)
+        first = len(batch)
         for a in f.receivers:
             rx = traces.read_rx(Path(a.spec.config["trace_path"]))
             flow = series_mod.prepare(tx, rx)
             if prepared is not None:
                 prepared[(f.name, f.sender, a.spec.host)] = flow
             key = {"workload": f.name, "sender": f.sender, "receiver": a.spec.host}
-            for row in series_mod.flow_series(flow, None, tl.t0_ns, tl.end_ns, interval_ns, f.workload.payload_bytes):
-                series.append({**key, **row})
+            batch.append(flow)
+            payloads.append(f.workload.payload_bytes)
+            keys.append(key)
             for n, fault in enumerate(faults):
                 start_ns = tl.t0_ns + int(fault["start_s"] * 1e9)
                 end_ns = tl.t0_ns + int(fault["end_s"] * 1e9)
@@ -558,6 +566,14 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS,
                 row = rec_mod.recovery(flow, None, tl.t0_ns, start_ns, end_ns, promise=promise,
                                        interval_ns=interval_ns, horizon_ns=horizon)
                 recovery.append({"event": fault["event"], **key, **row})
+        chunks.append(range(first, len(batch)))
+    rows_of = series_mod.flows_series(batch, tl.t0_ns, tl.end_ns, interval_ns, payloads, prefix=keys)
+    for chunk in chunks:
+        if isinstance(chunk, range):
+            for k in chunk:
+                series.extend(rows_of[k])
+        else:
+            series.extend(chunk)
     return series, recovery
 
 
