@@ -110,9 +110,18 @@ def split_metrics(metrics: Any, where: str) -> tuple[list[int | float | None], s
         metrics = {}
     if not isinstance(metrics, dict):
         raise ResultsError(f"{where} is {type(metrics).__name__}; expected an object of metrics")
-    values = [
-        _metric_value(m.name, m.sql_type, metrics.get(m.name), where) for m in schema.METRICS
-    ]
+    values: list[int | float | None] = []
+    for m in schema.METRICS:  # the common cases first (20,000 receivers and flows of ~60 metrics at 100 cars)
+        v = metrics.get(m.name)
+        t = type(v)
+        if v is None:
+            values.append(None)
+        elif t is float and m.sql_type == "DOUBLE" and math.isfinite(v):
+            values.append(v)
+        elif t is int and m.sql_type == "BIGINT":
+            values.append(v)
+        else:
+            values.append(_metric_value(m.name, m.sql_type, v, where))
     extra = {k: v for k, v in metrics.items() if k not in schema.METRIC_BY_NAME}
     return values, (to_json(extra) if extra else None)
 
