@@ -41,3 +41,13 @@ def test_flows_series_equals_flow_series_flow_by_flow() -> None:
     assert any(r["lat_p50_us"] is None for rows in got for r in rows)
     assert series.flows_series(flows, t0, t0, S, payloads) == [[] for _ in flows]
     assert series.flows_series([], t0, t0 + S, S, []) == []
+
+
+def test_member_is_isin_against_a_sorted_unique_array() -> None:
+    from roughnet.timeline.series import _member
+
+    rng = np.random.default_rng(5)
+    for n, m in ((0, 5), (5, 0), (0, 0), (50, 30), (300, 200)):
+        values = rng.integers(-5, 100, n)
+        ref = np.unique(rng.integers(-5, 100, m))
+        assert _member(values, ref).tolist() == np.isin(values, ref).tolist()

@@ -87,13 +87,23 @@ def prepare(tx: Tx, rx: Rx) -> Flow:
 
     t_seq, t_idx = np.unique(tx.seq, return_index=True)
     t_ns = tx.actual_ns[t_idx]
-    only_rx = ~np.isin(got, t_seq, assume_unique=True)  # received, but the sender's trace lost them
+    only_rx = ~_member(got, t_seq)  # received, but the sender's trace lost them
     s_seq = np.concatenate([t_seq, got[only_rx]])
     s_ns = np.concatenate([t_ns, r_act[first_idx][only_rx]])
     by_time = np.argsort(s_ns, kind="stable")
     s_seq, s_ns = s_seq[by_time], s_ns[by_time]
-    lost = ~np.isin(s_seq, got)
+    lost = ~_member(s_seq, got)
     return Flow(s_seq, s_ns, lost, r_seq, r_ns, r_act, first, ~first, reordered)
+
+
+def _member(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
+    """``np.isin(values, sorted_unique)`` for a sorted array of distinct values (``np.unique``'s), by binary search:
+    the same answer without isin's overhead (prepare runs once per flow: 10,000 times at 100 cars)."""
+    if not sorted_unique.size:
+        return np.zeros(values.shape, dtype=bool)
+    idx = np.searchsorted(sorted_unique, values)
+    np.minimum(idx, sorted_unique.size - 1, out=idx)
+    return sorted_unique[idx] == values
 
 
 def _nearest_rank(counts: np.ndarray, permille: int) -> np.ndarray:
