@@ -245,10 +245,10 @@ def start_host_agents(topo, agent_path: Path, flows, artifacts: Path, run: Run |
     """One ``roughnet-agent host`` per host with flows; each flow's agents become ``FlowAgent``s in
     ``f.receivers`` and ``f.sender_agent`` (the senders wait for ``send_t0``).
 
-    Every host's configuration is written first, then the processes are started ``START_THREADS`` at a time,
-    then each is given its ``HostAgent`` and reader in host order (so every flow's receivers are in the order a
-    start one host after the other gives them). Whatever fails, every process started is stopped before the
-    error goes on."""
+    Every host's configuration is written first, then the processes and their readers are started
+    ``START_THREADS`` at a time, then each flow is given its agents in host order (so every flow's receivers are
+    in the order a start one host after the other gives them). Whatever fails, every host agent started is
+    stopped before the error goes on."""
     if run is not None and getattr(topo, "shares_udp_sockets", False):
         share_udp_sockets(run, flows, topo.address)
     share_zenoh_sessions(flows, topo.address)
@@ -263,28 +263,26 @@ def start_host_agents(topo, agent_path: Path, flows, artifacts: Path, run: Run |
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-start")
     futures = []
     try:
-        futures = [pool.submit(_launch, topo, agent_path, host, cfg, artifacts) for host, cfg in
-                   zip(per_host, configs, strict=True)]  # fmt: skip
+        futures = [pool.submit(_start_one, topo, agent_path, host, entries, cfg, artifacts) for (host, entries), cfg
+                   in zip(per_host.items(), configs, strict=True)]  # fmt: skip
         for fut in futures:
             fut.result()
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)  # nothing starts after this: then stop what did
         for fut in futures:
             if fut.done() and not fut.cancelled() and fut.exception() is None:
-                _stop_launched(fut.result()[0])
+                fut.result().stop(grace_s=1.0)
         raise
     pool.shutdown(wait=True)
-    return [_wire(host, entries, *fut.result()) for (host, entries), fut in
-            zip(per_host.items(), futures, strict=True)]  # fmt: skip
-
-
-def _stop_launched(proc) -> None:
-    """A host agent started but not yet read: SIGKILL (it has no flow's result to give yet) and reap."""
-    try:
-        proc.kill()
-        proc.wait(timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    agents = [fut.result() for fut in futures]
+    for (host, entries), ha in zip(per_host.items(), agents, strict=True):  # the flows' agents in host order
+        for f, _spec, is_sender in entries:
+            fa = ha.flows[f.index]
+            if is_sender:
+                f.sender_agent = fa
+            else:
+                f.receivers.append(fa)
+    return agents
 
 
 def phase_ns(flows) -> dict[int, int]:
@@ -316,9 +314,10 @@ def _write_config(host: str, entries, artifacts: Path, phases: dict[int, int]) -
     return cfg_path
 
 
-def _launch(topo, agent_path: Path, host: str, cfg_path: Path, artifacts: Path) -> tuple[Any, int, Path, Path]:
-    """Start one host's agent (recorded in the ledger by ``topo.popen``): (process, start time, its output's
-    and its stderr's files)."""
+def _start_one(topo, agent_path: Path, host: str, entries, cfg_path: Path, artifacts: Path) -> HostAgent:
+    """Start one host's agent (recorded in the ledger by ``topo.popen``), its flows' ``FlowAgent``s (not yet in
+    the flows: ``start_host_agents`` puts them there in host order) and its reader. On a machine the starting
+    agents saturate, a thread's start waits some 50 ms for the scheduler: one per host, so in the pool's threads."""
     err_path = artifacts / f"agent-{host}-host.stderr"
     err = err_path.open("w")
     started_ns = time.monotonic_ns()
@@ -327,20 +326,11 @@ def _launch(topo, agent_path: Path, host: str, cfg_path: Path, artifacts: Path) 
                           stderr=err, stdin=subprocess.PIPE, text=True, bufsize=1)
     finally:
         err.close()
-    return proc, started_ns, artifacts / f"agent-{host}-host.jsonl", err_path
-
-
-def _wire(host: str, entries, proc, started_ns: int, out_path: Path, err_path: Path) -> HostAgent:
-    """The ``HostAgent`` of a started process, its flows' ``FlowAgent``s and its reader."""
+    out_path = artifacts / f"agent-{host}-host.jsonl"
     ha = HostAgent(host, proc, out_path, err_path)
     for f, spec, is_sender in entries:
-        fa = FlowAgent(spec, proc, out_path, err_path, started_ns=started_ns, flow_id=f.index, host_agent=ha,
-                       at_t0=is_sender)
-        ha.flows[f.index] = fa
-        if is_sender:
-            f.sender_agent = fa
-        else:
-            f.receivers.append(fa)
+        ha.flows[f.index] = FlowAgent(spec, proc, out_path, err_path, started_ns=started_ns, flow_id=f.index,
+                                      host_agent=ha, at_t0=is_sender)
     ha.start_reader()
     log.debug("started the host agent of %s (%d flows): pid %d", host, len(entries), proc.pid)
     return ha
