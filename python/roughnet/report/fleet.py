@@ -273,9 +273,17 @@ def map_png(label: str, run: Mapping[str, Any], rows: Rows, moments: Sequence[fl
         if segments:  # one collection, not a Line2D per pair (10,000 pairs at 100 cars: 30 s of matplotlib)
             ax.add_collection(LineCollection(segments, colors=cmap(np.asarray(ratios)), linewidths=0.8, alpha=0.7,
                                              zorder=1), autolim=True)
-        for h, (x, y) in pos.items():
-            ax.scatter([x], [y], marker="^" if h in fixed else "o", s=40 if h in fixed else 18,
-                       color="#333" if h in fixed else "#1f77b4", zorder=2)
+        hosts = list(pos.items())
+        i = 0
+        while i < len(hosts):  # one scatter per run of hosts of one kind, in their order (not one per host)
+            kind = hosts[i][0] in fixed
+            j = i
+            while j < len(hosts) and (hosts[j][0] in fixed) == kind:
+                j += 1
+            ax.scatter([x for _, (x, _) in hosts[i:j]], [y for _, (_, y) in hosts[i:j]], marker="^" if kind else "o",
+                       s=40 if kind else 18, color="#333" if kind else "#1f77b4", zorder=2)
+            i = j
+        for h, (x, y) in hosts:
             ax.annotate(h, (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
         ax.set_title(f"{label}, t = {t:g} s", fontsize=9)
         ax.set_aspect("equal", adjustable="datalim")
