@@ -14,7 +14,10 @@ and redoes with the code *now* importable (PYTHONPATH) what follows the traffic:
 - ``store``: the record.json stored again (``Store.record_run``) into a fresh database, every table's rows of
   that run compared with those the old code stored (the runs row without its ``stored_at``).
 
-    PYTHONPATH=python .venv/bin/python bench/fleet_equal.py RESULTS_DIR SCENARIO.toml [--what analysis,store]
+    PYTHONPATH=python .venv/bin/python bench/fleet_equal.py RESULTS_DIR SCENARIO.toml [--what analysis,store,report]
+
+With PYTHONPATH at a checkout of the old code it times the old code the same way (and finds it equal to
+itself).
 
 Exit 0 when everything is equal, 1 with the differences listed.
 """
@@ -100,8 +103,12 @@ def check_analysis(run_dir: Path, record: dict[str, Any], run, problems: list[st
             (traces / f.name).symlink_to(f)
         tl = replay_timeline(run_dir, record, run, traces)
         t = time.monotonic()
+        import inspect
+
+        # (the code before 2011da1 neither takes nor fills ``prepared``: then each reads the traces itself)
+        shares = "prepared" in inspect.signature(analyse).parameters
         prepared: dict = {}
-        series, recovery = analyse(run, tl, run.series_interval_ns, prepared)
+        series, recovery = analyse(run, tl, run.series_interval_ns, *([prepared] if shares else []))
         print(f"analyse: {time.monotonic() - t:.2f} s", flush=True)
         compare_lists("series", record.get("series") or [], series, problems)
         compare_lists("recovery", record.get("recovery") or [], recovery, problems)
@@ -111,7 +118,7 @@ def check_analysis(run_dir: Path, record: dict[str, Any], run, problems: list[st
                 c.pop("t0_after_ready_s", None)
         counters = {int(k): v for k, v in (record.get("link_counters") or {}).items()}
         t = time.monotonic()
-        record_distances(new, run, tl, counters, prepared)
+        record_distances(new, run, tl, counters, *([prepared] if shares else []))
         print(f"record_distances: {time.monotonic() - t:.2f} s", flush=True)
         compare_lists("distance", record.get("distance") or [], new.get("distance") or [], problems)
         if not _same(record.get("link_counters"), new["link_counters"]):
