@@ -81,8 +81,8 @@ def replay_timeline(run_dir: Path, record: dict[str, Any], run, traces_dir: Path
     for (wname, sender), receivers in order.items():
         w = workloads[wname]
         tx = {"trace_path": str(traces_dir / f"trace-{wname}-{sender}.tx")}
-        rx = [SimpleNamespace(spec=SimpleNamespace(host=h, config={"trace_path": str(traces_dir / f"trace-{wname}-{sender}-{h}.rx")}))
-              for h in receivers]  # fmt: skip
+        rx = [SimpleNamespace(spec=SimpleNamespace(
+            host=h, config={"trace_path": str(traces_dir / f"trace-{wname}-{sender}-{h}.rx")})) for h in receivers]
         flows.append(SimpleNamespace(name=wname, sender=sender, workload=w, traced=w.pattern == "stream",
                                      specs=[SimpleNamespace(config=tx)], receivers=rx))
     series = record.get("series") or []

@@ -256,7 +256,8 @@ def distance_rows(messages: list[MessageDistances], t0_ns: int, interval_ns: int
         rows.append({"workload": m.workload, "sender": m.sender, "receiver": m.receiver,
                      "t_s": round(kk * interval_ns / 1e9, 6), "interval_s": interval_s, "d_bin_m": float(bb) * BIN_M,
                      "distance_m": round(dm, 3), "sent": sent, "delivered": dlv, "lat_mean_us": r3(mean),
-                     "lat_p50_us": r3(p50), "lat_p90_us": r3(p90), "lat_p99_us": r3(p99), "lat_max_us": r3(mx)})  # fmt: skip
+                     "lat_p50_us": r3(p50), "lat_p90_us": r3(p90), "lat_p99_us": r3(p99),
+                     "lat_max_us": r3(mx)})  # fmt: skip
     rows.sort(key=lambda r: (r["workload"], r["sender"], r["receiver"], r["t_s"], r["d_bin_m"]))
     return rows
 

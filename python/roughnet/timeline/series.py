@@ -37,8 +37,8 @@ import numpy as np
 
 from roughnet.timeline.traces import Rx, Tx
 
-__all__ = ["LATENCY_KEYS", "PERCENTILES", "SERIES_KEYS", "Flow", "flow_series", "flow_summary", "flows_series", "prepare",
-           "workload_series"]  # fmt: skip
+__all__ = ["LATENCY_KEYS", "PERCENTILES", "SERIES_KEYS", "Flow", "flow_series", "flow_summary", "flows_series",
+           "prepare", "workload_series"]  # fmt: skip
 
 #: Latency percentiles of a row, as (key, q in thousandths) (integer ranks: no float rounding at the edges).
 PERCENTILES: tuple[tuple[str, int], ...] = (("lat_p50_us", 500), ("lat_p90_us", 900), ("lat_p99_us", 990))
