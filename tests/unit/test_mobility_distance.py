@@ -89,3 +89,61 @@ def test_the_fleet_section_adds_the_distance_view_when_it_shows_a_subset_of_pair
     (tmp_path / "fleet_bins_0.png").unlink()
     section([{"run_id": "r1", "protocol": "udp", "index": 0}], small, tmp_path, lambda png, cap: cap)
     assert not (tmp_path / "fleet_bins_0.png").exists()  # every pair shown already
+
+
+def test_group_sums_are_numpys_own_sums_of_each_slice() -> None:
+    from roughnet.mobility.distance import group_sums
+
+    rng = np.random.default_rng(7)
+    sizes = np.concatenate([np.arange(1, 300), rng.integers(1, 40, size=500)])
+    v = rng.random(int(sizes.sum())) * 1e4 - 10
+    starts = np.cumsum(sizes) - sizes
+    got = group_sums(v, starts, sizes)
+    assert got.tolist() == [v[s:s + n].sum() for s, n in zip(starts.tolist(), sizes.tolist())]
+
+
+def _random_flows(rng, hosts, ready, t0):
+    """Flows between moving hosts with losses, duplicates, reordering and a missing sender trace tail."""
+    link = Link(0, tuple(hosts), tuple(
+        [{"at_ns": int(t), "x_m": float(x), "y_m": float(y)} for t, x, y in
+         zip(np.sort(rng.integers(0, 30 * S, 4)), rng.uniform(-300, 300, 4), rng.uniform(-300, 300, 4))]
+        for _ in hosts))  # fmt: skip
+    todo = []
+    for a in hosts:
+        for b in hosts:
+            if a == b or rng.random() < 0.2:
+                continue
+            n = int(rng.integers(0, 200))
+            seq = np.arange(n)
+            sent = t0 + np.sort(rng.integers(0, 12 * S, n))
+            got = rng.random(n) < rng.uniform(0.2, 1.0)
+            recv = sent[got] + rng.integers(100_000, 90_000_000, int(got.sum()))
+            dup = rng.random(int(got.sum())) < 0.05
+            rx = Rx.from_arrays(np.concatenate([seq[got], seq[got][dup]]),
+                                np.concatenate([sent[got], sent[got][dup]]),
+                                np.concatenate([recv, recv[dup] + 5]))  # fmt: skip
+            keep = n - int(rng.integers(0, 3))  # the sender's trace lost its last messages
+            tx = Tx.from_arrays(seq[:keep], sent[:keep])
+            todo.append(("cam", a, b, series.prepare(tx, rx), link, ready))
+    return todo
+
+
+def test_columnar_distances_and_rows_equal_the_flow_by_flow_ones() -> None:
+    from roughnet.mobility.distance import distance_rows_by_flow, flows_distances
+
+    rng = np.random.default_rng(27)
+    ready, t0 = 3 * S, 5 * S
+    todo = _random_flows(rng, [f"h{i}" for i in range(7)], ready, t0)
+    batched = flows_distances(todo)
+    single = [flow_distances(*t) for t in todo]
+    assert len(batched) == len(single) > 20
+    for m, r in zip(batched, single):
+        assert (m.sender, m.receiver) == (r.sender, r.receiver)
+        assert m.distance_m.tolist() == r.distance_m.tolist()
+        assert m.latency_ns.tolist() == r.latency_ns.tolist() and m.delivered.tolist() == r.delivered.tolist()
+    for interval in (S, S // 4):
+        rows, ref = distance_rows(batched, t0, interval), distance_rows_by_flow(single, t0, interval)
+        assert len(rows) == len(ref) > 100
+        assert rows == ref  # the same keys, order and floats (None where nothing arrived)
+    assert any(r["lat_mean_us"] is None for r in ref) and any(r["delivered"] > 8 for r in ref)
+    assert distance_rows([], t0, S) == []

@@ -54,7 +54,7 @@ from roughnet.results.rows import (  # noqa: F401 - signal_inside: the runner's,
     receiver_types,
     signal_inside,
     split_metrics,
-    timeline_rows,
+    timeline_table_columns,
     to_json,
 )
 
@@ -399,10 +399,10 @@ class Store:
         timeline: list[Any] = []
         if schema.FORMAT_VERSION >= schema.TIMELINE_SINCE:  # (tests write older formats with this code)
             for table in schema.TIMELINE_TABLES:
-                trows = timeline_rows(record, table, sweep_id, run_id, where)
+                tcols = timeline_table_columns(record, table, sweep_id, run_id, where)
                 timeline.append((f"DELETE FROM {table} WHERE sweep_id = ? AND run_id = ?", key, False))
-                if trows:
-                    timeline.append(arrow_insert(table, trows))
+                if tcols and tcols[0]:
+                    timeline.append(arrow_insert(table, None, columns=tcols))
         cols = schema.run_columns()
         # The record goes to its folder first (atomically): a commit that fails, or a database that is lost,
         # does not lose the run; `roughnet import` (``import_records``) stores it later.

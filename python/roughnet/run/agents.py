@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import subprocess
 import threading
@@ -258,10 +259,67 @@ class AgentProcess:
             self._reader.join(timeout=2.0)
 
 
+#: Most bytes ``json_lines`` takes from an agent's output at once.
+READ_CHUNK = 1 << 16
+
+
 def json_lines(stream, out_path: Path, bad_lines: list[str]):
     """The JSON objects an agent process prints, as they come; every line is also copied to ``out_path`` and an
-    unreadable one kept in ``bad_lines``. Closes ``stream`` at its end."""
+    unreadable one kept in ``bad_lines``. Closes ``stream`` at its end.
+
+    From a pipe, whatever the agent has written so far is read at once (``os.read``, up to ``READ_CHUNK``) and
+    copied to ``out_path`` with one write, then taken apart into lines: a hundred host agents print ten
+    thousand interval lines a second, and a write and flush per line, each giving up Python's lock, starved the
+    runner's own thread (4.6 s to send t0 to 101 agents at 100 cars). The file is as current as before (every
+    byte read is in it before its lines are handled). A stream without a file descriptor is read line by line."""
     assert stream is not None
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    if fd is None:
+        yield from _json_lines_text(stream, out_path, bad_lines)
+        return
+    with out_path.open("wb") as out:
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(fd, READ_CHUNK)
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            out.write(chunk)
+            out.flush()
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                obj = _json_line(line, bad_lines)
+                if obj is not _SKIP:
+                    yield obj
+        if pending:
+            obj = _json_line(pending, bad_lines)
+            if obj is not _SKIP:
+                yield obj
+    stream.close()
+
+
+_SKIP = object()
+
+
+def _json_line(line: bytes, bad_lines: list[str]) -> Any:
+    line = line.strip()
+    if not line:
+        return _SKIP
+    try:
+        return json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        bad_lines.append(line.decode("utf-8", errors="replace")[:200])
+        return _SKIP
+
+
+def _json_lines_text(stream, out_path: Path, bad_lines: list[str]):
     with out_path.open("w") as out:
         for line in stream:
             out.write(line)

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,9 +236,19 @@ def with_port(addr: str, port: int) -> str:
     return f"{host}:{port}"
 
 
+#: Host agents started at once (``start_host_agents``): a start is mostly waiting (`ip netns exec`'s fork and
+#: exec, the ledger's fsync), so a few threads overlap them; the agents' own start-up shares the cores anyway.
+START_THREADS = 8
+
+
 def start_host_agents(topo, agent_path: Path, flows, artifacts: Path, run: Run | None = None) -> list[HostAgent]:
     """One ``roughnet-agent host`` per host with flows; each flow's agents become ``FlowAgent``s in
-    ``f.receivers`` and ``f.sender_agent`` (the senders wait for ``send_t0``)."""
+    ``f.receivers`` and ``f.sender_agent`` (the senders wait for ``send_t0``).
+
+    Every host's configuration is written first, then the processes and their readers are started
+    ``START_THREADS`` at a time, then each flow is given its agents in host order (so every flow's receivers are
+    in the order a start one host after the other gives them). Whatever fails, every host agent started is
+    stopped before the error goes on."""
     if run is not None and getattr(topo, "shares_udp_sockets", False):
         share_udp_sockets(run, flows, topo.address)
     share_zenoh_sessions(flows, topo.address)
@@ -245,15 +256,32 @@ def start_host_agents(topo, agent_path: Path, flows, artifacts: Path, run: Run |
     for f in flows:
         for i, spec in enumerate(f.specs):
             per_host.setdefault(spec.host, []).append((f, spec, i == len(f.specs) - 1))
-    agents: list[HostAgent] = []
     phases = phase_ns(flows)
+    configs = [_write_config(host, entries, artifacts, phases) for host, entries in per_host.items()]
+    # (a backend whose popen is not safe from several threads at once, e.g. kubectl's, starts one at a time)
+    workers = START_THREADS if getattr(topo, "concurrent_popen", False) else 1
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-start")
+    futures = []
     try:
-        for host, entries in per_host.items():
-            agents.append(_start_one(topo, agent_path, host, entries, artifacts, phases))
+        futures = [pool.submit(_start_one, topo, agent_path, host, entries, cfg, artifacts) for (host, entries), cfg
+                   in zip(per_host.items(), configs, strict=True)]  # fmt: skip
+        for fut in futures:
+            fut.result()
     except BaseException:
-        for a in agents:
-            a.stop(grace_s=1.0)
+        pool.shutdown(wait=True, cancel_futures=True)  # nothing starts after this: then stop what did
+        for fut in futures:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                fut.result().stop(grace_s=1.0)
         raise
+    pool.shutdown(wait=True)
+    agents = [fut.result() for fut in futures]
+    for (host, entries), ha in zip(per_host.items(), agents, strict=True):  # the flows' agents in host order
+        for f, _spec, is_sender in entries:
+            fa = ha.flows[f.index]
+            if is_sender:
+                f.sender_agent = fa
+            else:
+                f.receivers.append(fa)
     return agents
 
 
@@ -275,7 +303,7 @@ def phase_ns(flows) -> dict[int, int]:
     return out
 
 
-def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path, phases: dict[int, int]) -> HostAgent:
+def _write_config(host: str, entries, artifacts: Path, phases: dict[int, int]) -> Path:
     objs = []
     for f, spec, is_sender in entries:
         start = f.workload.start_ns + phases.get(f.index, 0) if is_sender else None
@@ -283,6 +311,13 @@ def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path, phas
     cfg_path = artifacts / f"agent-{host}-host.config.json"
     # one flow a line: json's C encoder (indent takes the pure-Python one: 10.8 s for a 100-car run's 100 hosts)
     cfg_path.write_text('{"v":1,"flows":[\n' + ",\n".join(json.dumps(o, separators=(",", ":")) for o in objs) + "\n]}\n")
+    return cfg_path
+
+
+def _start_one(topo, agent_path: Path, host: str, entries, cfg_path: Path, artifacts: Path) -> HostAgent:
+    """Start one host's agent (recorded in the ledger by ``topo.popen``), its flows' ``FlowAgent``s (not yet in
+    the flows: ``start_host_agents`` puts them there in host order) and its reader. On a machine the starting
+    agents saturate, a thread's start waits some 50 ms for the scheduler: one per host, so in the pool's threads."""
     err_path = artifacts / f"agent-{host}-host.stderr"
     err = err_path.open("w")
     started_ns = time.monotonic_ns()
@@ -294,13 +329,8 @@ def _start_one(topo, agent_path: Path, host: str, entries, artifacts: Path, phas
     out_path = artifacts / f"agent-{host}-host.jsonl"
     ha = HostAgent(host, proc, out_path, err_path)
     for f, spec, is_sender in entries:
-        fa = FlowAgent(spec, proc, out_path, err_path, started_ns=started_ns, flow_id=f.index, host_agent=ha,
-                       at_t0=is_sender)
-        ha.flows[f.index] = fa
-        if is_sender:
-            f.sender_agent = fa
-        else:
-            f.receivers.append(fa)
+        ha.flows[f.index] = FlowAgent(spec, proc, out_path, err_path, started_ns=started_ns, flow_id=f.index,
+                                      host_agent=ha, at_t0=is_sender)
     ha.start_reader()
     log.debug("started the host agent of %s (%d flows): pid %d", host, len(entries), proc.pid)
     return ha

@@ -509,8 +509,9 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
     record["flows"] = flow_rows
     record["events"] = tl.events
     record["t0_ns"] = tl.t0_ns
+    prepared: dict[tuple[str, str, str], Any] = {}  # each flow's traces read and sorted once, for both
     try:
-        record["series"], record["recovery"] = analyse(run, tl, run.series_interval_ns)
+        record["series"], record["recovery"] = analyse(run, tl, run.series_interval_ns, prepared)
     except Exception as e:  # noqa: BLE001 - a bug of ours must not lose the run's results
         log.exception("time series of run %s", run.run_id)
         record["series"], record["recovery"] = [], []
@@ -519,7 +520,7 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
             record["validity"] = "suspect"
     try:  # hosts with positions: every message's sender-receiver distance (docs/results-format.md, distance)
         from ..mobility.distance import record_distances
-        record_distances(record, run, tl, link_counters)
+        record_distances(record, run, tl, link_counters, prepared)
     except Exception as e:  # noqa: BLE001 - as above
         log.exception("distances of run %s", run.run_id)
         record["validity_reasons"].append(f"no distances: internal error {type(e).__name__}: {e}")
@@ -534,8 +535,10 @@ def fill_record(record: dict[str, Any], run: Run, tl: Timeline, tcp_deltas, link
     record["status"] = "ok"
 
 
-def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tuple[list[dict], list[dict]]:
-    """Time series and recovery rows from the flows' traces (``roughnet.timeline``)."""
+def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS,
+            prepared: dict[tuple[str, str, str], Any] | None = None) -> tuple[list[dict], list[dict]]:
+    """Time series and recovery rows from the flows' traces (``roughnet.timeline``). ``prepared`` receives each
+    traced flow's ``series.prepare`` by (workload, sender, receiver), for the distances to reuse."""
     from ..timeline import recovery as rec_mod
     from ..timeline import series as series_mod
     from ..timeline import traces
@@ -543,22 +546,32 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tu
     series: list[dict] = []
     recovery: list[dict] = []
     faults = rec_mod.fault_windows(tl.events, (tl.end_ns - tl.t0_ns) / 1e9) if tl.events else []
+    # Traced flows' series are made all at once (series.flows_series) and put in their place after: ``chunks``
+    # holds rows ready (untraced flows) or the range of the batch's flows that goes there.
+    chunks: list[list[dict] | range] = []
+    batch: list[Any] = []
+    payloads: list[int] = []
+    keys: list[dict[str, str]] = []
     for f in tl.flows:
         if not f.traced:
             for a in f.receivers:
-                series.extend(interval_rows(f, a, tl, interval_ns))
+                chunks.append(interval_rows(f, a, tl, interval_ns))
             continue
         if "trace_path" not in f.specs[-1].config:
             continue
         tx_path = Path(f.specs[-1].config["trace_path"])
         tx = traces.read_tx(tx_path)
         promise = promise_of(f.workload, run)
+        first = len(batch)
         for a in f.receivers:
             rx = traces.read_rx(Path(a.spec.config["trace_path"]))
             flow = series_mod.prepare(tx, rx)
+            if prepared is not None:
+                prepared[(f.name, f.sender, a.spec.host)] = flow
             key = {"workload": f.name, "sender": f.sender, "receiver": a.spec.host}
-            for row in series_mod.flow_series(flow, None, tl.t0_ns, tl.end_ns, interval_ns, f.workload.payload_bytes):
-                series.append({**key, **row})
+            batch.append(flow)
+            payloads.append(f.workload.payload_bytes)
+            keys.append(key)
             for n, fault in enumerate(faults):
                 start_ns = tl.t0_ns + int(fault["start_s"] * 1e9)
                 end_ns = tl.t0_ns + int(fault["end_s"] * 1e9)
@@ -567,6 +580,14 @@ def analyse(run: Run, tl: Timeline, interval_ns: int = SERIES_INTERVAL_NS) -> tu
                 row = rec_mod.recovery(flow, None, tl.t0_ns, start_ns, end_ns, promise=promise,
                                        interval_ns=interval_ns, horizon_ns=horizon)
                 recovery.append({"event": fault["event"], **key, **row})
+        chunks.append(range(first, len(batch)))
+    rows_of = series_mod.flows_series(batch, tl.t0_ns, tl.end_ns, interval_ns, payloads, prefix=keys)
+    for chunk in chunks:
+        if isinstance(chunk, range):
+            for k in chunk:
+                series.extend(rows_of[k])
+        else:
+            series.extend(chunk)
     return series, recovery
 
 

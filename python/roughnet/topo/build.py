@@ -105,6 +105,8 @@ class Topology:
     #: A host's datagrams to a neighbour leave from its address on their link (``address``), so a host agent
     #: may tell UDP flows apart by source address (run.hostagent.share_udp_sockets).
     shares_udp_sockets = True
+    #: ``popen`` may be called from several threads at once (run.hostagent starts a hundred host agents so).
+    concurrent_popen = True
 
     def __init__(self, run: Run, ledger: Ledger, engines: Mapping[int, str] | None = None):
         self.spec = run
