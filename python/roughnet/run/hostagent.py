@@ -138,6 +138,11 @@ class HostAgent:
         except OSError:
             return ""
 
+    def terminate(self) -> None:
+        """SIGTERM without waiting (``stop`` waits)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
     def stop(self, grace_s: float = 3.0) -> None:
         """SIGTERM (every flow prints its result), then make sure the process is gone."""
         if self.proc.poll() is None:
@@ -269,9 +274,11 @@ def start_host_agents(topo, agent_path: Path, flows, artifacts: Path, run: Run |
             fut.result()
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)  # nothing starts after this: then stop what did
-        for fut in futures:
-            if fut.done() and not fut.cancelled() and fut.exception() is None:
-                fut.result().stop(grace_s=1.0)
+        started = [fut.result() for fut in futures if fut.done() and not fut.cancelled() and fut.exception() is None]
+        for ha in started:  # every one told first, then each waited for: their graces run side by side (a
+            ha.terminate()  # hundred agents still starting each took up to the whole grace, one after another)
+        for ha in started:
+            ha.stop(grace_s=1.0)
         raise
     pool.shutdown(wait=True)
     agents = [fut.result() for fut in futures]
