@@ -75,6 +75,8 @@ pub mod tcp;
 pub mod udp;
 #[cfg(feature = "mqtt")]
 pub mod mqtt;
+#[cfg(any(feature = "mqtt", feature = "nats"))]
+mod host_slots;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 #[cfg(feature = "nats")]

@@ -28,6 +28,7 @@ use super::client::{broker_receive_maximum, client_v4, qos4, tls_transport, Coun
 use super::{Mqtt, MqttOptions, CONNECT_RETRY, RETRY};
 use crate::clock::now_ns;
 use crate::config::{Config, Role};
+use crate::drivers::host_slots::{lock, release, HostSlots, SlotRef};
 use crate::drivers::{brokered, DriverError, PlanError};
 use crate::signals::stop_requested;
 
@@ -167,10 +168,6 @@ pub(super) struct Conn {
     /// Set when the connection has ended (its error), before the flows' channels are closed.
     ended: Mutex<Option<String>>,
     thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Conn {
@@ -357,39 +354,19 @@ fn pump(mut conn: rumqttc::Connection, c: Arc<Conn>) {
     st.order.clear();
 }
 
-/// One shared client: its plan and, once a flow opened it, the connection with its holders.
-struct Slot {
-    plan: HostClient,
-    live: Option<Arc<Conn>>,
-    holders: usize,
-}
-
 /// Host mode's shared clients by broker (empty in `run` mode: every flow has its own client).
-/// The broker is kept beside its slot, so that finding a flow's client never waits for another
-/// broker's slot (locked while its client connects).
-static HOST_CLIENTS: Mutex<Vec<(String, Arc<Mutex<Slot>>)>> = Mutex::new(Vec::new());
+static HOST_CLIENTS: HostSlots<HostClient, Arc<Conn>> = HostSlots::new();
 
 /// Host mode, before any flow starts: from now on the MQTT flows of each planned client share
 /// it, opened by the first flow that needs it and closed when the last flow holding it ends.
 pub fn install_host_clients(plan: Vec<HostClient>) {
-    *lock(&HOST_CLIENTS) = plan
-        .into_iter()
-        .map(|plan| {
-            let broker = plan.broker.clone();
-            let slot = Slot {
-                plan,
-                live: None,
-                holders: 0,
-            };
-            (broker, Arc::new(Mutex::new(slot)))
-        })
-        .collect();
+    HOST_CLIENTS.install(plan.into_iter().map(|p| (p.broker.clone(), p)));
 }
 
 /// A flow's hold on its host's client; dropping it removes the flow's route, and the last hold
 /// disconnects.
 pub(super) struct Hold {
-    slot: Arc<Mutex<Slot>>,
+    slot: SlotRef<HostClient, Arc<Conn>>,
     pub(super) conn: Arc<Conn>,
     topic: Option<String>,
 }
@@ -413,14 +390,10 @@ impl Drop for Hold {
         if let Some(t) = &self.topic {
             self.conn.unroute(t);
         }
-        let mut slot = lock(&self.slot);
-        slot.holders = slot.holders.saturating_sub(1);
-        if slot.holders == 0 {
-            if let Some(c) = slot.live.take() {
-                c.shutdown();
-                tracing::info!(broker = %c.broker, "closed the host's mqtt client");
-            }
-        }
+        release(&self.slot, |_, c| {
+            c.shutdown();
+            tracing::info!(broker = %c.broker, "closed the host's mqtt client");
+        });
     }
 }
 
@@ -431,11 +404,7 @@ pub(super) fn hold(d: &Mqtt, cfg: &Config) -> Result<Option<Hold>, DriverError> 
         return Ok(None);
     }
     let broker = format!("{}:{}", d.host, d.port);
-    let slot = lock(&HOST_CLIENTS)
-        .iter()
-        .find(|(b, _)| *b == broker)
-        .map(|(_, s)| s.clone());
-    let Some(slot) = slot else {
+    let Some(slot) = HOST_CLIENTS.find(&broker) else {
         return Ok(None);
     };
     let mut s = lock(&slot);

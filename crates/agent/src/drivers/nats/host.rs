@@ -16,12 +16,13 @@
 //! connection is opened by the first flow that needs it and closed when the last flow holding
 //! it ends.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use async_nats::Client;
 
 use super::{Link, Nats, NatsEndpoint};
 use crate::config::Config;
+use crate::drivers::host_slots::{lock, release, HostSlots, SlotRef};
 use crate::drivers::{DriverError, PlanError};
 
 /// One shared connection of the plan: a server and the flows that use it.
@@ -40,7 +41,12 @@ fn connection_knobs(d: &Nats) -> [(&'static str, String); 1] {
 /// Host mode: the shared connections of the NATS flows among `flows` ((id, configuration); other
 /// protocols are skipped), one per server.  Err: two flows of one server whose `reconnect` differs.
 pub fn host_plan(flows: &[(u32, &Config)]) -> Result<Vec<HostClient>, PlanError> {
-    let mut groups: Vec<(HostClient, u32, [(&'static str, String); 1])> = Vec::new();
+    struct Group {
+        plan: HostClient,
+        first: u32,
+        knobs: [(&'static str, String); 1],
+    }
+    let mut groups: Vec<Group> = Vec::new();
     for &(id, cfg) in flows {
         if cfg.protocol != "nats" {
             continue;
@@ -49,33 +55,38 @@ pub fn host_plan(flows: &[(u32, &Config)]) -> Result<Vec<HostClient>, PlanError>
             continue; // host::parse created every driver first: not reached
         };
         let knobs = connection_knobs(&d);
-        let i = match groups.iter().position(|g| g.0.broker == d.broker) {
+        let i = match groups.iter().position(|g| g.plan.broker == d.broker) {
             Some(i) => i,
             None => {
                 let plan = HostClient {
                     broker: d.broker.clone(),
                     flows: vec![],
                 };
-                groups.push((plan, id, knobs.clone()));
+                groups.push(Group {
+                    plan,
+                    first: id,
+                    knobs: knobs.clone(),
+                });
                 groups.len() - 1
             }
         };
-        let (plan, first, first_knobs) = &mut groups[i];
-        let diffs = crate::drivers::knob_diffs(first_knobs, &knobs);
+        let g = &mut groups[i];
+        let diffs = crate::drivers::knob_diffs(&g.knobs, &knobs);
         if !diffs.is_empty() {
             return Err(PlanError {
                 flow: id,
                 message: format!(
-                    "flows {first} and {id}: nats options differ ({}): one connection per host and \
+                    "flows {} and {id}: nats options differ ({}): one connection per host and \
                      server ({}) needs the same connection knobs",
+                    g.first,
                     diffs.join(", "),
-                    plan.broker
+                    g.plan.broker
                 ),
             });
         }
-        plan.flows.push(id);
+        g.plan.flows.push(id);
     }
-    Ok(groups.into_iter().map(|g| g.0).collect())
+    Ok(groups.into_iter().map(|g| g.plan).collect())
 }
 
 /// A live shared connection: the runtime its task runs on, the client, its events.
@@ -85,60 +96,32 @@ pub(super) struct Shared {
     pub(super) link: Arc<Link>,
 }
 
-/// One shared connection: its plan and, once a flow opened it, the connection and its holders.
-struct Slot {
-    plan: HostClient,
-    live: Option<Arc<Shared>>,
-    holders: usize,
-}
-
 /// Host mode's shared connections by server (empty in `run` mode: every flow has its own).
-static HOST_CLIENTS: Mutex<Vec<(String, Arc<Mutex<Slot>>)>> = Mutex::new(Vec::new());
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+static HOST_CLIENTS: HostSlots<HostClient, Arc<Shared>> = HostSlots::new();
 
 /// Host mode, before any flow starts: from now on the NATS flows of each planned connection
 /// share it, opened by the first flow that needs it and closed when the last flow holding it ends.
 pub fn install_host_clients(plan: Vec<HostClient>) {
-    *lock(&HOST_CLIENTS) = plan
-        .into_iter()
-        .map(|plan| {
-            let broker = plan.broker.clone();
-            let slot = Slot {
-                plan,
-                live: None,
-                holders: 0,
-            };
-            (broker, Arc::new(Mutex::new(slot)))
-        })
-        .collect();
+    HOST_CLIENTS.install(plan.into_iter().map(|p| (p.broker.clone(), p)));
 }
 
 /// A flow's hold on its host's connection; the last hold dropped closes it.
 pub(super) struct Hold {
-    slot: Arc<Mutex<Slot>>,
+    slot: SlotRef<HostClient, Arc<Shared>>,
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        let mut slot = lock(&self.slot);
-        slot.holders = slot.holders.saturating_sub(1);
-        if slot.holders == 0 && slot.live.take().is_some() {
-            tracing::info!(server = %slot.plan.broker, "closed the host's nats connection");
-        }
+        release(&self.slot, |plan, _| {
+            tracing::info!(server = %plan.broker, "closed the host's nats connection");
+        });
     }
 }
 
 /// The host's connection for a flow of `d` (connecting it if no flow holds it), or None outside
 /// host mode (or for a server no plan names: not reached).
 pub(super) fn hold(d: &Nats, cfg: &Config) -> Result<Option<(Hold, Arc<Shared>)>, DriverError> {
-    let slot = lock(&HOST_CLIENTS)
-        .iter()
-        .find(|(b, _)| *b == d.broker)
-        .map(|(_, s)| s.clone());
-    let Some(slot) = slot else {
+    let Some(slot) = HOST_CLIENTS.find(&d.broker) else {
         return Ok(None);
     };
     // Locked while the first flow connects: the others wait for that connection, not one each.
